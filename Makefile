@@ -1,0 +1,40 @@
+# The two commands a new user runs (README.md):
+#   make run    install deps, build, make the default model, start kvfork on it
+#   make test   install deps, build, run every test tier
+PRESET ?= release
+BUILD_DIR := build/$(PRESET)
+KVFORK := $(BUILD_DIR)/src/cli/kvfork
+DEFAULT_MODEL := models/default
+JOBS ?= $(shell nproc)
+
+.PHONY: all deps build run test test-unit model clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake --preset $(PRESET) >/dev/null
+	@cmake --build --preset $(PRESET) -j $(JOBS)
+
+# A qwen3-architecture model of about 50M parameters on the real Qwen3
+# tokenizer, with deterministic random weights (no weights can be downloaded).
+$(DEFAULT_MODEL)/config.json:
+	@$(MAKE) --no-print-directory build
+	$(KVFORK) make-model --arch qwen3 --shape default-50m --seed 1 \
+	  --tokenizer .cache/npm/tokenizer-qwen3/package/models --out $(DEFAULT_MODEL)
+
+model: build $(DEFAULT_MODEL)/config.json
+
+run: model
+	$(KVFORK) generate --model $(DEFAULT_MODEL) --prompt-ids 9707,11,1879,0 --max-tokens 32
+
+test: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+test-unit: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) -L unit
+
+clean:
+	rm -rf build

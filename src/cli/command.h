@@ -1,0 +1,28 @@
+// Subcommand registry of the kvfork binary. A subcommand is one .cc file in
+// src/cli that calls KVFORK_REGISTER_COMMAND; main.cc dispatches on argv[1].
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kvfork::cli {
+
+// Runs with argv[0] = the subcommand name; returns the process exit code.
+using CommandFn = int (*)(int argc, char** argv);
+
+struct Command {
+  std::string name;     // "generate", "bench"
+  std::string summary;  // one line for `kvfork --help`
+  CommandFn run = nullptr;
+};
+
+std::vector<Command>& Commands();
+
+struct CommandRegistrar {
+  explicit CommandRegistrar(Command command);
+};
+
+}  // namespace kvfork::cli
+
+#define KVFORK_REGISTER_COMMAND(ident, name, summary, fn) \
+  static ::kvfork::cli::CommandRegistrar kvfork_command_##ident({name, summary, fn})

@@ -1,0 +1,118 @@
+#include "core/cpu_features.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define KVFORK_X86 1
+#endif
+
+namespace kvfork {
+namespace {
+
+#ifdef KVFORK_X86
+uint64_t Xgetbv() {
+  uint32_t eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+#endif
+
+CpuFeatures Detect() {
+  CpuFeatures f;
+#ifdef KVFORK_X86
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  bool osxsave = (c >> 27) & 1;
+  bool fma = (c >> 12) & 1;
+  bool f16c = (c >> 29) & 1;
+  if (!osxsave) return f;
+  uint64_t xcr0 = Xgetbv();
+  bool ymm_os = (xcr0 & 0x6) == 0x6;
+  bool zmm_os = (xcr0 & 0xe6) == 0xe6;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+  f.avx2 = ymm_os && ((b >> 5) & 1);
+  f.fma = ymm_os && fma;
+  f.f16c = ymm_os && f16c;
+  f.avx512f = zmm_os && ((b >> 16) & 1);
+  f.avx512dq = zmm_os && ((b >> 17) & 1);
+  f.avx512bw = zmm_os && ((b >> 30) & 1);
+  f.avx512vl = zmm_os && ((b >> 31) & 1);
+  unsigned a1, b1, c1, d1;
+  if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) f.avx512_bf16 = zmm_os && ((a1 >> 5) & 1);
+#endif
+  return f;
+}
+
+std::atomic<int> g_active{-1};
+
+}  // namespace
+
+const CpuFeatures& DetectCpuFeatures() {
+  static const CpuFeatures features = Detect();
+  return features;
+}
+
+bool IsaSupported(Isa isa) {
+  const CpuFeatures& f = DetectCpuFeatures();
+  switch (isa) {
+    case Isa::kScalar: return true;
+    case Isa::kAvx2: return f.avx2 && f.fma && f.f16c;
+    case Isa::kAvx512:
+      return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
+             f.avx512_bf16;
+  }
+  return false;
+}
+
+Isa BestSupportedIsa() {
+  if (IsaSupported(Isa::kAvx512)) return Isa::kAvx512;
+  if (IsaSupported(Isa::kAvx2)) return Isa::kAvx2;
+  return Isa::kScalar;
+}
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+StatusOr<Isa> ParseIsa(const std::string& name) {
+  if (name == "scalar" || name == "portable") return Isa::kScalar;
+  if (name == "avx2") return Isa::kAvx2;
+  if (name == "avx512") return Isa::kAvx512;
+  return InvalidArgumentError("unknown ISA '" + name + "' (expected scalar, avx2 or avx512)");
+}
+
+Isa ActiveIsa() {
+  int v = g_active.load(std::memory_order_acquire);
+  if (v >= 0) return static_cast<Isa>(v);
+  Isa isa = BestSupportedIsa();
+  if (const char* env = std::getenv("KVFORK_CPU_ISA"); env != nullptr && *env != '\0') {
+    StatusOr<Isa> parsed = ParseIsa(env);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "KVFORK_CPU_ISA: %s\n", parsed.status().message().c_str());
+      std::exit(2);
+    }
+    if (!IsaSupported(*parsed)) {
+      std::fprintf(stderr, "KVFORK_CPU_ISA=%s: this CPU does not support it (best: %s)\n", env,
+                   IsaName(isa));
+      std::exit(2);
+    }
+    isa = *parsed;
+  }
+  g_active.store(static_cast<int>(isa), std::memory_order_release);
+  return isa;
+}
+
+void SetActiveIsaForTesting(Isa isa) {
+  KVFORK_CHECK_MSG(IsaSupported(isa), IsaName(isa));
+  g_active.store(static_cast<int>(isa), std::memory_order_release);
+}
+
+}  // namespace kvfork

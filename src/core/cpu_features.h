@@ -1,0 +1,44 @@
+// CPU feature detection and the instruction-set level kernels dispatch on.
+// The level is chosen once, at first use: the best the CPU supports, or the
+// one named by the environment variable KVFORK_CPU_ISA (scalar|avx2|avx512),
+// which must not exceed what the CPU supports.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace kvfork {
+
+enum class Isa {
+  kScalar = 0,  // portable C++
+  kAvx2 = 1,    // AVX2 + FMA + F16C
+  kAvx512 = 2,  // AVX-512 F/BW/VL/DQ + AVX512_BF16
+};
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512dq = false;
+  bool avx512_bf16 = false;
+};
+
+const CpuFeatures& DetectCpuFeatures();
+
+// Highest level the CPU supports.
+Isa BestSupportedIsa();
+bool IsaSupported(Isa isa);
+const char* IsaName(Isa isa);
+StatusOr<Isa> ParseIsa(const std::string& name);
+
+// The level in force for this process (KVFORK_CPU_ISA or the best one).
+// An invalid or unsupported KVFORK_CPU_ISA is a fatal start-up error.
+Isa ActiveIsa();
+// Overrides the level (tests that sweep every ISA); must be supported.
+void SetActiveIsaForTesting(Isa isa);
+
+}  // namespace kvfork

@@ -1,0 +1,82 @@
+// The kernel API the model and the KV cache call. Each op checks nothing
+// about input (callers validate shapes) and dispatches once per call on
+// ActiveIsa() (core/cpu_features.h) to one implementation per ISA.
+//
+// Batch invariance (DESIGN.md invariant 1): for a given ISA, every output
+// element is computed with one fixed reduction order that does not depend on
+// the number of rows M, on how a sequence is chunked, or on the thread count.
+// Tests compare bits between M=1 and M=N, and between 1 and N threads.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "kernels/kv_layout.h"
+
+namespace kvfork {
+
+// A row-major matrix [rows, cols] in memory that the caller owns.
+struct MatrixView {
+  DType dtype = DType::kF32;  // kF32 or kBf16 (f16 is converted at load)
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+// y[m, n] = sum_k x[m, k] * w[n, k]  (x: [m, w.cols] f32, y: [m, w.rows] f32).
+// With bf16 weights each x element is rounded to bf16 first (as llama.cpp
+// does) and products are accumulated in f32; with f32 weights it is f32 FMA.
+void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool);
+
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for rows r < rows. In place is fine.
+void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y);
+
+// Rotary embedding in Hugging Face's rotate-half layout, in place:
+// x: [num_tokens, num_heads, head_dim]; for pair i < head_dim/2,
+// (x[i], x[i + head_dim/2]) is rotated by angle positions[t] * inv_freq[i].
+void Rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
+          const int32_t* positions, const float* inv_freq);
+
+// out[i] = silu(gate[i]) * up[i]. out may alias gate.
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+
+// y[i] += x[i]
+void AddInPlace(float* y, const float* x, int64_t n);
+
+// x = softmax(x), in place.
+void Softmax(float* x, int64_t n);
+
+// out[t, :] = table[ids[t], :] as f32  (table: [vocab, dim]).
+void EmbeddingLookup(const MatrixView& table, const int32_t* ids, int64_t n, float* out);
+
+// Index of the largest value; the lowest index wins ties.
+int64_t Argmax(const float* x, int64_t n);
+
+// Writes K and V of num_tokens consecutive positions starting at start_pos
+// into a sequence's blocks for one layer, converting to the layout's dtype
+// (int8: one f32 scale per token and head, absmax / 127, round to nearest
+// even; deterministic so recomputed and cached tokens agree bit for bit).
+// blocks[i] is the base address of the sequence's i-th block.
+// k, v: [num_tokens, num_kv_heads, head_dim] f32.
+void WriteKv(const KvLayout& layout, int layer, uint8_t* const* blocks, int64_t start_pos,
+             int64_t num_tokens, const float* k, const float* v);
+
+// One sequence's share of an attention call.
+struct AttentionSeq {
+  const float* q = nullptr;  // [num_tokens, num_heads, head_dim]
+  float* out = nullptr;      // [num_tokens, num_heads, head_dim]
+  int64_t num_tokens = 0;    // new tokens (queries)
+  int64_t start_pos = 0;     // position of the first query token
+  uint8_t* const* blocks = nullptr;  // the sequence's block table (base addresses)
+};
+
+// Causal attention over a block table: query t attends to positions
+// [0, start_pos + t]. K/V of the new tokens must already be written. Keys are
+// reduced in position order with an online softmax, the same for every
+// chunking. GQA: query head h reads kv head h / (num_heads / num_kv_heads).
+void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,
+                    std::span<const AttentionSeq> seqs, ThreadPool& pool);
+
+}  // namespace kvfork
