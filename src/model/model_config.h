@@ -1,0 +1,49 @@
+// config.json of a Hugging Face causal LM, the fields kvfork uses.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace kvfork {
+
+enum class Architecture { kLlama, kQwen3 };  // LlamaForCausalLM, Qwen3ForCausalLM
+
+struct RopeScaling {
+  enum class Type { kNone, kLlama3 };
+  Type type = Type::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  Architecture arch = Architecture::kQwen3;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;        // num_hidden_layers
+  int64_t num_heads = 0;         // num_attention_heads
+  int64_t num_kv_heads = 0;      // num_key_value_heads (defaults to num_heads)
+  int64_t head_dim = 0;          // explicit (Qwen3) or hidden_size / num_heads
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  std::vector<int32_t> eos_token_ids;  // config.json eos_token_id (number or list)
+  int32_t bos_token_id = -1;
+  std::string torch_dtype;  // as written, for the log
+
+  // Rotary inverse frequencies [head_dim / 2], with llama3 scaling applied.
+  std::vector<float> RopeInvFreq() const;
+};
+
+// Parses and validates config.json; errors name the file and the field.
+StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
+StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& path);
+
+}  // namespace kvfork
