@@ -17,12 +17,21 @@ struct Command {
 };
 
 std::vector<Command>& Commands();
+// `kvfork bench <name>`: each benchmark registers itself the same way.
+std::vector<Command>& Benchmarks();
 
 struct CommandRegistrar {
   explicit CommandRegistrar(Command command);
+};
+struct BenchmarkRegistrar {
+  explicit BenchmarkRegistrar(Command benchmark);
 };
 
 }  // namespace kvfork::cli
 
 #define KVFORK_REGISTER_COMMAND(ident, name, summary, fn) \
   static ::kvfork::cli::CommandRegistrar kvfork_command_##ident({name, summary, fn})
+
+// KVFORK_REGISTER_BENCHMARK(kernels, "kernels", "GEMM/GEMV vs the machine's limits", RunFn)
+#define KVFORK_REGISTER_BENCHMARK(ident, name, summary, fn) \
+  static ::kvfork::cli::BenchmarkRegistrar kvfork_benchmark_##ident({name, summary, fn})

@@ -1,0 +1,76 @@
+// The engine: one thread that owns the model, the KV cache and the scheduler
+// and loops Step(); other threads Submit() requests and read their streams.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "engine/request.h"
+
+namespace kvfork {
+
+class Model;
+class Tokenizer;
+
+struct EngineOptions {
+  int threads = 0;                       // compute threads; 0 = all cores
+  int64_t max_num_batched_tokens = 512;  // tokens per step (decode + prefill chunks)
+  int64_t max_num_seqs = 8;              // sequences running at once
+  int64_t max_queue = 256;               // waiting requests before Submit refuses
+  std::string kv_backend = "auto";       // auto | paged | dense
+  std::string kv_dtype = "bf16";         // bf16 | f32 | int8
+  int kv_block_size = 16;                // tokens per KV block
+  int64_t kv_cache_mib = 0;              // pool size; 0 = a share of free memory
+  int64_t kv_blocks = 0;                 // pool size in blocks (overrides mib)
+  bool prefix_cache = true;              // --no-prefix-cache turns it off
+  bool prefix_tail_copy = true;          // copy matched tokens of a partial block
+  std::string schedule = "fcfs";         // fcfs | longest-prefix
+};
+
+// Counters for /metrics and /v1/cache/stats. Each is cumulative since start
+// unless it says "now".
+struct EngineStats {
+  int64_t requests_running = 0;      // now
+  int64_t requests_waiting = 0;      // now
+  int64_t blocks_total = 0;
+  int64_t blocks_free = 0;           // now
+  int64_t blocks_used = 0;           // now: referenced by a running sequence
+  int64_t blocks_cached = 0;         // now: refcount 0, in the prefix index
+  int64_t block_bytes = 0;
+  int64_t prefix_queries_tokens = 0; // prompt tokens looked up in the index
+  int64_t prefix_hits_tokens = 0;    // of those, tokens reused
+  int64_t tail_copied_tokens = 0;    // reused by copying into a private block
+  int64_t evictions = 0;             // blocks evicted from the index
+  int64_t preemptions = 0;
+  int64_t prompt_tokens = 0;         // prompt tokens of finished requests
+  int64_t generation_tokens = 0;
+  int64_t requests_finished = 0;
+  int64_t kv_bytes_peak = 0;         // max bytes of blocks used or cached
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  // Starts the engine thread. model and tokenizer must outlive the engine.
+  static StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options, Model& model,
+                                                  const Tokenizer& tokenizer);
+
+  // Validates the request (errors name the parameter) and queues it. The
+  // stream receives tokens, finish events and then kDone or kError.
+  virtual StatusOr<std::shared_ptr<RequestStream>> Submit(Request request) = 0;
+  // Drops the request at the next step; its stream ends with kFinish
+  // (kCancelled) for unfinished choices and kDone. Unknown ids are ignored.
+  virtual void Cancel(const std::string& request_id) = 0;
+  virtual EngineStats Stats() const = 0;
+  // Context length requests may use (prompt + max_tokens).
+  virtual int64_t max_context() const = 0;
+  // Drops every cached (unreferenced) prefix block.
+  virtual void ResetPrefixCache() = 0;
+  // Finishes or aborts every request, releases every block, joins the thread.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace kvfork
