@@ -1,0 +1,163 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/status.h"
+
+namespace kvfork {
+namespace {
+
+// Probability descending, token ascending: a strict total order, so sorting
+// and selection give the same candidates however the vocabulary is laid out.
+bool Better(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+  if (a.first != b.first) return a.first > b.first;
+  return a.second < b.second;
+}
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed)
+    : params_(params), rng_(seed) {
+  if (params_.repetition_penalty != 1.0) prompt_tokens_.insert(prompt.begin(), prompt.end());
+}
+
+uint64_t Sampler::ChoiceSeed(const SamplingParams& params, uint64_t request_seed, int64_t choice) {
+  const uint64_t base = params.seed.has_value() ? *params.seed : request_seed;
+  // Choice 0 keeps the plain seed so n = 1 with seed s equals choice 0 of n > 1.
+  return choice == 0 ? base : SplitMix64(base ^ SplitMix64(static_cast<uint64_t>(choice)));
+}
+
+double Sampler::Uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+
+void Sampler::ProcessLogits(std::vector<float>* logits) const {
+  std::vector<float>& x = *logits;
+  const int64_t vocab = static_cast<int64_t>(x.size());
+  for (const auto& [token, bias] : params_.logit_bias)
+    if (token >= 0 && token < vocab) x[token] += bias;
+  if (params_.repetition_penalty != 1.0) {
+    // HF RepetitionPenaltyLogitsProcessor: every token seen once, divided
+    // when positive and multiplied when negative.
+    const float rp = static_cast<float>(params_.repetition_penalty);
+    auto penalize = [&](int32_t t) {
+      if (t < 0 || t >= vocab) return;
+      x[t] = x[t] > 0 ? x[t] / rp : x[t] * rp;
+    };
+    for (int32_t t : prompt_tokens_) penalize(t);
+    for (const auto& [t, count] : output_counts_)
+      if (!prompt_tokens_.count(t)) penalize(t);
+  }
+  if (params_.presence_penalty != 0.0 || params_.frequency_penalty != 0.0) {
+    // OpenAI: logit -= count * frequency + (count > 0) * presence, over
+    // generated tokens only.
+    for (const auto& [t, count] : output_counts_) {
+      if (t < 0 || t >= vocab) continue;
+      x[t] -= static_cast<float>(count * params_.frequency_penalty + params_.presence_penalty);
+    }
+  }
+}
+
+SampleResult Sampler::Sample(std::span<const float> logits) {
+  const int64_t vocab = static_cast<int64_t>(logits.size());
+  KVFORK_CHECK(vocab > 0);
+  SampleResult result;
+
+  // log_softmax of the raw row (vLLM's default "raw logprobs").
+  float max_raw = -std::numeric_limits<float>::infinity();
+  for (float v : logits) max_raw = std::max(max_raw, v);
+  double sum_raw = 0.0;
+  for (float v : logits) sum_raw += std::exp(static_cast<double>(v - max_raw));
+  const double log_z = static_cast<double>(max_raw) + std::log(sum_raw);
+
+  scratch_.assign(logits.begin(), logits.end());
+  ProcessLogits(&scratch_);
+
+  const bool greedy = params_.temperature == 0.0 || params_.top_k == 1;
+  if (greedy) {
+    int32_t best = 0;
+    for (int64_t i = 1; i < vocab; ++i)
+      if (scratch_[i] > scratch_[best]) best = static_cast<int32_t>(i);
+    result.token = best;
+  } else {
+    const float inv_t = static_cast<float>(1.0 / params_.temperature);
+    float max_x = -std::numeric_limits<float>::infinity();
+    for (float& v : scratch_) {
+      v *= inv_t;
+      max_x = std::max(max_x, v);
+    }
+    candidates_.clear();
+    for (int64_t i = 0; i < vocab; ++i) {
+      const float p = std::exp(scratch_[i] - max_x);
+      if (p > 0.0f) candidates_.emplace_back(p, static_cast<int32_t>(i));
+    }
+    KVFORK_CHECK_MSG(!candidates_.empty(), "no token has a finite logit");
+    bool sorted = false;
+    if (params_.top_k > 0 && params_.top_k < static_cast<int64_t>(candidates_.size())) {
+      std::nth_element(candidates_.begin(), candidates_.begin() + params_.top_k - 1,
+                       candidates_.end(), Better);
+      candidates_.resize(params_.top_k);
+      std::sort(candidates_.begin(), candidates_.end(), Better);
+      sorted = true;
+    }
+    if ((params_.top_p < 1.0 || params_.min_p > 0.0) && !sorted) {
+      std::sort(candidates_.begin(), candidates_.end(), Better);
+      sorted = true;
+    }
+    if (params_.min_p > 0.0) {
+      const double threshold = params_.min_p * candidates_.front().first;
+      size_t keep = 1;
+      while (keep < candidates_.size() && candidates_[keep].first >= threshold) ++keep;
+      candidates_.resize(keep);
+    }
+    if (params_.top_p < 1.0) {
+      double total = 0.0;
+      for (const auto& c : candidates_) total += c.first;
+      const double target = params_.top_p * total;
+      double cum = 0.0;
+      size_t keep = 0;
+      while (keep < candidates_.size()) {
+        cum += candidates_[keep].first;
+        ++keep;
+        if (cum >= target) break;
+      }
+      candidates_.resize(keep);
+    }
+    double total = 0.0;
+    for (const auto& c : candidates_) total += c.first;
+    const double u = Uniform() * total;
+    double cum = 0.0;
+    result.token = candidates_.back().second;  // rounding: the last if u is never passed
+    for (const auto& c : candidates_) {
+      cum += c.first;
+      if (u < cum) {
+        result.token = c.second;
+        break;
+      }
+    }
+  }
+
+  result.logprob = static_cast<float>(static_cast<double>(logits[result.token]) - log_z);
+  if (params_.top_logprobs > 0) {
+    std::vector<std::pair<float, int32_t>> top;
+    top.reserve(vocab);
+    for (int64_t i = 0; i < vocab; ++i) top.emplace_back(logits[i], static_cast<int32_t>(i));
+    const int64_t k = std::min<int64_t>(params_.top_logprobs, vocab);
+    std::partial_sort(top.begin(), top.begin() + k, top.end(), Better);
+    for (int64_t i = 0; i < k; ++i)
+      result.top_logprobs.push_back(
+          {top[i].second, static_cast<float>(static_cast<double>(top[i].first) - log_z)});
+  }
+  ++output_counts_[result.token];
+  ++num_generated_;
+  return result;
+}
+
+}  // namespace kvfork

@@ -1,0 +1,62 @@
+// Turns one row of logits into the next token of one choice, as SamplingParams
+// says: logit bias, repetition / presence / frequency penalties, temperature,
+// top-k, top-p, min-p, then a draw from a seeded per-choice RNG.
+//
+// Determinism: the result depends only on the logits row, the params, the
+// tokens seen so far and the RNG state, never on what else is in the batch,
+// so the same seed gives the same tokens alone or batched. Candidate order is
+// fixed (probability descending, token id ascending on ties) and the draw uses
+// a 53-bit uniform from std::mt19937_64, whose sequence the standard fixes.
+//
+// Thread affinity: one Sampler per choice, used by the engine thread only.
+// Cost: O(vocab) per token, plus O(vocab log vocab) when top-p or min-p must
+// sort every candidate (top-k alone sorts only k).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "engine/request.h"
+
+namespace kvfork {
+
+struct SampleResult {
+  int32_t token = -1;
+  float logprob = 0.0f;                    // of token, log_softmax of the raw logits
+  std::vector<TokenLogprob> top_logprobs;  // top_logprobs best, if asked (k >= 0)
+};
+
+class Sampler {
+ public:
+  // prompt: the request's prompt tokens (repetition_penalty counts them, as
+  // Hugging Face and vLLM do). seed: the choice's RNG seed.
+  Sampler(const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed);
+
+  // Picks the next token from logits [vocab] and records it as generated.
+  SampleResult Sample(std::span<const float> logits);
+
+  // Seed of choice `choice` of a request: its seed, or a random one when unset,
+  // mixed with the choice index so siblings of n > 1 differ.
+  static uint64_t ChoiceSeed(const SamplingParams& params, uint64_t request_seed, int64_t choice);
+
+  int64_t num_generated() const { return num_generated_; }
+
+ private:
+  // Applies bias and penalties to a copy of the row.
+  void ProcessLogits(std::vector<float>* logits) const;
+  double Uniform();  // [0, 1) with 53 random bits
+
+  SamplingParams params_;
+  std::unordered_set<int32_t> prompt_tokens_;
+  std::unordered_map<int32_t, int64_t> output_counts_;  // generated token -> times
+  int64_t num_generated_ = 0;
+  std::mt19937_64 rng_;
+  std::vector<float> scratch_;               // [vocab] processed logits
+  std::vector<std::pair<float, int32_t>> candidates_;  // (probability, token)
+};
+
+}  // namespace kvfork
