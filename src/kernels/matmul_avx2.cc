@@ -1,0 +1,124 @@
+// AVX2 + FMA MatMul: y[m, n] = sum_k x[m, k] * w[n, k].
+//
+// One reduction order per output element, whatever M, tile or thread split
+// (DESIGN.md invariant 1): lane l of one 8-wide accumulator sums the products
+// at k = l, l + 8, l + 16, ... in increasing k with FMA; the K tail is the
+// same FMA on zero-padded lanes; then Hsum (simd_avx2.h) reduces the lanes.
+// Register tiles (MR X rows x NR W rows) only decide which accumulators live
+// side by side, never how one accumulates, so M=1 and M=512 give equal bits.
+//
+// Blocking: X is packed once per call into [m, kp] f32 (zero-padded to a
+// multiple of 8, rounded through bf16 for bf16 weights); threads take blocks
+// of kBlockRows W rows (which stay in L2) and run every X tile over them.
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/ops_isa.h"
+#include "kernels/scratch.h"
+#include "kernels/simd_avx2.h"
+
+namespace kvfork::avx2 {
+namespace {
+
+constexpr int64_t kBlockRows = 24;  // W rows per task: a multiple of every NR below
+
+// Loads 8 weights at k = c of row p as f32; `rem` < 8 valid ones for the tail.
+inline __m256 LoadW(const uint16_t* p) { return LoadBf16(p); }
+inline __m256 LoadW(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 LoadWTail(const uint16_t* p, int64_t rem) {
+  alignas(16) uint16_t buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::memcpy(buf, p, static_cast<size_t>(rem) * sizeof(uint16_t));
+  return LoadBf16(buf);
+}
+inline __m256 LoadWTail(const float* p, int64_t rem) { return _mm256_maskload_ps(p, TailMask(rem)); }
+
+// Computes y[i][j] for i < mr_valid, j < nr_valid. xr: MR packed X rows
+// (kp floats each); wr: NR W rows of k elements. Unused slots repeat the last
+// valid row (same work, results not stored).
+template <int MR, int NR, typename WT>
+inline void Tile(const float* const* xr, const WT* const* wr, int64_t k, float* y, int64_t ldy,
+                 int mr_valid, int nr_valid) {
+  __m256 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  const int64_t kfull = k & ~int64_t{7};
+  for (int64_t c = 0; c < kfull; c += 8) {
+    __m256 wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = LoadW(wr[j] + c);
+    for (int i = 0; i < MR; ++i) {
+      __m256 xv = _mm256_load_ps(xr[i] + c);
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+    }
+  }
+  if (kfull < k) {
+    __m256 wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = LoadWTail(wr[j] + kfull, k - kfull);
+    for (int i = 0; i < MR; ++i) {
+      __m256 xv = _mm256_load_ps(xr[i] + kfull);
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < mr_valid; ++i)
+    for (int j = 0; j < nr_valid; ++j) y[i * ldy + j] = Hsum(acc[i][j]);
+}
+
+// Runs Tile<MR, NR> over W rows [n0, n1) for X rows [i0, i0 + mr).
+template <int MR, int NR, typename WT>
+void TileRow(const float* xp, int64_t kp, int64_t i0, int mr, const WT* w, int64_t k, int64_t n0,
+             int64_t n1, float* y, int64_t n) {
+  const float* xr[MR];
+  for (int i = 0; i < MR; ++i) xr[i] = xp + (i0 + std::min(i, mr - 1)) * kp;
+  for (int64_t j0 = n0; j0 < n1; j0 += NR) {
+    const int nr = static_cast<int>(std::min<int64_t>(NR, n1 - j0));
+    const WT* wr[NR];
+    for (int j = 0; j < NR; ++j) wr[j] = w + (j0 + std::min(j, nr - 1)) * k;
+    Tile<MR, NR>(xr, wr, k, y + i0 * n + j0, n, mr, nr);
+  }
+}
+
+template <typename WT>
+void RunBlocks(const float* xp, int64_t kp, int64_t m, const WT* w, int64_t n, int64_t k, float* y,
+               ThreadPool& pool) {
+  const int64_t tasks = (n + kBlockRows - 1) / kBlockRows;
+  pool.ParallelFor(tasks, [&](int64_t t) {
+    const int64_t n0 = t * kBlockRows, n1 = std::min(n, n0 + kBlockRows);
+    int64_t i0 = 0;
+    for (; i0 + 4 <= m; i0 += 4) TileRow<4, 3>(xp, kp, i0, 4, w, k, n0, n1, y, n);
+    switch (m - i0) {
+      case 3: TileRow<3, 4>(xp, kp, i0, 3, w, k, n0, n1, y, n); break;
+      case 2: TileRow<2, 4>(xp, kp, i0, 2, w, k, n0, n1, y, n); break;
+      case 1: TileRow<1, 8>(xp, kp, i0, 1, w, k, n0, n1, y, n); break;
+      default: break;
+    }
+  });
+}
+
+}  // namespace
+
+void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool) {
+  const int64_t n = w.rows, k = w.cols;
+  if (m <= 0 || n <= 0) return;
+  const int64_t kp = (k + 7) & ~int64_t{7};
+  const bool bf16 = w.dtype == DType::kBf16;
+  float* xp = static_cast<float*>(ThreadScratch(static_cast<size_t>(m * kp) * sizeof(float)));
+  pool.ParallelFor(m, [&](int64_t i) {
+    const float* src = x + i * k;
+    float* dst = xp + i * kp;
+    int64_t c = 0;
+    for (; c + 8 <= k; c += 8) {
+      __m256 v = _mm256_loadu_ps(src + c);
+      _mm256_store_ps(dst + c, bf16 ? RoundToBf16(v) : v);
+    }
+    if (c < kp) {  // tail and padding: zeros past k
+      __m256 v = _mm256_maskload_ps(src + c, TailMask(k - c));
+      _mm256_store_ps(dst + c, bf16 ? RoundToBf16(v) : v);
+    }
+  });
+  if (bf16) {
+    RunBlocks(xp, kp, m, static_cast<const uint16_t*>(w.data), n, k, y, pool);
+  } else {
+    RunBlocks(xp, kp, m, static_cast<const float*>(w.data), n, k, y, pool);
+  }
+}
+
+}  // namespace kvfork::avx2

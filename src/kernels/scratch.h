@@ -1,0 +1,15 @@
+// Per-thread scratch memory for kernels (packed X panels, task tables).
+// Thread affinity: the buffer belongs to the calling thread; a kernel may use
+// it only for the duration of one call, and only from the thread that asked
+// (workers of a ParallelFor may read what the caller wrote before the call).
+// Cost: grows by reallocation (contents lost) and never shrinks.
+#pragma once
+
+#include <cstddef>
+
+namespace kvfork {
+
+// At least `bytes` bytes, 64-byte aligned, valid until the next call on this thread.
+void* ThreadScratch(size_t bytes);
+
+}  // namespace kvfork

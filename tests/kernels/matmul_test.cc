@@ -1,0 +1,158 @@
+// MatMul on every ISA: against the scalar reference, and bit-for-bit batch
+// invariance (row i of an M-row call == the M=1 call on row i) and thread
+// invariance (1, 2, 3 threads).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/ops.h"
+#include "kernels/reference.h"
+
+namespace kvfork {
+namespace {
+
+using testing::RandomFloats;
+using testing::SameBits;
+using testing::ScopedIsa;
+using testing::SupportedIsas;
+using testing::ToBf16;
+
+struct Weights {
+  std::vector<float> f32;
+  std::vector<bf16_t> bf16;
+  MatrixView View(DType dtype, int64_t rows, int64_t cols) const {
+    MatrixView v;
+    v.dtype = dtype;
+    v.data = dtype == DType::kBf16 ? static_cast<const void*>(bf16.data())
+                                   : static_cast<const void*>(f32.data());
+    v.rows = rows;
+    v.cols = cols;
+    return v;
+  }
+};
+
+Weights MakeWeights(int64_t n, int64_t k, uint32_t seed) {
+  Weights w;
+  w.f32 = RandomFloats(static_cast<size_t>(n * k), seed);
+  w.bf16 = ToBf16(w.f32);
+  return w;
+}
+
+// Tolerance vs reference: both compute the same exact products (x rounded to
+// bf16 for bf16 weights, so products are exact in f32) and differ only in the
+// summation order, so the error is bounded by a few ulps of sum |x*w| times
+// the number of additions in the longer chain: we allow 4 * k * eps.
+float Tolerance(const float* x, const MatrixView& w, int64_t row, int64_t k) {
+  double abs_sum = 0;
+  for (int64_t c = 0; c < k; ++c) {
+    double wv = w.dtype == DType::kBf16
+                    ? Bf16ToF32(static_cast<const bf16_t*>(w.data)[row * k + c])
+                    : static_cast<const float*>(w.data)[row * k + c];
+    abs_sum += std::fabs(x[c] * wv);
+  }
+  return static_cast<float>(4.0 * k * 5.96e-8 * abs_sum + 1e-30);
+}
+
+class MatMulTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatMulTest, MatchesReferenceOnEveryIsa) {
+  const DType dtype = GetParam();
+  ThreadPool pool(2);
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, 100}, {5, 50, 129},
+                         {7, 24, 64}, {13, 61, 257}, {4, 3, 7}}) {
+    Weights wb = MakeWeights(n, k, 11);
+    MatrixView w = wb.View(dtype, n, k);
+    std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 7);
+    std::vector<float> ref(static_cast<size_t>(m * n));
+    reference::MatMul(x.data(), m, w, ref.data(), pool);
+    for (Isa isa : SupportedIsas()) {
+      ScopedIsa scoped(isa);
+      std::vector<float> y(static_cast<size_t>(m * n), -1.0f);
+      MatMul(x.data(), m, w, y.data(), pool);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          float tol = Tolerance(x.data() + i * k, w, j, k);
+          ASSERT_NEAR(y[i * n + j], ref[i * n + j], tol)
+              << IsaName(isa) << " " << DTypeName(dtype) << " m=" << m << " n=" << n
+              << " k=" << k << " at (" << i << "," << j << ")";
+        }
+      }
+    }
+  }
+}
+
+TEST_P(MatMulTest, RowsOfABatchEqualSingleRowCallsBitwise) {
+  const DType dtype = GetParam();
+  const int64_t n = 83, k = 201;  // n not a multiple of any tile, k not of 8/16/32/64
+  Weights wb = MakeWeights(n, k, 3);
+  MatrixView w = wb.View(dtype, n, k);
+  ThreadPool pool(2);
+  for (Isa isa : SupportedIsas()) {
+    ScopedIsa scoped(isa);
+    for (int64_t m : {7, 33, 512}) {
+      std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 100 + static_cast<uint32_t>(m));
+      std::vector<float> y(static_cast<size_t>(m * n));
+      MatMul(x.data(), m, w, y.data(), pool);
+      for (int64_t i = 0; i < m; ++i) {
+        std::vector<float> y1(static_cast<size_t>(n));
+        MatMul(x.data() + i * k, 1, w, y1.data(), pool);
+        size_t at = 0;
+        ASSERT_TRUE(SameBits(y.data() + i * n, y1.data(), static_cast<size_t>(n), &at))
+            << IsaName(isa) << " " << DTypeName(dtype) << " m=" << m << " row " << i << " col "
+            << at << ": " << y[i * n + at] << " vs " << y1[at];
+      }
+      // Any sub-batch starting anywhere gives the same bits too (tiles shift).
+      if (m > 5) {
+        std::vector<float> y3(static_cast<size_t>(3 * n));
+        MatMul(x.data() + 2 * k, 3, w, y3.data(), pool);
+        ASSERT_TRUE(SameBits(y.data() + 2 * n, y3.data(), static_cast<size_t>(3 * n)))
+            << IsaName(isa) << " m=" << m << " rows 2..4";
+      }
+    }
+  }
+}
+
+TEST_P(MatMulTest, ThreadCountDoesNotChangeBits) {
+  const DType dtype = GetParam();
+  const int64_t m = 19, n = 131, k = 333;
+  Weights wb = MakeWeights(n, k, 5);
+  MatrixView w = wb.View(dtype, n, k);
+  std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 9);
+  for (Isa isa : SupportedIsas()) {
+    ScopedIsa scoped(isa);
+    std::vector<float> base(static_cast<size_t>(m * n));
+    {
+      ThreadPool pool(1);
+      MatMul(x.data(), m, w, base.data(), pool);
+    }
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> y(static_cast<size_t>(m * n));
+      MatMul(x.data(), m, w, y.data(), pool);
+      ASSERT_TRUE(SameBits(base.data(), y.data(), base.size()))
+          << IsaName(isa) << " " << DTypeName(dtype) << " threads=" << threads;
+    }
+  }
+}
+
+TEST(MatMulBf16, RoundsXToBf16First) {
+  // x = 1 + 2^-10 is not a bf16; rounded it is 1.0, so 1 * w must give w exactly.
+  const int64_t k = 1;
+  std::vector<bf16_t> w = {F32ToBf16(3.0f)};
+  MatrixView view{DType::kBf16, w.data(), 1, k};
+  float x = 1.0f + 1.0f / 1024.0f, y = 0.0f;
+  ThreadPool pool(1);
+  for (Isa isa : SupportedIsas()) {
+    ScopedIsa scoped(isa);
+    MatMul(&x, 1, view, &y, pool);
+    EXPECT_EQ(y, 3.0f) << IsaName(isa);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, MatMulTest, ::testing::Values(DType::kF32, DType::kBf16),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+
+}  // namespace
+}  // namespace kvfork
