@@ -25,7 +25,10 @@ const char* KvDTypeName(KvDType t) {
     case Isa::kScalar: break;                    \
   }                                              \
   return reference::call
-#define KVFORK_SCALAR_ONLY(call) return reference::call
+// Until the AVX-512 files land, AVX-512 machines run the AVX2 code.
+#define KVFORK_SCALAR_ONLY(call)                 \
+  if (ActiveIsa() != Isa::kScalar) return avx2::call; \
+  return reference::call
 
 void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool) {
   if (ActiveIsa() != Isa::kScalar) return avx2::MatMul(x, m, w, y, pool);
