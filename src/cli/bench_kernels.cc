@@ -1,0 +1,356 @@
+// `kvfork bench kernels`: the machine's limits and our MatMul against them and
+// against oneDNN, measured in the same run.
+//
+//   read bandwidth  streaming read of a 1 GiB buffer by all threads
+//   peak f32        FMA on independent registers (AVX2 8-wide or AVX-512 16-wide)
+//   peak bf16 dot   vdpbf16ps, where the CPU has AVX512_BF16
+//   GEMV (m=1)      bf16 / f32 weights, Qwen3-0.6B shapes, as a fraction of bandwidth
+//                   (weights rotate over copies larger than the L3 so they come from DRAM)
+//   GEMM (m=512)    the same shapes (lm head cut to 16384 rows) as a fraction of peak
+//   oneDNN          dnnl::matmul on the same shapes and dtypes; "x dnnl" = its time / ours
+//
+// Flags: --threads N (default: all cores), --json PATH (default bench/results/kernels.json),
+//        --quick (fewer repetitions).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/flags.h"
+#include "core/bf16.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "core/timer.h"
+#include "kernels/ops.h"
+
+#if KVFORK_HAVE_DNNL
+#include <dnnl.hpp>
+extern "C" void omp_set_num_threads(int);  // libgomp, which libdnnl runs on
+#endif
+
+namespace kvfork::cli {
+namespace {
+
+// Runs fn repeatedly for at least min_seconds (and 3 times) after one warm-up;
+// returns the mean seconds per run.
+template <typename Fn>
+double TimeIt(const Fn& fn, double min_seconds) {
+  fn();
+  int runs = 0;
+  Timer t;
+  do {
+    fn();
+    ++runs;
+  } while (runs < 3 || t.Seconds() < min_seconds);
+  return t.Seconds() / runs;
+}
+
+__attribute__((target("avx2"))) uint64_t SumAvx2(const uint8_t* p, size_t bytes) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 128 <= bytes; i += 128) {
+    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+  alignas(32) uint64_t out[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), s);
+  return out[0] + out[1] + out[2] + out[3];
+}
+
+uint64_t SumScalar(const uint8_t* p, size_t bytes) {
+  uint64_t s = 0;
+  for (size_t i = 0; i + 8 <= bytes; i += 8) {
+    uint64_t v;
+    std::memcpy(&v, p + i, 8);
+    s += v;
+  }
+  return s;
+}
+
+double MeasureBandwidth(ThreadPool& pool, double min_seconds) {
+  const size_t bytes = size_t{1} << 30;
+  std::unique_ptr<uint8_t, decltype(&std::free)> buf(
+      static_cast<uint8_t*>(std::aligned_alloc(64, bytes)), &std::free);
+  std::memset(buf.get(), 1, bytes);
+  const int threads = pool.num_threads();
+  const size_t slice = bytes / threads / 128 * 128;
+  const bool avx2 = IsaSupported(Isa::kAvx2);
+  std::vector<uint64_t> sink(threads);
+  double s = TimeIt(
+      [&] {
+        pool.ParallelFor(threads, [&](int64_t t) {
+          const uint8_t* p = buf.get() + t * slice;
+          sink[t] += avx2 ? SumAvx2(p, slice) : SumScalar(p, slice);
+        });
+      },
+      min_seconds);
+  return static_cast<double>(slice) * threads / s;
+}
+
+constexpr int kFmaChains = 10;
+
+__attribute__((target("avx2,fma"))) float FmaLoopAvx2(int64_t iters) {
+  __m256 acc[kFmaChains];
+  for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  __m256 s = acc[0];
+  for (int i = 1; i < kFmaChains; ++i) s = _mm256_add_ps(s, acc[i]);
+  return _mm256_cvtss_f32(s);
+}
+
+__attribute__((target("avx512f,fma"))) float FmaLoopAvx512(int64_t iters) {
+  __m512 acc[kFmaChains];
+  for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  __m512 s = acc[0];
+  for (int i = 1; i < kFmaChains; ++i) s = _mm512_add_ps(s, acc[i]);
+  return _mm512_cvtss_f32(s);
+}
+
+__attribute__((target("avx512f,avx512bf16"))) float DpbfLoop(int64_t iters) {
+  __m512 acc[kFmaChains];
+  for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512i a = _mm512_set1_epi16(0x3f80), b = _mm512_set1_epi16(0x3380);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < kFmaChains; ++i)
+      acc[i] = _mm512_dpbf16_ps(acc[i], reinterpret_cast<const __m512bh&>(a),
+                                reinterpret_cast<const __m512bh&>(b));
+  __m512 s = acc[0];
+  for (int i = 1; i < kFmaChains; ++i) s = _mm512_add_ps(s, acc[i]);
+  return _mm512_cvtss_f32(s);
+}
+
+// Flop rate of `loop` run on every thread; flops_per_iter counts one iteration.
+double MeasurePeak(ThreadPool& pool, float (*loop)(int64_t), double flops_per_iter,
+                   double min_seconds) {
+  const int threads = pool.num_threads();
+  const int64_t iters = 2'000'000;
+  std::vector<float> sink(threads);
+  double s = TimeIt([&] { pool.ParallelFor(threads, [&](int64_t t) { sink[t] += loop(iters); }); },
+                    min_seconds);
+  return flops_per_iter * static_cast<double>(iters) * threads / s;
+}
+
+struct Shape {
+  const char* name;
+  int64_t n, k;
+};
+
+#if KVFORK_HAVE_DNNL
+// Seconds per dnnl::matmul of x [m, k] by w [n, k] (as weights [k, n] "ba"),
+// or a negative value when oneDNN has no implementation for this dtype here.
+double TimeDnnl(int64_t m, int64_t n, int64_t k, DType dtype, int copies, double min_seconds,
+                std::string* impl) {
+  try {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream strm(eng);
+    const dt wdt = dtype == DType::kBf16 ? dt::bf16 : dt::f32;
+    dnnl::memory::desc a_md({m, k}, wdt, tag::ab), b_md({k, n}, wdt, tag::ba),
+        c_md({m, n}, dt::f32, tag::ab);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), eng);
+    *impl = pd.impl_info_str();
+    dnnl::matmul prim(pd);
+    std::vector<dnnl::memory> a, b;
+    dnnl::memory c(c_md, eng);
+    dnnl::memory src(a_md, eng);
+    std::memset(src.get_data_handle(), 0, a_md.get_size());
+    for (int i = 0; i < copies; ++i) {
+      b.emplace_back(b_md, eng);
+      // Small random-ish values: bf16 0x3c00 + i ~ 0.0078, f32 similar.
+      if (dtype == DType::kBf16) {
+        auto* p = static_cast<uint16_t*>(b.back().get_data_handle());
+        for (int64_t j = 0; j < n * k; ++j) p[j] = static_cast<uint16_t>(0x3c00 + (j & 63));
+      } else {
+        auto* p = static_cast<float*>(b.back().get_data_handle());
+        for (int64_t j = 0; j < n * k; ++j) p[j] = 0.0078f * static_cast<float>(j & 63);
+      }
+    }
+    int next = 0;
+    return TimeIt(
+        [&] {
+          prim.execute(strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, b[next]}, {DNNL_ARG_DST, c}});
+          strm.wait();
+          next = (next + 1) % copies;
+        },
+        min_seconds);
+  } catch (const dnnl::error& e) {
+    *impl = std::string("unavailable: ") + e.what();
+    return -1.0;
+  }
+}
+#endif
+
+int RunBenchKernels(int argc, char** argv) {
+  auto flags_or = Flags::Parse(argc, argv, {"quick"});
+  if (!flags_or.ok()) {
+    std::fprintf(stderr, "%s\n", flags_or.status().ToString().c_str());
+    return 2;
+  }
+  Flags& flags = *flags_or;
+  auto threads_or = flags.GetInt("threads", ThreadPool::DefaultThreads());
+  auto json_or = flags.GetString("json", "bench/results/kernels.json");
+  const bool quick = flags.GetBool("quick");
+  Status done = flags.Finish();
+  if (!threads_or.ok() || !json_or.ok() || !done.ok()) {
+    std::fprintf(stderr, "%s\n",
+                 (!threads_or.ok() ? threads_or.status()
+                  : !json_or.ok()  ? json_or.status()
+                                   : done)
+                     .ToString()
+                     .c_str());
+    return 2;
+  }
+  if (*threads_or < 1 || *threads_or > 1024) {
+    std::fprintf(stderr, "--threads must be in [1, 1024], got %lld\n",
+                 static_cast<long long>(*threads_or));
+    return 2;
+  }
+  const int threads = static_cast<int>(*threads_or);
+  const double min_s = quick ? 0.05 : 0.3;
+  ThreadPool pool(threads);
+  const Isa isa = ActiveIsa();
+#if KVFORK_HAVE_DNNL
+  omp_set_num_threads(threads);
+#endif
+
+  nlohmann::json out;
+  out["isa"] = IsaName(isa);
+  out["threads"] = threads;
+  const double bw = MeasureBandwidth(pool, min_s);
+  double peak_f32 = 0, peak_bf16 = 0;
+  if (IsaSupported(Isa::kAvx512)) {
+    peak_f32 = MeasurePeak(pool, FmaLoopAvx512, kFmaChains * 32.0, min_s);
+    peak_bf16 = MeasurePeak(pool, DpbfLoop, kFmaChains * 64.0, min_s);
+  } else if (IsaSupported(Isa::kAvx2)) {
+    peak_f32 = MeasurePeak(pool, FmaLoopAvx2, kFmaChains * 16.0, min_s);
+  }
+  std::printf("isa %s, %d threads\n", IsaName(isa), threads);
+  std::printf("read bandwidth   %8.2f GB/s\n", bw * 1e-9);
+  std::printf("peak f32 FMA     %8.1f GFLOP/s\n", peak_f32 * 1e-9);
+  if (peak_bf16 > 0) std::printf("peak bf16 dot    %8.1f GFLOP/s\n", peak_bf16 * 1e-9);
+  out["read_bandwidth_gbps"] = bw * 1e-9;
+  out["peak_f32_gflops"] = peak_f32 * 1e-9;
+  out["peak_bf16_gflops"] = peak_bf16 * 1e-9;
+  // The rate our bf16 GEMM can reach: vdpbf16ps on AVX-512, f32 FMA on AVX2.
+  const double peak_for_bf16 = isa == Isa::kAvx512 && peak_bf16 > 0 ? peak_bf16 : peak_f32;
+
+  const Shape shapes[] = {{"1024x1024", 1024, 1024},
+                          {"3072x1024", 3072, 1024},
+                          {"1024x3072", 1024, 3072},
+                          {"151936x1024 lm_head", 151936, 1024}};
+  std::printf("\n%-6s %-5s %-20s %10s %10s %8s %10s %8s\n", "op", "dtype", "shape (n x k)",
+              "ours ms", "rate", "of limit", "dnnl ms", "x dnnl");
+  nlohmann::json rows = nlohmann::json::array();
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (DType dtype : {DType::kBf16, DType::kF32}) {
+    for (int gemm = 0; gemm < 2; ++gemm) {
+      for (const Shape& sh : shapes) {
+        const int64_t m = gemm ? 512 : 1;
+        // GEMM on the lm head is cut to 16384 rows to keep the run short.
+        const int64_t n = gemm && sh.n > 16384 ? 16384 : sh.n;
+        const int64_t k = sh.k;
+        const size_t wbytes = static_cast<size_t>(n * k) * DTypeSize(dtype);
+        // GEMV rotates over copies totalling > 256 MiB so weights come from DRAM.
+        const int copies =
+            gemm ? 1 : static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / wbytes + 1));
+        std::vector<std::vector<uint8_t>> ws(copies, std::vector<uint8_t>(wbytes));
+        for (auto& w : ws) {
+          if (dtype == DType::kBf16) {
+            auto* p = reinterpret_cast<bf16_t*>(w.data());
+            for (int64_t j = 0; j < n * k; ++j) p[j] = F32ToBf16(dist(rng) * 0.05f);
+          } else {
+            auto* p = reinterpret_cast<float*>(w.data());
+            for (int64_t j = 0; j < n * k; ++j) p[j] = dist(rng) * 0.05f;
+          }
+        }
+        std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
+        for (float& v : x) v = dist(rng);
+        int next = 0;
+        const double ours = TimeIt(
+            [&] {
+              MatrixView w{dtype, ws[next].data(), n, k};
+              MatMul(x.data(), m, w, y.data(), pool);
+              next = (next + 1) % copies;
+            },
+            min_s);
+        double rate, frac;
+        const char* unit;
+        if (gemm) {
+          rate = 2.0 * m * n * k / ours;
+          frac = rate / (dtype == DType::kBf16 ? peak_for_bf16 : peak_f32);
+          unit = "GFLOP/s";
+        } else {
+          rate = static_cast<double>(wbytes) / ours;
+          frac = rate / bw;
+          unit = "GB/s";
+        }
+        double dnnl_s = -1.0;
+        std::string impl = "not built with oneDNN";
+#if KVFORK_HAVE_DNNL
+        dnnl_s = TimeDnnl(m, n, k, dtype, copies, min_s, &impl);
+#endif
+        char shape[48];
+        std::snprintf(shape, sizeof(shape), "%s%s", sh.name, n != sh.n ? " (16384 rows)" : "");
+        char dnnl_ms[16] = "n/a", ratio[16] = "n/a";
+        if (dnnl_s > 0) {
+          std::snprintf(dnnl_ms, sizeof(dnnl_ms), "%.3f", dnnl_s * 1e3);
+          std::snprintf(ratio, sizeof(ratio), "%.2f", dnnl_s / ours);
+        }
+        std::printf("%-6s %-5s %-20s %10.3f %6.1f %-4s %7.1f%% %10s %8s\n", gemm ? "gemm" : "gemv",
+                    DTypeName(dtype), shape, ours * 1e3, rate * 1e-9, gemm ? "GF/s" : "GB/s",
+                    frac * 100.0, dnnl_ms, ratio);
+        rows.push_back({{"op", gemm ? "gemm" : "gemv"},
+                        {"dtype", DTypeName(dtype)},
+                        {"m", m},
+                        {"n", n},
+                        {"k", k},
+                        {"ours_ms", ours * 1e3},
+                        {"rate", rate * 1e-9},
+                        {"rate_unit", unit},
+                        {"fraction_of_limit", frac},
+                        {"dnnl_ms", dnnl_s > 0 ? nlohmann::json(dnnl_s * 1e3) : nlohmann::json()},
+                        {"speedup_vs_dnnl",
+                         dnnl_s > 0 ? nlohmann::json(dnnl_s / ours) : nlohmann::json()},
+                        {"dnnl_impl", impl}});
+      }
+    }
+  }
+  out["matmul"] = rows;
+  const std::filesystem::path path(*json_or);
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  std::ofstream f(path);
+  if (!f) {
+    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+    return 1;
+  }
+  f << out.dump(2) << "\n";
+  std::printf("\nwrote %s\n", path.c_str());
+  return 0;
+}
+
+}  // namespace
+
+KVFORK_REGISTER_BENCHMARK(kernels, "kernels", "GEMV/GEMM vs bandwidth, peak FLOPs and oneDNN",
+                          RunBenchKernels);
+
+}  // namespace kvfork::cli
