@@ -1,0 +1,135 @@
+#include "model/decoder.h"
+
+#include <cmath>
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace kvfork {
+
+Decoder::Decoder(ModelConfig config, const ArchSpec& arch, std::unique_ptr<ModelWeights> weights)
+    : config_(std::move(config)), arch_(arch), weights_(std::move(weights)) {
+  inv_freq_ = config_.RopeInvFreq();
+}
+
+Status Decoder::Validate(const ForwardBatch& batch, const KvLayout& layout) const {
+  const ModelConfig& c = config_;
+  if (layout.num_layers != c.num_layers || layout.num_kv_heads != c.num_kv_heads ||
+      layout.head_dim != c.head_dim || layout.block_size <= 0)
+    return InvalidArgumentError("KV layout (layers " + std::to_string(layout.num_layers) +
+                                ", kv heads " + std::to_string(layout.num_kv_heads) +
+                                ", head_dim " + std::to_string(layout.head_dim) +
+                                ") does not match the model");
+  int64_t total = 0;
+  for (size_t s = 0; s < batch.seqs.size(); ++s) {
+    const ForwardSeq& seq = batch.seqs[s];
+    const std::string where = "forward batch seq " + std::to_string(s) + ": ";
+    if (seq.num_tokens <= 0) return InvalidArgumentError(where + "num_tokens must be > 0");
+    if (seq.start_pos < 0) return InvalidArgumentError(where + "start_pos must be >= 0");
+    if (seq.blocks == nullptr) return InvalidArgumentError(where + "no block table");
+    if (seq.start_pos + seq.num_tokens > std::numeric_limits<int32_t>::max())
+      return OutOfRangeError(where + "position out of range");
+    total += seq.num_tokens;
+  }
+  if (total != static_cast<int64_t>(batch.tokens.size()))
+    return InvalidArgumentError("forward batch: sequences hold " + std::to_string(total) +
+                                " tokens but tokens has " + std::to_string(batch.tokens.size()));
+  for (size_t i = 0; i < batch.tokens.size(); ++i)
+    if (batch.tokens[i] < 0 || batch.tokens[i] >= c.vocab_size)
+      return InvalidArgumentError("forward batch: token " + std::to_string(i) + " = " +
+                                  std::to_string(batch.tokens[i]) + " is outside the vocab [0, " +
+                                  std::to_string(c.vocab_size) + ")");
+  return OkStatus();
+}
+
+Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, ThreadPool& pool,
+                        std::vector<float>* logits) {
+  KVFORK_RETURN_IF_ERROR(Validate(batch, layout));
+  const ModelConfig& c = config_;
+  const ModelWeights& w = *weights_;
+  const int64_t T = static_cast<int64_t>(batch.tokens.size());
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  const int64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (T == 0) {
+    logits->clear();
+    return OkStatus();
+  }
+
+  positions_.resize(T);
+  {
+    int64_t t = 0;
+    for (const ForwardSeq& s : batch.seqs)
+      for (int64_t i = 0; i < s.num_tokens; ++i) positions_[t++] = static_cast<int32_t>(s.start_pos + i);
+  }
+  x_.resize(T * H);
+  h_.resize(T * H);
+  q_.resize(T * qd);
+  k_.resize(T * kvd);
+  v_.resize(T * kvd);
+  attn_.resize(T * qd);
+  gate_.resize(T * I);
+  up_.resize(T * I);
+  out_.resize(T * H);
+
+  std::vector<AttentionSeq> attn_seqs(batch.seqs.size());
+  {
+    int64_t t = 0;
+    for (size_t s = 0; s < batch.seqs.size(); ++s) {
+      const ForwardSeq& fs = batch.seqs[s];
+      attn_seqs[s] = {q_.data() + t * qd, attn_.data() + t * qd, fs.num_tokens, fs.start_pos,
+                      fs.blocks};
+      t += fs.num_tokens;
+    }
+  }
+
+  EmbeddingLookup(w.embed_tokens, batch.tokens.data(), T, x_.data());
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& L = w.layers[l];
+    RmsNorm(x_.data(), L.input_norm, T, H, eps, h_.data());
+    MatMul(h_.data(), T, L.q_proj, q_.data(), pool);
+    MatMul(h_.data(), T, L.k_proj, k_.data(), pool);
+    MatMul(h_.data(), T, L.v_proj, v_.data(), pool);
+    if (arch_.after_qkv != nullptr) arch_.after_qkv(c, L, T, q_.data(), k_.data());
+    Rope(q_.data(), T, c.num_heads, c.head_dim, positions_.data(), inv_freq_.data());
+    Rope(k_.data(), T, c.num_kv_heads, c.head_dim, positions_.data(), inv_freq_.data());
+    {
+      int64_t t = 0;
+      for (const ForwardSeq& s : batch.seqs) {
+        WriteKv(layout, static_cast<int>(l), s.blocks, s.start_pos, s.num_tokens,
+                k_.data() + t * kvd, v_.data() + t * kvd);
+        t += s.num_tokens;
+      }
+    }
+    PagedAttention(layout, static_cast<int>(l), static_cast<int>(c.num_heads), scale, attn_seqs,
+                   pool);
+    MatMul(attn_.data(), T, L.o_proj, out_.data(), pool);
+    AddInPlace(x_.data(), out_.data(), T * H);
+    RmsNorm(x_.data(), L.post_attn_norm, T, H, eps, h_.data());
+    MatMul(h_.data(), T, L.gate_proj, gate_.data(), pool);
+    MatMul(h_.data(), T, L.up_proj, up_.data(), pool);
+    SiluMul(gate_.data(), up_.data(), T * I, gate_.data());
+    MatMul(gate_.data(), T, L.down_proj, out_.data(), pool);
+    AddInPlace(x_.data(), out_.data(), T * H);
+  }
+
+  // Final norm and lm_head only for the rows whose logits are asked for.
+  int64_t rows = 0;
+  for (const ForwardSeq& s : batch.seqs) rows += s.all_logits ? s.num_tokens : 1;
+  rows_.resize(rows * H);
+  {
+    int64_t t = 0, r = 0;
+    for (const ForwardSeq& s : batch.seqs) {
+      const int64_t first = s.all_logits ? 0 : s.num_tokens - 1;
+      for (int64_t i = first; i < s.num_tokens; ++i, ++r)
+        RmsNorm(x_.data() + (t + i) * H, w.final_norm, 1, H, eps, rows_.data() + r * H);
+      t += s.num_tokens;
+    }
+  }
+  logits->resize(rows * c.vocab_size);
+  MatMul(rows_.data(), rows, w.lm_head, logits->data(), pool);
+  return OkStatus();
+}
+
+}  // namespace kvfork

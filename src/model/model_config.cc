@@ -1,0 +1,245 @@
+// config.json parsing and validation, and the rotary frequencies.
+#include "model/model_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace kvfork {
+namespace {
+
+using nlohmann::json;
+
+// Every accessor names the file and the field on error; no json exception
+// escapes (we check types before every get<>).
+class Fields {
+ public:
+  Fields(const json& obj, const std::string& path, std::string prefix = "")
+      : obj_(obj), path_(path), prefix_(std::move(prefix)) {}
+
+  bool Has(const char* name) const { return obj_.contains(name) && !obj_.at(name).is_null(); }
+
+  Status Error(const char* name, const std::string& what) const {
+    return InvalidArgumentError(path_ + ": field \"" + prefix_ + name + "\" " + what);
+  }
+
+  StatusOr<int64_t> Int(const char* name, bool required, int64_t default_value,
+                        int64_t min_value) const {
+    if (!Has(name)) {
+      if (required) return Error(name, "is missing");
+      return default_value;
+    }
+    const json& v = obj_.at(name);
+    if (!v.is_number_integer()) return Error(name, "must be an integer, got " + v.dump());
+    int64_t x = v.get<int64_t>();
+    if (x < min_value)
+      return Error(name, "must be >= " + std::to_string(min_value) + ", got " + std::to_string(x));
+    return x;
+  }
+
+  StatusOr<double> Double(const char* name, bool required, double default_value) const {
+    if (!Has(name)) {
+      if (required) return Error(name, "is missing");
+      return default_value;
+    }
+    const json& v = obj_.at(name);
+    if (!v.is_number()) return Error(name, "must be a number, got " + v.dump());
+    double x = v.get<double>();
+    if (!std::isfinite(x)) return Error(name, "must be finite");
+    return x;
+  }
+
+  StatusOr<bool> Bool(const char* name, bool default_value) const {
+    if (!Has(name)) return default_value;
+    const json& v = obj_.at(name);
+    if (!v.is_boolean()) return Error(name, "must be true or false, got " + v.dump());
+    return v.get<bool>();
+  }
+
+  StatusOr<std::string> String(const char* name, bool required) const {
+    if (!Has(name)) {
+      if (required) return Error(name, "is missing");
+      return std::string();
+    }
+    const json& v = obj_.at(name);
+    if (!v.is_string()) return Error(name, "must be a string, got " + v.dump());
+    return v.get<std::string>();
+  }
+
+ private:
+  const json& obj_;
+  const std::string& path_;
+  std::string prefix_;
+};
+
+Status ParseRopeScaling(const json& root, const std::string& path, ModelConfig* c) {
+  if (!root.contains("rope_scaling") || root.at("rope_scaling").is_null()) return OkStatus();
+  const json& rs = root.at("rope_scaling");
+  if (!rs.is_object())
+    return InvalidArgumentError(path + ": field \"rope_scaling\" must be an object or null");
+  Fields f(rs, path, "rope_scaling.");
+  // transformers accepts both "rope_type" (current) and "type" (older files).
+  std::string type;
+  if (f.Has("rope_type")) {
+    KVFORK_ASSIGN_OR_RETURN(type, f.String("rope_type", true));
+  } else {
+    KVFORK_ASSIGN_OR_RETURN(type, f.String("type", false));
+  }
+  if (type == "default" || type.empty()) return OkStatus();
+  if (type != "llama3")
+    return UnimplementedError(path + ": rope_scaling type \"" + type +
+                              "\" is not supported (only llama3)");
+  RopeScaling& s = c->rope_scaling;
+  s.type = RopeScaling::Type::kLlama3;
+  KVFORK_ASSIGN_OR_RETURN(s.factor, f.Double("factor", true, 0));
+  KVFORK_ASSIGN_OR_RETURN(s.low_freq_factor, f.Double("low_freq_factor", true, 0));
+  KVFORK_ASSIGN_OR_RETURN(s.high_freq_factor, f.Double("high_freq_factor", true, 0));
+  KVFORK_ASSIGN_OR_RETURN(s.original_max_position_embeddings,
+                          f.Int("original_max_position_embeddings", true, 0, 1));
+  if (s.factor <= 0) return f.Error("factor", "must be > 0");
+  if (s.low_freq_factor <= 0) return f.Error("low_freq_factor", "must be > 0");
+  if (s.high_freq_factor <= s.low_freq_factor)
+    return f.Error("high_freq_factor", "must be greater than low_freq_factor");
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& path) {
+  json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return InvalidArgumentError(path + ": not valid JSON");
+  if (!root.is_object()) return InvalidArgumentError(path + ": top level must be a JSON object");
+  Fields f(root, path);
+  ModelConfig c;
+
+  // Architecture: "architectures": ["LlamaForCausalLM"] (model_type as a fallback).
+  std::string arch;
+  if (f.Has("architectures")) {
+    const json& a = root.at("architectures");
+    if (!a.is_array() || a.empty() || !a[0].is_string())
+      return f.Error("architectures", "must be a non-empty list of strings");
+    arch = a[0].get<std::string>();
+  } else {
+    KVFORK_ASSIGN_OR_RETURN(std::string model_type, f.String("model_type", false));
+    if (model_type == "llama") arch = "LlamaForCausalLM";
+    else if (model_type == "qwen3") arch = "Qwen3ForCausalLM";
+    else if (model_type.empty()) return f.Error("architectures", "is missing (and no model_type)");
+    else arch = model_type;
+  }
+  if (arch == "LlamaForCausalLM") {
+    c.arch = Architecture::kLlama;
+  } else if (arch == "Qwen3ForCausalLM") {
+    c.arch = Architecture::kQwen3;
+  } else {
+    return UnimplementedError(path + ": architecture \"" + arch +
+                              "\" is not supported (LlamaForCausalLM, Qwen3ForCausalLM)");
+  }
+
+  KVFORK_ASSIGN_OR_RETURN(c.vocab_size, f.Int("vocab_size", true, 0, 1));
+  KVFORK_ASSIGN_OR_RETURN(c.hidden_size, f.Int("hidden_size", true, 0, 1));
+  KVFORK_ASSIGN_OR_RETURN(c.intermediate_size, f.Int("intermediate_size", true, 0, 1));
+  KVFORK_ASSIGN_OR_RETURN(c.num_layers, f.Int("num_hidden_layers", true, 0, 1));
+  KVFORK_ASSIGN_OR_RETURN(c.num_heads, f.Int("num_attention_heads", true, 0, 1));
+  KVFORK_ASSIGN_OR_RETURN(c.num_kv_heads, f.Int("num_key_value_heads", false, c.num_heads, 1));
+  if (c.num_heads % c.num_kv_heads != 0)
+    return f.Error("num_key_value_heads", "(" + std::to_string(c.num_kv_heads) +
+                                              ") must divide num_attention_heads (" +
+                                              std::to_string(c.num_heads) + ")");
+  if (f.Has("head_dim")) {
+    KVFORK_ASSIGN_OR_RETURN(c.head_dim, f.Int("head_dim", true, 0, 2));
+  } else if (c.arch == Architecture::kQwen3) {
+    // transformers' Qwen3Config defaults head_dim to 128, not hidden/heads.
+    c.head_dim = 128;
+  } else {
+    if (c.hidden_size % c.num_heads != 0)
+      return f.Error("hidden_size", "must be a multiple of num_attention_heads when head_dim is absent");
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (c.head_dim % 2 != 0) return f.Error("head_dim", "must be even for rotary embeddings");
+  KVFORK_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                          f.Int("max_position_embeddings", false, 2048, 1));
+  KVFORK_ASSIGN_OR_RETURN(c.rms_norm_eps, f.Double("rms_norm_eps", false, 1e-6));
+  if (c.rms_norm_eps <= 0) return f.Error("rms_norm_eps", "must be > 0");
+  KVFORK_ASSIGN_OR_RETURN(c.rope_theta, f.Double("rope_theta", false, 10000.0));
+  if (c.rope_theta <= 1) return f.Error("rope_theta", "must be > 1");
+  KVFORK_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  KVFORK_RETURN_IF_ERROR(ParseRopeScaling(root, path, &c));
+
+  // Features of the HF classes we do not implement are errors, not silently ignored.
+  for (const char* name : {"attention_bias", "mlp_bias"}) {
+    KVFORK_ASSIGN_OR_RETURN(bool on, f.Bool(name, false));
+    if (on) return UnimplementedError(path + ": field \"" + name + "\" = true is not supported");
+  }
+  if (c.arch == Architecture::kQwen3) {
+    KVFORK_ASSIGN_OR_RETURN(bool sliding, f.Bool("use_sliding_window", false));
+    if (sliding)
+      return UnimplementedError(path + ": field \"use_sliding_window\" = true is not supported");
+  }
+  if (f.Has("hidden_act")) {
+    KVFORK_ASSIGN_OR_RETURN(std::string act, f.String("hidden_act", true));
+    if (act != "silu")
+      return UnimplementedError(path + ": field \"hidden_act\" = \"" + act +
+                                "\" is not supported (only silu)");
+  }
+
+  if (f.Has("eos_token_id")) {
+    const json& e = root.at("eos_token_id");
+    if (e.is_number_integer()) {
+      c.eos_token_ids.push_back(e.get<int32_t>());
+    } else if (e.is_array()) {
+      for (const json& x : e) {
+        if (!x.is_number_integer()) return f.Error("eos_token_id", "must be an integer or a list of integers");
+        c.eos_token_ids.push_back(x.get<int32_t>());
+      }
+    } else {
+      return f.Error("eos_token_id", "must be an integer or a list of integers");
+    }
+  }
+  KVFORK_ASSIGN_OR_RETURN(int64_t bos, f.Int("bos_token_id", false, -1, 0));
+  c.bos_token_id = static_cast<int32_t>(bos);
+  if (f.Has("torch_dtype")) {
+    KVFORK_ASSIGN_OR_RETURN(c.torch_dtype, f.String("torch_dtype", false));
+  }
+  return c;
+}
+
+StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError(path + ": cannot open (missing config.json?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return DataLossError(path + ": read error");
+  return ParseModelConfig(ss.str(), path);
+}
+
+std::vector<float> ModelConfig::RopeInvFreq() const {
+  // As transformers' _compute_default_rope_parameters and
+  // _compute_llama3_parameters, evaluated in double and rounded once.
+  const int64_t half = head_dim / 2;
+  std::vector<float> out(half);
+  const double kPi = 3.14159265358979323846;
+  for (int64_t i = 0; i < half; ++i) {
+    double inv = 1.0 / std::pow(rope_theta, static_cast<double>(2 * i) / head_dim);
+    if (rope_scaling.type == RopeScaling::Type::kLlama3) {
+      const RopeScaling& s = rope_scaling;
+      const double old_ctx = static_cast<double>(s.original_max_position_embeddings);
+      const double low_freq_wavelen = old_ctx / s.low_freq_factor;
+      const double high_freq_wavelen = old_ctx / s.high_freq_factor;
+      const double wavelen = 2 * kPi / inv;
+      if (wavelen > low_freq_wavelen) {
+        inv = inv / s.factor;
+      } else if (wavelen >= high_freq_wavelen) {
+        // Medium band: interpolate between scaled and unscaled.
+        double smooth = (old_ctx / wavelen - s.low_freq_factor) /
+                        (s.high_freq_factor - s.low_freq_factor);
+        inv = (1 - smooth) * inv / s.factor + smooth * inv;
+      }
+    }
+    out[i] = static_cast<float>(inv);
+  }
+  return out;
+}
+
+}  // namespace kvfork

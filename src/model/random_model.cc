@@ -1,0 +1,323 @@
+#include "model/random_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/bf16.h"
+#include "core/thread_pool.h"
+#include "model/arch.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+
+namespace kvfork {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct Shape {
+  const char* name;
+  int64_t hidden, intermediate, layers, heads, kv_heads, head_dim;
+  int64_t vocab;  // 0: the tokenizer's
+  bool tie;
+  double rope_theta, rms_norm_eps;
+  int64_t max_pos;
+  bool rope_scaling;
+  RopeScaling scaling;
+};
+
+RopeScaling Llama3Scaling(double factor, int64_t original) {
+  RopeScaling s;
+  s.type = RopeScaling::Type::kLlama3;
+  s.factor = factor;
+  s.low_freq_factor = 1.0;
+  s.high_freq_factor = 4.0;
+  s.original_max_position_embeddings = original;
+  return s;
+}
+
+const std::vector<Shape>& Shapes() {
+  static const std::vector<Shape> shapes = {
+      // tiny's rope scaling uses original_max_position_embeddings 32 so that
+      // with head_dim 16 its frequencies fall in all three llama3 bands.
+      {"tiny", 64, 128, 2, 4, 2, 16, 0, false, 10000.0, 1e-6, 4096, false,
+       Llama3Scaling(8.0, 32)},
+      {"default-50m", 256, 1024, 12, 4, 2, 64, 0, true, 1000000.0, 1e-6, 40960, false,
+       Llama3Scaling(8.0, 8192)},
+      {"qwen3-0.6b", 1024, 3072, 28, 16, 8, 128, 151936, true, 1000000.0, 1e-6, 40960, false,
+       Llama3Scaling(8.0, 8192)},
+      {"llama-3.2-1b", 2048, 8192, 16, 32, 8, 64, 128256, true, 500000.0, 1e-5, 131072, true,
+       Llama3Scaling(32.0, 8192)},
+  };
+  return shapes;
+}
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t NameHash(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// Standard normal for element i of a stream: Box-Muller on two hashed uniforms.
+double Normal(uint64_t key, uint64_t i) {
+  uint64_t a = SplitMix64(key ^ SplitMix64(2 * i));
+  uint64_t b = SplitMix64(key ^ SplitMix64(2 * i + 1));
+  double u1 = (static_cast<double>(a >> 11) + 1.0) * (1.0 / 9007199254740992.0);  // (0, 1]
+  double u2 = static_cast<double>(b >> 11) * (1.0 / 9007199254740992.0);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// (mean, std) of a tensor's values by its role.
+std::pair<double, double> Distribution(const ExpectedTensor& t, const ModelConfig& c) {
+  if (t.is_vector) return {1.0, 0.1};
+  const double fan_in = static_cast<double>(t.shape[1]);
+  if (EndsWith(t.name, "embed_tokens.weight") || EndsWith(t.name, "lm_head.weight"))
+    return {0.0, 2.5 / std::sqrt(static_cast<double>(c.hidden_size))};
+  if (EndsWith(t.name, "q_proj.weight") || EndsWith(t.name, "k_proj.weight"))
+    return {0.0, 1.5 / std::sqrt(fan_in)};
+  return {0.0, 1.0 / std::sqrt(fan_in)};
+}
+
+StatusOr<json> ReadJson(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j = json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded()) return InvalidArgumentError(path + ": not valid JSON");
+  return j;
+}
+
+// Token id of a special token's content in tokenizer.json, or -1.
+int64_t TokenId(const json& tok, const std::string& content) {
+  if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
+    for (const json& a : tok["added_tokens"])
+      if (a.is_object() && a.value("content", "") == content && a.contains("id") &&
+          a["id"].is_number_integer())
+        return a["id"].get<int64_t>();
+  if (tok.contains("model") && tok["model"].is_object() && tok["model"].contains("vocab") &&
+      tok["model"]["vocab"].is_object() && tok["model"]["vocab"].contains(content) &&
+      tok["model"]["vocab"][content].is_number_integer())
+    return tok["model"]["vocab"][content].get<int64_t>();
+  return -1;
+}
+
+std::string SpecialTokenContent(const json& tc, const char* key) {
+  if (!tc.contains(key)) return "";
+  const json& v = tc[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string())
+    return v["content"].get<std::string>();
+  return "";
+}
+
+json ConfigJson(const ModelConfig& c, DType dtype) {
+  json j;
+  const bool llama = c.arch == Architecture::kLlama;
+  j["architectures"] = {llama ? "LlamaForCausalLM" : "Qwen3ForCausalLM"};
+  j["model_type"] = llama ? "llama" : "qwen3";
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["vocab_size"] = c.vocab_size;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  if (c.rope_scaling.type == RopeScaling::Type::kLlama3) {
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", c.rope_scaling.factor},
+                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings",
+                          c.rope_scaling.original_max_position_embeddings}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["hidden_act"] = "silu";
+  j["attention_bias"] = false;
+  if (llama) j["mlp_bias"] = false;
+  j["torch_dtype"] = dtype == DType::kF32 ? "float32" : dtype == DType::kF16 ? "float16" : "bfloat16";
+  if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
+  else if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids;
+  return j;
+}
+
+Status WriteText(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return InternalError(path + ": write failed");
+  return OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> RandomModelShapes() {
+  std::vector<std::string> names;
+  for (const Shape& s : Shapes()) names.push_back(s.name);
+  return names;
+}
+
+StatusOr<int64_t> TokenizerVocabSize(const std::string& path) {
+  KVFORK_ASSIGN_OR_RETURN(json tok, ReadJson(path));
+  int64_t max_id = -1;
+  try {
+    if (tok.contains("model") && tok["model"].contains("vocab") && tok["model"]["vocab"].is_object())
+      for (auto& [k, v] : tok["model"]["vocab"].items())
+        if (v.is_number_integer()) max_id = std::max<int64_t>(max_id, v.get<int64_t>());
+    if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
+      for (const json& a : tok["added_tokens"])
+        if (a.is_object() && a.contains("id") && a["id"].is_number_integer())
+          max_id = std::max<int64_t>(max_id, a["id"].get<int64_t>());
+  } catch (const json::exception& e) {
+    return InvalidArgumentError(path + ": " + e.what());
+  }
+  if (max_id < 0) return InvalidArgumentError(path + ": no model.vocab or added_tokens ids");
+  return max_id + 1;
+}
+
+StatusOr<ModelConfig> RandomModelConfig(const RandomModelOptions& o) {
+  const Shape* shape = nullptr;
+  for (const Shape& s : Shapes())
+    if (o.shape == s.name) shape = &s;
+  if (shape == nullptr) {
+    std::string names;
+    for (const std::string& n : RandomModelShapes()) names += (names.empty() ? "" : ", ") + n;
+    return InvalidArgumentError("unknown model shape \"" + o.shape + "\" (known: " + names + ")");
+  }
+  if (o.dtype != DType::kBf16 && o.dtype != DType::kF32 && o.dtype != DType::kF16)
+    return InvalidArgumentError("random model dtype must be bf16, f16 or f32");
+  ModelConfig c;
+  c.arch = o.arch;
+  auto pick = [](int64_t v, int64_t d) { return v > 0 ? v : d; };
+  c.hidden_size = pick(o.hidden_size, shape->hidden);
+  c.intermediate_size = pick(o.intermediate_size, shape->intermediate);
+  c.num_layers = pick(o.num_layers, shape->layers);
+  c.num_heads = pick(o.num_heads, shape->heads);
+  c.num_kv_heads = pick(o.num_kv_heads, shape->kv_heads);
+  c.head_dim = pick(o.head_dim, shape->head_dim);
+  if (c.num_heads % c.num_kv_heads != 0)
+    return InvalidArgumentError("num_kv_heads must divide num_heads");
+  if (c.head_dim % 2 != 0) return InvalidArgumentError("head_dim must be even");
+  c.max_position_embeddings = shape->max_pos;
+  c.rms_norm_eps = shape->rms_norm_eps;
+  c.rope_theta = shape->rope_theta;
+  c.tie_word_embeddings = o.tie_word_embeddings.value_or(shape->tie);
+  if (o.rope_scaling.value_or(shape->rope_scaling)) c.rope_scaling = shape->scaling;
+  c.torch_dtype = DTypeName(o.dtype);
+
+  int64_t tokenizer_vocab = 0;
+  if (!o.tokenizer_dir.empty()) {
+    const std::string tok_path = o.tokenizer_dir + "/tokenizer.json";
+    KVFORK_ASSIGN_OR_RETURN(tokenizer_vocab, TokenizerVocabSize(tok_path));
+    KVFORK_ASSIGN_OR_RETURN(json tok, ReadJson(tok_path));
+    json tc = json::object();
+    if (fs::exists(o.tokenizer_dir + "/tokenizer_config.json")) {
+      KVFORK_ASSIGN_OR_RETURN(tc, ReadJson(o.tokenizer_dir + "/tokenizer_config.json"));
+    }
+    // eos: the configured eos token plus the usual end-of-turn tokens present.
+    std::set<int32_t> seen;
+    auto add_eos = [&](const std::string& content) {
+      int64_t id = content.empty() ? -1 : TokenId(tok, content);
+      if (id >= 0 && seen.insert(static_cast<int32_t>(id)).second)
+        c.eos_token_ids.push_back(static_cast<int32_t>(id));
+    };
+    add_eos(SpecialTokenContent(tc, "eos_token"));
+    for (const char* t : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|eom_id|>"})
+      add_eos(t);
+    std::string bos = SpecialTokenContent(tc, "bos_token");
+    if (!bos.empty()) c.bos_token_id = static_cast<int32_t>(TokenId(tok, bos));
+  }
+  c.vocab_size = o.vocab_size > 0 ? o.vocab_size : shape->vocab > 0 ? shape->vocab : tokenizer_vocab;
+  if (c.vocab_size <= 0)
+    return InvalidArgumentError("random model: give a vocab size or a tokenizer directory");
+  if (c.vocab_size < tokenizer_vocab)
+    return InvalidArgumentError("vocab size " + std::to_string(c.vocab_size) +
+                                " is smaller than the tokenizer's " +
+                                std::to_string(tokenizer_vocab));
+  return c;
+}
+
+Status WriteRandomModel(const RandomModelOptions& o, const std::string& out_dir) {
+  KVFORK_ASSIGN_OR_RETURN(ModelConfig c, RandomModelConfig(o));
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) return InternalError(out_dir + ": cannot create: " + ec.message());
+
+  // Tokenizer files first: config.json's eos ids came from them.
+  if (!o.tokenizer_dir.empty()) {
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+      const fs::path src = fs::path(o.tokenizer_dir) / f;
+      if (!fs::exists(src)) continue;
+      fs::copy_file(src, fs::path(out_dir) / f, fs::copy_options::overwrite_existing, ec);
+      if (ec) return InternalError(src.string() + ": copy failed: " + ec.message());
+    }
+  }
+  const std::string gen_path = out_dir + "/generation_config.json";
+  if (!fs::exists(gen_path)) {
+    json g = {{"do_sample", false}};
+    if (c.bos_token_id >= 0) g["bos_token_id"] = c.bos_token_id;
+    if (!c.eos_token_ids.empty()) g["eos_token_id"] = c.eos_token_ids;
+    KVFORK_RETURN_IF_ERROR(WriteText(gen_path, g.dump(2) + "\n"));
+  }
+  KVFORK_RETURN_IF_ERROR(WriteText(out_dir + "/config.json", ConfigJson(c, o.dtype).dump(2) + "\n"));
+
+  const std::vector<ExpectedTensor> tensors = ExpectedTensors(c, ArchFor(c.arch));
+  std::vector<TensorHeader> headers;
+  for (const ExpectedTensor& t : tensors) headers.push_back({t.name, o.dtype, t.shape});
+  // Remove a stale sharded index so the new single file is what loads.
+  fs::remove(out_dir + "/model.safetensors.index.json", ec);
+  KVFORK_ASSIGN_OR_RETURN(auto writer,
+                          SafetensorsWriter::Create(out_dir + "/model.safetensors", headers));
+  ThreadPool pool(ThreadPool::DefaultThreads());
+  std::vector<uint8_t> buf;
+  for (const ExpectedTensor& t : tensors) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    const auto [mean, stddev] = Distribution(t, c);
+    const uint64_t key = SplitMix64(o.seed ^ SplitMix64(NameHash(t.name)));
+    const size_t esize = DTypeSize(o.dtype);
+    buf.resize(static_cast<size_t>(n) * esize);
+    constexpr int64_t kChunk = 1 << 16;
+    uint8_t* out = buf.data();
+    const DType dtype = o.dtype;
+    pool.ParallelFor((n + kChunk - 1) / kChunk, [&](int64_t chunk) {
+      const int64_t end = std::min(n, (chunk + 1) * kChunk);
+      for (int64_t i = chunk * kChunk; i < end; ++i) {
+        float v = static_cast<float>(mean + stddev * Normal(key, static_cast<uint64_t>(i)));
+        if (dtype == DType::kF32) {
+          std::memcpy(out + 4 * i, &v, 4);
+        } else {
+          uint16_t h = dtype == DType::kBf16 ? F32ToBf16(v) : F32ToF16(v);
+          std::memcpy(out + 2 * i, &h, 2);
+        }
+      }
+    });
+    KVFORK_RETURN_IF_ERROR(writer->Write(buf.data(), buf.size()));
+  }
+  return writer->Close();
+}
+
+}  // namespace kvfork

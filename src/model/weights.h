@@ -1,0 +1,59 @@
+// The checkpoint's tensors bound to a config: every expected tensor present
+// with the shape config.json implies, no extra ones, in a compute dtype.
+//
+// Ownership: ModelWeights owns the checkpoint (its mmaps) and any tensor it
+// had to convert (f16 -> bf16/f32, norm weights -> f32, misaligned data);
+// every view points into one of those and lives as long as ModelWeights.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "kernels/ops.h"
+#include "model/arch.h"
+#include "model/model.h"
+#include "model/model_config.h"
+#include "model/safetensors.h"
+
+namespace kvfork {
+
+struct LayerWeights {
+  MatrixView q_proj;     // [num_heads * head_dim, hidden]
+  MatrixView k_proj;     // [num_kv_heads * head_dim, hidden]
+  MatrixView v_proj;     // [num_kv_heads * head_dim, hidden]
+  MatrixView o_proj;     // [hidden, num_heads * head_dim]
+  MatrixView gate_proj;  // [intermediate, hidden]
+  MatrixView up_proj;    // [intermediate, hidden]
+  MatrixView down_proj;  // [hidden, intermediate]
+  const float* input_norm = nullptr;      // [hidden]
+  const float* post_attn_norm = nullptr;  // [hidden]
+  const float* q_norm = nullptr;          // [head_dim], Qwen3 only
+  const float* k_norm = nullptr;          // [head_dim], Qwen3 only
+};
+
+struct ModelWeights {
+  MatrixView embed_tokens;  // [vocab, hidden]
+  MatrixView lm_head;       // [vocab, hidden]; embed_tokens when tied
+  const float* final_norm = nullptr;  // [hidden]
+  std::vector<LayerWeights> layers;
+  // Bytes of weights one decode step reads (every matrix once, the
+  // embedding row aside): the numerator of the bandwidth limit.
+  size_t decode_bytes_per_token = 0;
+  int64_t num_params = 0;
+
+  std::unique_ptr<SafetensorsCheckpoint> checkpoint;
+  std::vector<std::vector<uint8_t>> owned;  // converted copies
+};
+
+// The tensors an architecture expects for a config, in a stable order.
+std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c, const ArchSpec& arch);
+
+// Validates and binds; errors name the tensor, the expected and actual shape.
+StatusOr<std::unique_ptr<ModelWeights>> BindWeights(
+    const ModelConfig& c, const ArchSpec& arch, std::unique_ptr<SafetensorsCheckpoint> checkpoint,
+    const ModelLoadOptions& options);
+
+}  // namespace kvfork

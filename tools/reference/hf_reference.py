@@ -1,0 +1,171 @@
+#!/usr/bin/python3
+"""Independent float64 reference for LlamaForCausalLM and Qwen3ForCausalLM.
+
+Written from the Hugging Face transformers definitions (modeling_llama.py,
+modeling_qwen3.py, modeling_rope_utils.py), not from kvfork's C++: it reads
+the same config.json and safetensors and computes the logits of every
+position of a prompt in float64 with numpy.
+
+Usage: hf_reference.py --model DIR --prompt-ids 1,2,3 --out logits.f64
+Writes raw little-endian float64 logits [num_tokens, vocab_size].
+Needs numpy (Debian python3-numpy: run with /usr/bin/python3).
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, end = e["data_offsets"]
+        raw = data[base + b:base + end]
+        shape = e["shape"]
+        dt = e["dtype"]
+        if dt == "F32":
+            arr = np.frombuffer(raw, dtype="<f4").astype(np.float64)
+        elif dt == "F16":
+            arr = np.frombuffer(raw, dtype="<f2").astype(np.float64)
+        elif dt == "BF16":
+            u16 = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+            arr = u16.view(np.float32).astype(np.float64)
+        else:
+            raise ValueError(f"{path}: tensor {name}: dtype {dt} not supported")
+        out[name] = arr.reshape(shape)
+    return out
+
+
+def load_weights(model_dir):
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        w = {}
+        for s in shards:
+            w.update(read_safetensors(os.path.join(model_dir, s)))
+        return w
+    return read_safetensors(os.path.join(model_dir, "model.safetensors"))
+
+
+def rope_inv_freq(cfg, head_dim):
+    # modeling_rope_utils._compute_default_rope_parameters
+    base = cfg.get("rope_theta", 10000.0)
+    inv_freq = 1.0 / (base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
+    rs = cfg.get("rope_scaling")
+    if rs is None:
+        return inv_freq
+    rtype = rs.get("rope_type", rs.get("type"))
+    if rtype in (None, "default"):
+        return inv_freq
+    if rtype != "llama3":
+        raise ValueError(f"rope type {rtype} not supported")
+    # modeling_rope_utils._compute_llama3_parameters
+    factor = rs["factor"]
+    low_freq_factor = rs["low_freq_factor"]
+    high_freq_factor = rs["high_freq_factor"]
+    old_context_len = rs["original_max_position_embeddings"]
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return np.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+
+
+def rms_norm(x, weight, eps):
+    # LlamaRMSNorm / Qwen3RMSNorm
+    variance = np.mean(x * x, axis=-1, keepdims=True)
+    return weight * (x / np.sqrt(variance + eps))
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+
+
+def forward(cfg, w, ids):
+    arch = cfg["architectures"][0]
+    if arch not in ("LlamaForCausalLM", "Qwen3ForCausalLM"):
+        raise ValueError(f"architecture {arch} not supported")
+    qwen3 = arch == "Qwen3ForCausalLM"
+    hidden = cfg["hidden_size"]
+    nh = cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads", nh)
+    hd = cfg.get("head_dim") or hidden // nh
+    eps = cfg["rms_norm_eps"]
+    n_layers = cfg["num_hidden_layers"]
+    T = len(ids)
+
+    x = w["model.embed_tokens.weight"][np.array(ids)]  # [T, hidden]
+    inv_freq = rope_inv_freq(cfg, hd)
+    pos = np.arange(T, dtype=np.float64)
+    freqs = np.outer(pos, inv_freq)
+    emb = np.concatenate([freqs, freqs], axis=-1)  # [T, hd]
+    cos = np.cos(emb)[:, None, :]
+    sin = np.sin(emb)[:, None, :]
+    mask = np.triu(np.full((T, T), -np.inf), k=1)
+    groups = nh // nkv
+
+    for l in range(n_layers):
+        p = f"model.layers.{l}."
+        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        q = (h @ w[p + "self_attn.q_proj.weight"].T).reshape(T, nh, hd)
+        k = (h @ w[p + "self_attn.k_proj.weight"].T).reshape(T, nkv, hd)
+        v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(T, nkv, hd)
+        if qwen3:
+            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = np.repeat(k, groups, axis=1)  # repeat_kv
+        v = np.repeat(v, groups, axis=1)
+        # [heads, T, T]
+        scores = np.einsum("thd,shd->hts", q, k) / math.sqrt(hd) + mask[None]
+        scores = scores - scores.max(axis=-1, keepdims=True)
+        probs = np.exp(scores)
+        probs /= probs.sum(axis=-1, keepdims=True)
+        attn = np.einsum("hts,shd->thd", probs, v).reshape(T, nh * hd)
+        x = x + attn @ w[p + "self_attn.o_proj.weight"].T
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        gate = h @ w[p + "mlp.gate_proj.weight"].T
+        up = h @ w[p + "mlp.up_proj.weight"].T
+        act = gate / (1.0 + np.exp(-gate)) * up
+        x = x + act @ w[p + "mlp.down_proj.weight"].T
+    x = rms_norm(x, w["model.norm.weight"], eps)
+    if cfg.get("tie_word_embeddings", False):
+        lm_head = w["model.embed_tokens.weight"]
+    else:
+        lm_head = w["lm_head.weight"]
+    return x @ lm_head.T
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--prompt-ids", required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    with open(os.path.join(args.model, "config.json")) as f:
+        cfg = json.load(f)
+    ids = [int(t) for t in args.prompt_ids.split(",")]
+    logits = forward(cfg, load_weights(args.model), ids)
+    logits.astype("<f8").tofile(args.out)
+    print(f"logits {logits.shape} std {logits.std():.4f}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
