@@ -190,7 +190,7 @@ void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scal
   int64_t total = 0;
   for (size_t i = 0; i < seqs.size(); ++i) total += seqs[i].num_tokens * num_heads;
   if (total == 0) return;
-  Task* tasks = static_cast<Task*>(ThreadScratch(static_cast<size_t>(total) * sizeof(Task)));
+  Task* tasks = static_cast<Task*>(ThreadScratch(kScratchCaller, static_cast<size_t>(total) * sizeof(Task)));
   int64_t n = 0;
   for (size_t i = 0; i < seqs.size(); ++i)
     for (int64_t t = 0; t < seqs[i].num_tokens; ++t)

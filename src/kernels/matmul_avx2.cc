@@ -12,6 +12,7 @@
 // of kBlockRows W rows (which stay in L2) and run every X tile over them.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/ops_isa.h"
 #include "kernels/scratch.h"
@@ -62,7 +63,7 @@ inline void Tile(const float* const* xr, const WT* const* wr, int64_t k, float* 
     for (int j = 0; j < nr_valid; ++j) y[i * ldy + j] = Hsum(acc[i][j]);
 }
 
-// Runs Tile<MR, NR> over W rows [n0, n1) for X rows [i0, i0 + mr).
+// Runs Tile<MR, NR> over W rows [n0, n1) for X rows [i0, i0 + mr); w points at row n0.
 template <int MR, int NR, typename WT>
 void TileRow(const float* xp, int64_t kp, int64_t i0, int mr, const WT* w, int64_t k, int64_t n0,
              int64_t n1, float* y, int64_t n) {
@@ -71,8 +72,22 @@ void TileRow(const float* xp, int64_t kp, int64_t i0, int mr, const WT* w, int64
   for (int64_t j0 = n0; j0 < n1; j0 += NR) {
     const int nr = static_cast<int>(std::min<int64_t>(NR, n1 - j0));
     const WT* wr[NR];
-    for (int j = 0; j < NR; ++j) wr[j] = w + (j0 + std::min(j, nr - 1)) * k;
+    for (int j = 0; j < NR; ++j) wr[j] = w + (j0 - n0 + std::min(j, nr - 1)) * k;
     Tile<MR, NR>(xr, wr, k, y + i0 * n + j0, n, mr, nr);
+  }
+}
+
+// All X tiles over W rows [n0, n1); w points at row n0.
+template <typename WT>
+void RunTiles(const float* xp, int64_t kp, int64_t m, const WT* w, int64_t n, int64_t k,
+              int64_t n0, int64_t n1, float* y) {
+  int64_t i0 = 0;
+  for (; i0 + 4 <= m; i0 += 4) TileRow<4, 3>(xp, kp, i0, 4, w, k, n0, n1, y, n);
+  switch (m - i0) {
+    case 3: TileRow<3, 4>(xp, kp, i0, 3, w, k, n0, n1, y, n); break;
+    case 2: TileRow<2, 4>(xp, kp, i0, 2, w, k, n0, n1, y, n); break;
+    case 1: TileRow<1, 8>(xp, kp, i0, 1, w, k, n0, n1, y, n); break;
+    default: break;
   }
 }
 
@@ -82,14 +97,22 @@ void RunBlocks(const float* xp, int64_t kp, int64_t m, const WT* w, int64_t n, i
   const int64_t tasks = (n + kBlockRows - 1) / kBlockRows;
   pool.ParallelFor(tasks, [&](int64_t t) {
     const int64_t n0 = t * kBlockRows, n1 = std::min(n, n0 + kBlockRows);
-    int64_t i0 = 0;
-    for (; i0 + 4 <= m; i0 += 4) TileRow<4, 3>(xp, kp, i0, 4, w, k, n0, n1, y, n);
-    switch (m - i0) {
-      case 3: TileRow<3, 4>(xp, kp, i0, 3, w, k, n0, n1, y, n); break;
-      case 2: TileRow<2, 4>(xp, kp, i0, 2, w, k, n0, n1, y, n); break;
-      case 1: TileRow<1, 8>(xp, kp, i0, 1, w, k, n0, n1, y, n); break;
-      default: break;
+    if constexpr (std::is_same_v<WT, uint16_t>) {
+      if (m >= 4) {
+        // Many X tiles will reuse this block: convert it to f32 once (exact,
+        // the same values the bf16 loads give) instead of once per tile.
+        float* panel = static_cast<float*>(
+            ThreadScratch(kScratchTask, static_cast<size_t>((n1 - n0) * k) * sizeof(float)));
+        const uint16_t* src = w + n0 * k;
+        const int64_t total = (n1 - n0) * k;
+        int64_t c = 0;
+        for (; c + 8 <= total; c += 8) _mm256_storeu_ps(panel + c, LoadBf16(src + c));
+        if (c < total) _mm256_maskstore_ps(panel + c, TailMask(total - c), LoadWTail(src + c, total - c));
+        RunTiles(xp, kp, m, static_cast<const float*>(panel), n, k, n0, n1, y);
+        return;
+      }
     }
+    RunTiles(xp, kp, m, w + n0 * k, n, k, n0, n1, y);
   });
 }
 
@@ -100,7 +123,7 @@ void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool
   if (m <= 0 || n <= 0) return;
   const int64_t kp = (k + 7) & ~int64_t{7};
   const bool bf16 = w.dtype == DType::kBf16;
-  float* xp = static_cast<float*>(ThreadScratch(static_cast<size_t>(m * kp) * sizeof(float)));
+  float* xp = static_cast<float*>(ThreadScratch(kScratchCaller, static_cast<size_t>(m * kp) * sizeof(float)));
   pool.ParallelFor(m, [&](int64_t i) {
     const float* src = x + i * k;
     float* dst = xp + i * kp;

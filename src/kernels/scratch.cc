@@ -15,8 +15,9 @@ struct Buffer {
 
 }  // namespace
 
-void* ThreadScratch(size_t bytes) {
-  thread_local Buffer buf;
+void* ThreadScratch(ScratchSlot slot, size_t bytes) {
+  thread_local Buffer bufs[kNumScratchSlots];
+  Buffer& buf = bufs[slot];
   if (bytes > buf.bytes) {
     std::free(buf.data);
     size_t rounded = (bytes + 4095) / 4096 * 4096;

@@ -9,7 +9,12 @@
 
 namespace kvfork {
 
-// At least `bytes` bytes, 64-byte aligned, valid until the next call on this thread.
-void* ThreadScratch(size_t bytes);
+// Independent buffers per thread, so a caller's X panel (slot 0) survives
+// while the same thread, running tasks of a ParallelFor, uses slot 1.
+enum ScratchSlot { kScratchCaller = 0, kScratchTask = 1, kNumScratchSlots = 2 };
+
+// At least `bytes` bytes, 64-byte aligned, valid until the next call with the
+// same slot on this thread.
+void* ThreadScratch(ScratchSlot slot, size_t bytes);
 
 }  // namespace kvfork
