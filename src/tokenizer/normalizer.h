@@ -1,0 +1,33 @@
+// tokenizer.json "normalizer": null, NFC, NFD, NFKC, NFKD, Lowercase, or a
+// Sequence of them (utf8proc). Invalid UTF-8 passes through unchanged; only
+// the valid runs around it are normalized.
+//
+// Thread safety: immutable after FromJson. Cost: O(n) with an all-ASCII fast
+// path (ASCII is invariant under every supported form except Lowercase).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace kvfork {
+
+class Normalizer {
+ public:
+  enum class Kind { kNfc, kNfd, kNfkc, kNfkd, kLowercase };
+
+  // json is the "normalizer" value (not null); error names an unknown type.
+  static StatusOr<Normalizer> FromJson(const nlohmann::json& json);
+
+  std::string Normalize(std::string_view text) const;
+
+ private:
+  std::vector<Kind> steps_;
+};
+
+}  // namespace kvfork

@@ -1,0 +1,348 @@
+// The Tokenizer of a tokenizer.json: added tokens -> normalizer -> added
+// tokens matched after normalization -> pre-tokenizer -> BPE -> post-processor,
+// the order Hugging Face's TokenizerImpl::encode follows.
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <deque>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/added_vocabulary.h"
+#include "tokenizer/bpe_model.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/normalizer.h"
+#include "tokenizer/post_processor.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/utf8.h"
+
+namespace kvfork {
+namespace {
+
+using nlohmann::json;
+
+StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError("cannot open " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return DataLossError("error reading " + path);
+  return ss.str();
+}
+
+// A special-token field of tokenizer_config.json: a string, an AddedToken
+// dict {"content": ...}, or null.
+std::string TokenField(const json& config, const char* key) {
+  if (!config.contains(key)) return "";
+  const json& v = config[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string())
+    return v["content"].get<std::string>();
+  return "";
+}
+
+// The decoder must turn token bytes back into text by concatenation: null,
+// ByteLevel, or a Sequence of those.
+Status CheckDecoder(const json& decoder) {
+  if (decoder.is_null()) return OkStatus();
+  if (!decoder.is_object() || !decoder.contains("type") || !decoder["type"].is_string())
+    return InvalidArgumentError("tokenizer.json decoder: expected an object with a string \"type\"");
+  const std::string type = decoder["type"].get<std::string>();
+  if (type == "ByteLevel") return OkStatus();
+  if (type == "Sequence" && decoder.contains("decoders") && decoder["decoders"].is_array()) {
+    for (const auto& d : decoder["decoders"]) KVFORK_RETURN_IF_ERROR(CheckDecoder(d));
+    return OkStatus();
+  }
+  return UnimplementedError("tokenizer.json decoder type \"" + type + "\" is not supported");
+}
+
+class BpeTokenizer final : public Tokenizer {
+ public:
+  static StatusOr<std::unique_ptr<Tokenizer>> Create(const std::string& tokenizer_json,
+                                                     const std::string& tokenizer_config_json,
+                                                     const std::string& generation_config_json);
+
+  std::vector<int32_t> Encode(std::string_view text, bool add_special) const override;
+  std::string Decode(std::span<const int32_t> ids, bool skip_special) const override;
+  std::string TokenBytes(int32_t id) const override;
+  int64_t vocab_size() const override { return vocab_size_; }
+  std::optional<int32_t> TokenId(std::string_view token) const override;
+  bool IsSpecial(int32_t id) const override {
+    return id >= 0 && id < vocab_size_ && special_[static_cast<size_t>(id)];
+  }
+  const std::string& chat_template() const override { return chat_template_; }
+  const std::string& bos_token() const override { return bos_token_; }
+  const std::string& eos_token() const override { return eos_token_; }
+  std::optional<int32_t> bos_token_id() const override { return bos_token_id_; }
+  const std::vector<int32_t>& eos_token_ids() const override { return eos_token_ids_; }
+
+ private:
+  BpeTokenizer(BpeModel model, PreTokenizer pre, PostProcessor post)
+      : model_(std::move(model)), pre_(std::move(pre)), post_(std::move(post)) {}
+  Status LoadAddedTokens(const json& added);
+  Status LoadConfigs(const std::string& tokenizer_config_json,
+                     const std::string& generation_config_json);
+  void EncodeText(std::string_view text, std::vector<int32_t>* ids) const;
+
+  BpeModel model_;
+  PreTokenizer pre_;
+  PostProcessor post_;
+  std::optional<Normalizer> normalizer_;
+  AddedTokenMatcher raw_matcher_;         // added tokens with normalized=false
+  AddedTokenMatcher normalized_matcher_;  // normalized=true, contents normalized
+  std::unordered_map<int32_t, std::string> added_content_;
+  TokenMap added_ids_;  // content -> id
+  std::vector<bool> special_;  // [vocab_size_]
+  int64_t vocab_size_ = 0;
+
+  std::string chat_template_, bos_token_, eos_token_;
+  std::optional<int32_t> bos_token_id_;
+  std::vector<int32_t> eos_token_ids_;
+  bool add_bos_ = false;  // prepend bos when the post-processor adds nothing
+  bool add_eos_ = false;
+};
+
+Status BpeTokenizer::LoadAddedTokens(const json& added) {
+  if (added.is_null()) return OkStatus();
+  if (!added.is_array()) return InvalidArgumentError("tokenizer.json: \"added_tokens\" must be an array");
+  for (const auto& t : added) {
+    if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
+        !t.contains("content") || !t["content"].is_string())
+      return InvalidArgumentError("tokenizer.json added_tokens: entry needs integer \"id\" and "
+                                  "string \"content\": " + t.dump());
+    AddedToken tok;
+    tok.id = t["id"].get<int32_t>();
+    if (tok.id < 0) return InvalidArgumentError("tokenizer.json added_tokens: negative id");
+    tok.content = t["content"].get<std::string>();
+    tok.special = t.value("special", false);
+    tok.lstrip = t.value("lstrip", false);
+    tok.rstrip = t.value("rstrip", false);
+    tok.single_word = t.value("single_word", false);
+    // Hugging Face's default: normalized unless special.
+    tok.normalized = t.value("normalized", !tok.special);
+    if (tok.normalized && normalizer_) {
+      normalized_matcher_.Add(normalizer_->Normalize(tok.content), tok);
+    } else {
+      raw_matcher_.Add(tok.content, tok);
+    }
+    added_content_[tok.id] = tok.content;
+    added_ids_.emplace(tok.content, tok.id);
+    vocab_size_ = std::max<int64_t>(vocab_size_, int64_t{tok.id} + 1);
+    if (special_.size() < static_cast<size_t>(vocab_size_)) special_.resize(vocab_size_, false);
+    if (tok.special) special_[tok.id] = true;
+  }
+  return OkStatus();
+}
+
+Status BpeTokenizer::LoadConfigs(const std::string& tokenizer_config_json,
+                                 const std::string& generation_config_json) {
+  json config = json::object(), generation = json::object();
+  if (!tokenizer_config_json.empty()) {
+    config = json::parse(tokenizer_config_json, nullptr, /*allow_exceptions=*/false);
+    if (config.is_discarded() || !config.is_object())
+      return InvalidArgumentError("tokenizer_config.json is not a JSON object");
+  }
+  if (!generation_config_json.empty()) {
+    generation = json::parse(generation_config_json, nullptr, false);
+    if (generation.is_discarded() || !generation.is_object())
+      return InvalidArgumentError("generation_config.json is not a JSON object");
+  }
+  bos_token_ = TokenField(config, "bos_token");
+  eos_token_ = TokenField(config, "eos_token");
+  if (config.contains("chat_template")) {
+    const json& ct = config["chat_template"];
+    if (ct.is_string()) {
+      chat_template_ = ct.get<std::string>();
+    } else if (ct.is_array()) {  // [{"name": "default", "template": ...}, ...]
+      for (const auto& entry : ct) {
+        if (!entry.is_object() || !entry.contains("template") || !entry["template"].is_string())
+          continue;
+        if (chat_template_.empty() || entry.value("name", std::string()) == "default")
+          chat_template_ = entry["template"].get<std::string>();
+      }
+    }
+  }
+  if (!bos_token_.empty()) {
+    bos_token_id_ = TokenId(bos_token_);
+    if (!bos_token_id_)
+      return InvalidArgumentError("tokenizer_config.json: bos_token \"" + bos_token_ +
+                                  "\" is not a token");
+  } else if (generation.contains("bos_token_id") && generation["bos_token_id"].is_number_integer()) {
+    bos_token_id_ = generation["bos_token_id"].get<int32_t>();
+  }
+  // A config that names a bos_token and does not turn add_bos_token off gets
+  // it prepended when the post-processor adds nothing itself (Llama 3's
+  // tokenizer.json in some packagings drops its TemplateProcessing).
+  const json add_bos = config.value("add_bos_token", json());
+  add_bos_ = add_bos.is_boolean() ? add_bos.get<bool>() : bos_token_id_.has_value();
+  add_bos_ = add_bos_ && bos_token_id_.has_value();
+  const json add_eos = config.value("add_eos_token", json());
+  add_eos_ = add_eos.is_boolean() && add_eos.get<bool>();
+
+  auto add_eos_id = [&](int32_t id) {
+    if (std::find(eos_token_ids_.begin(), eos_token_ids_.end(), id) == eos_token_ids_.end())
+      eos_token_ids_.push_back(id);
+  };
+  if (generation.contains("eos_token_id")) {
+    const json& e = generation["eos_token_id"];
+    if (e.is_number_integer()) {
+      add_eos_id(e.get<int32_t>());
+    } else if (e.is_array()) {
+      for (const auto& v : e) {
+        if (!v.is_number_integer())
+          return InvalidArgumentError("generation_config.json: eos_token_id list holds a non-integer");
+        add_eos_id(v.get<int32_t>());
+      }
+    } else if (!e.is_null()) {
+      return InvalidArgumentError("generation_config.json: eos_token_id must be a number or a list");
+    }
+  }
+  if (!eos_token_.empty()) {
+    std::optional<int32_t> id = TokenId(eos_token_);
+    if (!id)
+      return InvalidArgumentError("tokenizer_config.json: eos_token \"" + eos_token_ +
+                                  "\" is not a token");
+    add_eos_id(*id);
+  }
+  if (add_eos_ && eos_token_.empty()) add_eos_ = false;
+  return OkStatus();
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::Create(const std::string& tokenizer_json,
+                                                         const std::string& tokenizer_config_json,
+                                                         const std::string& generation_config_json) {
+  json root = json::parse(tokenizer_json, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object())
+    return InvalidArgumentError("tokenizer.json is not a JSON object");
+  if (!root.contains("model")) return InvalidArgumentError("tokenizer.json: missing \"model\"");
+  KVFORK_ASSIGN_OR_RETURN(PreTokenizer pre,
+                          PreTokenizer::FromJson(root.value("pre_tokenizer", json())));
+  bool byte_level = pre.byte_level();
+  const json decoder = root.value("decoder", json());
+  KVFORK_RETURN_IF_ERROR(CheckDecoder(decoder));
+  if (decoder.is_object() && decoder.dump().find("\"ByteLevel\"") != std::string::npos)
+    byte_level = true;
+  KVFORK_ASSIGN_OR_RETURN(BpeModel model, BpeModel::FromJson(root["model"], byte_level));
+  KVFORK_ASSIGN_OR_RETURN(PostProcessor post,
+                          PostProcessor::FromJson(root.value("post_processor", json())));
+  std::unique_ptr<BpeTokenizer> t(new BpeTokenizer(std::move(model), std::move(pre), std::move(post)));
+  const json normalizer = root.value("normalizer", json());
+  if (!normalizer.is_null()) {
+    KVFORK_ASSIGN_OR_RETURN(Normalizer n, Normalizer::FromJson(normalizer));
+    t->normalizer_ = std::move(n);
+  }
+  t->vocab_size_ = t->model_.size();
+  t->special_.assign(static_cast<size_t>(t->vocab_size_), false);
+  KVFORK_RETURN_IF_ERROR(t->LoadAddedTokens(root.value("added_tokens", json())));
+  KVFORK_RETURN_IF_ERROR(t->LoadConfigs(tokenizer_config_json, generation_config_json));
+  return std::unique_ptr<Tokenizer>(std::move(t));
+}
+
+void BpeTokenizer::EncodeText(std::string_view text, std::vector<int32_t>* ids) const {
+  thread_local std::vector<std::string_view> pieces;
+  std::deque<std::string> arena;
+  std::string normalized;
+  std::string_view view = text;
+  if (normalizer_) {
+    normalized = normalizer_->Normalize(text);
+    view = normalized;
+  }
+  auto encode_plain = [&](std::string_view s) {
+    pieces.clear();
+    pre_.Split(s, &pieces, &arena);
+    for (std::string_view p : pieces) model_.Encode(p, ids);
+  };
+  if (normalized_matcher_.empty()) {
+    encode_plain(view);
+    return;
+  }
+  std::vector<TextSpan> spans;
+  normalized_matcher_.Split(view, &spans);
+  for (const TextSpan& s : spans) {
+    if (s.id >= 0) {
+      ids->push_back(s.id);
+    } else {
+      encode_plain(view.substr(s.begin, s.end - s.begin));
+    }
+  }
+}
+
+std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_special) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  if (raw_matcher_.empty()) {
+    EncodeText(text, &ids);
+  } else {
+    std::vector<TextSpan> spans;
+    raw_matcher_.Split(text, &spans);
+    for (const TextSpan& s : spans) {
+      if (s.id >= 0) {
+        ids.push_back(s.id);
+      } else {
+        EncodeText(text.substr(s.begin, s.end - s.begin), &ids);
+      }
+    }
+  }
+  if (!add_special) return ids;
+  if (post_.adds_tokens()) return post_.Apply(std::move(ids));
+  if (add_bos_) ids.insert(ids.begin(), *bos_token_id_);
+  if (add_eos_) ids.push_back(*TokenId(eos_token_));
+  return ids;
+}
+
+std::string BpeTokenizer::TokenBytes(int32_t id) const {
+  auto it = added_content_.find(id);
+  if (it != added_content_.end()) return it->second;
+  return model_.TokenBytes(id);
+}
+
+std::string BpeTokenizer::Decode(std::span<const int32_t> ids, bool skip_special) const {
+  std::string bytes;
+  for (int32_t id : ids) {
+    if (skip_special && IsSpecial(id)) continue;
+    auto it = added_content_.find(id);
+    bytes += it != added_content_.end() ? it->second : model_.TokenBytes(id);
+  }
+  return utf8::Lossy(bytes);
+}
+
+std::optional<int32_t> BpeTokenizer::TokenId(std::string_view token) const {
+  auto it = added_ids_.find(token);
+  if (it != added_ids_.end()) return it->second;
+  // tokenizer.json spells byte-level tokens in the GPT-2 alphabet ("Ġhello").
+  if (std::optional<std::string> raw = ByteLevelDecode(token)) {
+    if (std::optional<int32_t> id = model_.TokenId(*raw)) return id;
+  }
+  return model_.TokenId(token);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(const std::string& tokenizer_json,
+                                                        const std::string& tokenizer_config_json,
+                                                        const std::string& generation_config_json) {
+  try {
+    return BpeTokenizer::Create(tokenizer_json, tokenizer_config_json, generation_config_json);
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgumentError(std::string("tokenizer.json: unexpected JSON value: ") + e.what());
+  }
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& model_dir) {
+  const std::string path = model_dir + "/tokenizer.json";
+  KVFORK_ASSIGN_OR_RETURN(std::string tokenizer_json, ReadFile(path));
+  std::string config, generation;
+  if (std::ifstream(model_dir + "/tokenizer_config.json")) {
+    KVFORK_ASSIGN_OR_RETURN(config, ReadFile(model_dir + "/tokenizer_config.json"));
+  }
+  if (std::ifstream(model_dir + "/generation_config.json")) {
+    KVFORK_ASSIGN_OR_RETURN(generation, ReadFile(model_dir + "/generation_config.json"));
+  }
+  StatusOr<std::unique_ptr<Tokenizer>> t = FromJson(tokenizer_json, config, generation);
+  if (!t.ok()) return t.status().WithContext("loading tokenizer from " + model_dir);
+  return t;
+}
+
+}  // namespace kvfork
