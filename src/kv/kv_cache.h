@@ -1,0 +1,185 @@
+// The KV cache the engine talks to: one interface, two backends.
+//
+//   paged (PagedKvCache): a pool of fixed-size blocks shared between sequences
+//     through a prefix index (trie of blocks keyed by parent, token ids, salt).
+//   dense (DenseKvCache): each sequence owns one contiguous slot reserved for
+//     its whole context; finished sequences stay as snapshots that a new
+//     prompt copies its longest matching prefix from (llama.cpp-like).
+//
+// Both hand the model the same thing: a block table (base addresses of blocks
+// in the kernels/kv_layout.h format), so Model::Forward reads either through
+// the same code.
+//
+// Life of a sequence (the engine's calls, in order):
+//   Match(prompt, salt)          optional, read-only: how much would be reused
+//   Admit(prompt, salt, n)       new sequence; adopts the cached prefix (shared
+//                                full blocks + copied tail), reserves room for
+//                                n positions; all-or-nothing
+//   Reserve(seq, n)              make the table cover positions [0, n)
+//   ... Model::Forward writes K/V of positions [NumTokens, NumTokens + k) ...
+//   Append(seq, tokens)          the k tokens whose K/V are now written; a
+//                                block is registered in the index the moment
+//                                it fills, so a concurrent request shares it
+//   Fork(seq)                    n > 1 sampling: a new sequence sharing seq's
+//                                full blocks
+//   Release(seq)                 registers the partial tail, drops the refs;
+//                                blocks stay cached until evicted
+//
+// Thread affinity: not thread-safe; one thread (the engine thread) calls
+// every method. Cost: Match/Admit are O(matched blocks) plus one tail copy;
+// Append is O(tokens); eviction is O(log n) per block.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "kernels/kv_layout.h"
+
+namespace kvfork {
+
+// Identifies a sequence inside one KvCache. Never reused within a cache.
+using SeqId = int64_t;
+
+enum class KvBackend { kPaged, kDense };
+
+const char* KvBackendName(KvBackend backend);
+// "paged" | "dense" | "auto". auto = paged whenever max_num_seqs > 1 (the
+// dense backend is only a baseline: it cannot share a prefix in place).
+StatusOr<KvBackend> ParseKvBackend(std::string_view name, int64_t max_num_seqs);
+// "bf16" | "f32" | "int8"; the error names the flag --kv-dtype.
+StatusOr<KvDType> ParseKvDType(std::string_view name);
+// "on" | "off"; the error names the flag --prefix-tail-copy.
+StatusOr<bool> ParseOnOff(std::string_view flag, std::string_view value);
+
+struct KvCacheOptions {
+  // Per-block layout (layers, kv heads, head dim, block size, dtype); from
+  // Model::MakeKvLayout. Must be complete (all fields > 0).
+  KvLayout layout;
+  // Pool size in blocks; wins over cache_mib when > 0.
+  int64_t num_blocks = 0;
+  // Pool size in MiB when num_blocks == 0; 0 = DefaultKvCacheBytes() (logged).
+  int64_t cache_mib = 0;
+  // Off (--no-prefix-cache): nothing is registered, nothing is reused.
+  bool prefix_cache = true;
+  // Copy the matched tokens of a partially matching block into a private one
+  // (--prefix-tail-copy on|off). Off: reuse floors to the block boundary.
+  bool tail_copy = true;
+  // Dense only: positions reserved per sequence slot (the context length).
+  // Paged ignores it.
+  int64_t max_context = 0;
+};
+
+// What the index holds for a prompt. Tokens [0, num_reused_tokens) need no
+// compute; num_reused_tokens <= prompt length - 1 so the last prompt token is
+// always computed (logits exist).
+struct PrefixMatch {
+  int64_t num_reused_tokens = 0;  // = shared_blocks * block_size + tail_tokens
+  int64_t num_shared_blocks = 0;  // full blocks shared in place (paged only)
+  int64_t num_tail_tokens = 0;    // tokens copied into a fresh private block
+};
+
+// Counters; "now" marks a gauge, the rest are cumulative since creation.
+struct KvCacheStats {
+  int64_t blocks_total = 0;
+  int64_t blocks_free = 0;    // now: on the free list
+  int64_t blocks_used = 0;    // now: in at least one running sequence's table
+  int64_t blocks_cached = 0;  // now: refcount 0, kept for reuse (paged: in the
+                              // index; dense: snapshot slots' blocks)
+  int64_t block_bytes = 0;
+  int64_t num_sequences = 0;  // now: admitted and not released
+  int64_t queries_tokens = 0;      // sum of prompt lengths given to Admit
+  int64_t hits_tokens = 0;         // sum of num_reused_tokens of those admits
+  int64_t tail_copied_tokens = 0;  // of hits_tokens, tokens reused by copying
+  int64_t evictions = 0;           // blocks (paged) or snapshots' blocks (dense) evicted
+  int64_t peak_used_blocks = 0;      // max of blocks_used
+  int64_t peak_resident_blocks = 0;  // max of blocks_used + blocks_cached
+  int64_t peak_used_bytes() const { return peak_used_blocks * block_bytes; }
+  // KV bytes at peak: blocks holding data for running or cached sequences.
+  int64_t peak_resident_bytes() const { return peak_resident_blocks * block_bytes; }
+};
+
+class KvCache {
+ public:
+  virtual ~KvCache() = default;
+
+  // Reserves the whole pool up front (mmap, pages touched lazily).
+  static StatusOr<std::unique_ptr<KvCache>> Create(KvBackend backend,
+                                                   const KvCacheOptions& options);
+
+  virtual KvBackend backend() const = 0;
+  virtual const KvLayout& layout() const = 0;
+  // Most positions one sequence can hold (dense: its slot; paged: the pool).
+  virtual int64_t max_sequence_tokens() const = 0;
+
+  // Read-only lookup: what Admit would reuse now. Does not touch LRU ticks or
+  // stats.
+  virtual PrefixMatch Match(std::span<const int32_t> prompt, std::string_view salt) const = 0;
+
+  // Starts a sequence for prompt: adopts the cached prefix and reserves room
+  // for reserve_tokens positions (>= the reused count; pass prompt.size() to
+  // prefill in one go). On ResourceExhausted nothing changed. The reused
+  // tokens count as appended: NumTokens(seq) == match->num_reused_tokens.
+  virtual StatusOr<SeqId> Admit(std::span<const int32_t> prompt, std::string_view salt,
+                                int64_t reserve_tokens, PrefixMatch* match) = 0;
+
+  // Makes BlockTable(seq) cover positions [0, num_positions), evicting LRU
+  // cached leaves if the free list runs short. All-or-nothing:
+  // ResourceExhausted (nothing allocated) when free + evictable is too small,
+  // OutOfRange past max_sequence_tokens().
+  virtual Status Reserve(SeqId seq, int64_t num_positions) = 0;
+
+  // Blocks a Reserve(seq, num_positions) would have to take from the pool
+  // (0 if already covered); for scheduling decisions.
+  virtual int64_t BlocksNeeded(SeqId seq, int64_t num_positions) const = 0;
+  // Blocks a caller can still obtain: free + evictable cached.
+  virtual int64_t AvailableBlocks() const = 0;
+
+  // Records tokens whose K/V the model has just written at positions
+  // [NumTokens(seq), NumTokens(seq) + tokens.size()); they must be reserved.
+  // Registers each block that fills (paged). May replace a just-filled block
+  // with an identical cached one (same bits by invariant 1), so re-read
+  // BlockTable() before every Forward.
+  virtual Status Append(SeqId seq, std::span<const int32_t> tokens) = 0;
+
+  // A new sequence holding the same tokens (n > 1). Paged: full blocks are
+  // shared, the partial last block is copied. ResourceExhausted if no room.
+  virtual StatusOr<SeqId> Fork(SeqId seq) = 0;
+
+  // Ends a sequence. Paged: registers its partial tail block, drops its
+  // references; its blocks stay cached. Dense: its slot becomes a snapshot.
+  virtual void Release(SeqId seq) = 0;
+
+  // The sequence's block table: BlockTableSize(seq) base addresses, valid
+  // until the next call that mutates this sequence.
+  virtual uint8_t* const* BlockTable(SeqId seq) const = 0;
+  virtual int64_t BlockTableSize(SeqId seq) const = 0;
+  virtual int64_t NumTokens(SeqId seq) const = 0;        // positions with K/V written
+  virtual int64_t NumReusedTokens(SeqId seq) const = 0;  // adopted at Admit
+  virtual std::span<const int32_t> Tokens(SeqId seq) const = 0;
+
+  virtual KvCacheStats Stats() const = 0;
+  // Drops every cached (unreferenced) block / snapshot; running sequences
+  // are untouched.
+  virtual void ResetPrefixCache() = 0;
+  // Verifies invariant 2 (DESIGN.md): every block is exactly one of free,
+  // referenced (refcount == number of tables holding it) or cached; the index
+  // and the LRU agree with the blocks. Cost O(blocks + table entries).
+  virtual Status Check() const = 0;
+};
+
+// A sensible pool size when neither --kv-blocks nor --kv-cache-mib is given:
+// a quarter of MemAvailable, at least 64 MiB, at most 16 GiB.
+int64_t DefaultKvCacheBytes();
+
+// Pool size in blocks for options (num_blocks, else cache_mib, else default);
+// InvalidArgument naming the flag when it is not positive or too small.
+StatusOr<int64_t> ResolveNumBlocks(const KvCacheOptions& options);
+
+// Validates a layout (every dimension positive); the error names the field.
+Status ValidateKvLayout(const KvLayout& layout);
+
+}  // namespace kvfork

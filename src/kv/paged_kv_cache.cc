@@ -1,0 +1,362 @@
+#include "kv/paged_kv_cache.h"
+
+#include <algorithm>
+#include <string>
+
+namespace kvfork {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const KvCacheOptions& options) {
+  KVFORK_RETURN_IF_ERROR(ValidateKvLayout(options.layout));
+  KVFORK_ASSIGN_OR_RETURN(int64_t num_blocks, ResolveNumBlocks(options));
+  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<BlockPool> pool,
+                          BlockPool::Create(options.layout, num_blocks));
+  return std::unique_ptr<PagedKvCache>(new PagedKvCache(options, std::move(pool)));
+}
+
+PagedKvCache::PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockPool> pool)
+    : options_(options),
+      pool_(std::move(pool)),
+      index_(std::make_unique<PrefixIndex>(pool_.get())) {
+  stats_.blocks_total = pool_->num_blocks();
+  stats_.block_bytes = static_cast<int64_t>(pool_->block_bytes());
+}
+
+const PagedKvCache::Sequence& PagedKvCache::Get(SeqId seq) const {
+  auto it = seqs_.find(seq);
+  KVFORK_CHECK_MSG(it != seqs_.end(), "unknown KV sequence " + std::to_string(seq));
+  return it->second;
+}
+
+PagedKvCache::Sequence& PagedKvCache::Get(SeqId seq) {
+  auto it = seqs_.find(seq);
+  KVFORK_CHECK_MSG(it != seqs_.end(), "unknown KV sequence " + std::to_string(seq));
+  return it->second;
+}
+
+PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, int salt_id) const {
+  Plan plan;
+  const int64_t bs = pool_->layout().block_size;
+  // The last prompt token is always recomputed so its logits exist.
+  const int64_t limit = static_cast<int64_t>(prompt.size()) - 1;
+  BlockId parent = kNoBlock;
+  int64_t k = 0;
+  while ((k + 1) * bs <= limit) {
+    BlockId b = index_->FindFull(parent, salt_id, prompt.data() + k * bs);
+    if (b == kNoBlock) break;
+    plan.shared.push_back(b);
+    parent = b;
+    ++k;
+  }
+  if (options_.tail_copy) {
+    int64_t max_tail = std::min(bs, limit - k * bs);
+    if (max_tail > 0) {
+      auto [src, n] = index_->BestPrefix(parent, salt_id, prompt.data() + k * bs,
+                                         static_cast<int>(max_tail));
+      plan.tail_src = src;
+      plan.tail_tokens = n;
+    }
+  }
+  return plan;
+}
+
+PrefixMatch PagedKvCache::Match(std::span<const int32_t> prompt, std::string_view salt) const {
+  PrefixMatch m;
+  if (!options_.prefix_cache) return m;
+  int salt_id = index_->FindSalt(salt);
+  if (salt_id < 0) return m;
+  Plan plan = MakePlan(prompt, salt_id);
+  m.num_shared_blocks = static_cast<int64_t>(plan.shared.size());
+  m.num_tail_tokens = plan.tail_tokens;
+  m.num_reused_tokens = m.num_shared_blocks * pool_->layout().block_size + m.num_tail_tokens;
+  return m;
+}
+
+int64_t PagedKvCache::AvailableBlocks() const { return pool_->num_free() + index_->num_cached(); }
+
+void PagedKvCache::Ref(BlockId id) {
+  pool_->AddRef(id);
+  if (pool_->refcount(id) == 1 && index_->IsRegistered(id)) index_->OnReferenced(id);
+}
+
+void PagedKvCache::Unref(BlockId id) {
+  if (pool_->DecRef(id) > 0) return;
+  if (index_->IsRegistered(id)) {
+    pool_->Touch(id);
+    index_->OnCached(id);
+  } else {
+    pool_->Free(id);
+  }
+}
+
+void PagedKvCache::TakeBlocks(int64_t n, Sequence* s) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (pool_->num_free() == 0) {
+      BlockId victim = index_->PopLru();
+      KVFORK_CHECK_MSG(victim != kNoBlock, "KV pool: no free block and no evictable leaf");
+      pool_->Free(victim);
+      ++stats_.evictions;
+    }
+    BlockId id = pool_->Allocate();
+    s->blocks.push_back(id);
+    s->table.push_back(pool_->Data(id));
+  }
+}
+
+StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string_view salt,
+                                    int64_t reserve_tokens, PrefixMatch* match) {
+  if (prompt.empty()) return InvalidArgumentError("KV admit: the prompt is empty");
+  const int64_t bs = pool_->layout().block_size;
+  int salt_id = options_.prefix_cache ? index_->InternSalt(salt) : 0;
+  Plan plan;
+  if (options_.prefix_cache) plan = MakePlan(prompt, salt_id);
+  const int64_t shared = static_cast<int64_t>(plan.shared.size());
+  const int64_t reused = shared * bs + plan.tail_tokens;
+  const int64_t positions = std::max(reserve_tokens, reused);
+  if (positions > max_sequence_tokens()) {
+    return OutOfRangeError("KV admit: " + std::to_string(positions) +
+                           " positions exceed the pool's " +
+                           std::to_string(max_sequence_tokens()) + " tokens");
+  }
+  const int64_t new_blocks = CeilDiv(positions, bs) - shared;
+  // Matched blocks that are cached now will be pinned, so they do not count
+  // as evictable room.
+  int64_t pinned = 0;
+  for (BlockId b : plan.shared) pinned += pool_->refcount(b) == 0;
+  if (plan.tail_src != kNoBlock) pinned += pool_->refcount(plan.tail_src) == 0;
+  if (new_blocks > AvailableBlocks() - pinned) {
+    return ResourceExhaustedError(
+        "KV cache out of blocks: admitting a " + std::to_string(prompt.size()) +
+        "-token prompt needs " + std::to_string(new_blocks) + " new blocks, " +
+        std::to_string(AvailableBlocks() - pinned) + " free or evictable of " +
+        std::to_string(pool_->num_blocks()));
+  }
+  Sequence s;
+  s.salt_id = salt_id;
+  for (BlockId b : plan.shared) {
+    Ref(b);
+    s.blocks.push_back(b);
+    s.table.push_back(pool_->Data(b));
+  }
+  // Pin the tail source so allocating its copy cannot evict it.
+  if (plan.tail_src != kNoBlock) Ref(plan.tail_src);
+  TakeBlocks(new_blocks, &s);
+  if (plan.tail_src != kNoBlock) {
+    CopyBlockTokens(pool_->layout(), pool_->Data(plan.tail_src), s.table[shared], 0,
+                    plan.tail_tokens);
+    Unref(plan.tail_src);
+  }
+  s.tokens.assign(prompt.begin(), prompt.begin() + reused);
+  s.reused = reused;
+  s.registered = shared;
+  stats_.queries_tokens += static_cast<int64_t>(prompt.size());
+  stats_.hits_tokens += reused;
+  stats_.tail_copied_tokens += plan.tail_tokens;
+  if (match != nullptr) {
+    match->num_reused_tokens = reused;
+    match->num_shared_blocks = shared;
+    match->num_tail_tokens = plan.tail_tokens;
+  }
+  SeqId id = next_seq_++;
+  seqs_.emplace(id, std::move(s));
+  UpdatePeaks();
+  return id;
+}
+
+int64_t PagedKvCache::BlocksNeeded(SeqId seq, int64_t num_positions) const {
+  const Sequence& s = Get(seq);
+  return std::max<int64_t>(0, CeilDiv(num_positions, pool_->layout().block_size) -
+                                  static_cast<int64_t>(s.blocks.size()));
+}
+
+Status PagedKvCache::Reserve(SeqId seq, int64_t num_positions) {
+  Sequence& s = Get(seq);
+  if (num_positions > max_sequence_tokens()) {
+    return OutOfRangeError("KV reserve: " + std::to_string(num_positions) +
+                           " positions exceed the pool's " +
+                           std::to_string(max_sequence_tokens()) + " tokens");
+  }
+  int64_t need = BlocksNeeded(seq, num_positions);
+  if (need == 0) return OkStatus();
+  if (need > AvailableBlocks()) {
+    return ResourceExhaustedError("KV cache out of blocks: sequence " + std::to_string(seq) +
+                                  " needs " + std::to_string(need) + " more blocks, " +
+                                  std::to_string(AvailableBlocks()) + " free or evictable of " +
+                                  std::to_string(pool_->num_blocks()));
+  }
+  TakeBlocks(need, &s);
+  UpdatePeaks();
+  return OkStatus();
+}
+
+void PagedKvCache::RegisterFilled(Sequence* s) {
+  if (!options_.prefix_cache) return;
+  const int64_t bs = pool_->layout().block_size;
+  const int64_t full = static_cast<int64_t>(s->tokens.size()) / bs;
+  for (; s->registered < full; ++s->registered) {
+    const int64_t i = s->registered;
+    BlockId parent = i > 0 ? s->blocks[i - 1] : kNoBlock;
+    std::span<const int32_t> tok(s->tokens.data() + i * bs, bs);
+    BlockId existing = index_->FindFull(parent, s->salt_id, tok.data());
+    if (existing == kNoBlock) {
+      for (BlockId r : index_->RedundantPartials(parent, s->salt_id, tok)) {
+        index_->Evict(r);
+        pool_->Free(r);
+        ++stats_.evictions;
+      }
+      index_->Register(s->blocks[i], parent, s->salt_id, tok);
+    } else if (existing != s->blocks[i]) {
+      // Another sequence filled the same block first: share its copy (same
+      // bits by invariant 1) and free ours, so the chain stays one path.
+      Ref(existing);
+      BlockId mine = s->blocks[i];
+      s->blocks[i] = existing;
+      s->table[i] = pool_->Data(existing);
+      Unref(mine);
+    }
+  }
+}
+
+Status PagedKvCache::Append(SeqId seq, std::span<const int32_t> tokens) {
+  Sequence& s = Get(seq);
+  const int64_t capacity = static_cast<int64_t>(s.blocks.size()) * pool_->layout().block_size;
+  const int64_t after = static_cast<int64_t>(s.tokens.size() + tokens.size());
+  if (after > capacity) {
+    return FailedPreconditionError("KV append: sequence " + std::to_string(seq) + " would hold " +
+                                   std::to_string(after) + " tokens but only " +
+                                   std::to_string(capacity) + " positions are reserved");
+  }
+  s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
+  RegisterFilled(&s);
+  UpdatePeaks();
+  return OkStatus();
+}
+
+StatusOr<SeqId> PagedKvCache::Fork(SeqId seq) {
+  const Sequence& src = Get(seq);
+  const int64_t bs = pool_->layout().block_size;
+  const int64_t n = static_cast<int64_t>(src.tokens.size());
+  const int64_t full = n / bs;
+  const int rem = static_cast<int>(n % bs);
+  if (rem > 0 && AvailableBlocks() < 1) {
+    return ResourceExhaustedError("KV cache out of blocks: forking sequence " +
+                                  std::to_string(seq) + " needs 1 block for its partial tail");
+  }
+  Sequence d;
+  d.salt_id = src.salt_id;
+  for (int64_t i = 0; i < full; ++i) {
+    Ref(src.blocks[i]);
+    d.blocks.push_back(src.blocks[i]);
+    d.table.push_back(src.table[i]);
+  }
+  if (rem > 0) {
+    TakeBlocks(1, &d);
+    CopyBlockTokens(pool_->layout(), src.table[full], d.table[full], 0, rem);
+  }
+  d.tokens = src.tokens;
+  d.reused = n;
+  d.registered = std::min(src.registered, full);
+  SeqId id = next_seq_++;
+  seqs_.emplace(id, std::move(d));
+  UpdatePeaks();
+  return id;
+}
+
+void PagedKvCache::Release(SeqId seq) {
+  Sequence& s = Get(seq);
+  const int64_t bs = pool_->layout().block_size;
+  const int64_t n = static_cast<int64_t>(s.tokens.size());
+  const int64_t full = n / bs;
+  const int64_t rem = n % bs;
+  // Register the partial tail so a follow-up turn reuses the whole
+  // conversation (by copying it), unless a cached block already covers it.
+  if (options_.prefix_cache && rem > 0 && s.registered == full) {
+    BlockId parent = full > 0 ? s.blocks[full - 1] : kNoBlock;
+    std::span<const int32_t> part(s.tokens.data() + full * bs, rem);
+    if (!index_->Covered(parent, s.salt_id, part)) {
+      for (BlockId r : index_->RedundantPartials(parent, s.salt_id, part)) {
+        index_->Evict(r);
+        pool_->Free(r);
+        ++stats_.evictions;
+      }
+      index_->Register(s.blocks[full], parent, s.salt_id, part);
+    }
+  }
+  for (BlockId b : s.blocks) Unref(b);
+  seqs_.erase(seq);
+  UpdatePeaks();
+}
+
+void PagedKvCache::UpdatePeaks() {
+  int64_t cached = index_->num_cached();
+  int64_t used = pool_->num_blocks() - pool_->num_free() - cached;
+  stats_.peak_used_blocks = std::max(stats_.peak_used_blocks, used);
+  stats_.peak_resident_blocks = std::max(stats_.peak_resident_blocks, used + cached);
+}
+
+KvCacheStats PagedKvCache::Stats() const {
+  KvCacheStats st = stats_;
+  st.blocks_free = pool_->num_free();
+  st.blocks_cached = index_->num_cached();
+  st.blocks_used = st.blocks_total - st.blocks_free - st.blocks_cached;
+  st.num_sequences = static_cast<int64_t>(seqs_.size());
+  return st;
+}
+
+void PagedKvCache::ResetPrefixCache() {
+  for (BlockId b = index_->PopLru(); b != kNoBlock; b = index_->PopLru()) pool_->Free(b);
+}
+
+Status PagedKvCache::Check() const {
+  KVFORK_RETURN_IF_ERROR(pool_->CheckFreeList());
+  KVFORK_RETURN_IF_ERROR(index_->Check());
+  const int64_t bs = pool_->layout().block_size;
+  std::vector<int32_t> holders(pool_->num_blocks(), 0);
+  for (const auto& [id, s] : seqs_) {
+    auto name = [id = id] { return "sequence " + std::to_string(id); };
+    if (s.table.size() != s.blocks.size()) return InternalError(name() + ": table size mismatch");
+    if (static_cast<int64_t>(s.tokens.size()) > static_cast<int64_t>(s.blocks.size()) * bs)
+      return InternalError(name() + ": more tokens than reserved positions");
+    if (s.registered > static_cast<int64_t>(s.tokens.size()) / bs)
+      return InternalError(name() + ": registered count beyond its full blocks");
+    for (size_t i = 0; i < s.blocks.size(); ++i) {
+      BlockId b = s.blocks[i];
+      if (b < 0 || b >= pool_->num_blocks()) return InternalError(name() + ": bad block id");
+      if (s.table[i] != pool_->Data(b)) return InternalError(name() + ": stale table entry");
+      ++holders[b];
+    }
+    for (int64_t i = 0; i < s.registered; ++i) {
+      BlockId b = s.blocks[i];
+      BlockId parent = i > 0 ? s.blocks[i - 1] : kNoBlock;
+      if (!index_->IsRegistered(b) || !index_->IsFull(b) || index_->parent(b) != parent ||
+          index_->salt_id(b) != s.salt_id ||
+          !std::equal(index_->tokens(b).begin(), index_->tokens(b).end(),
+                      s.tokens.begin() + i * bs)) {
+        return InternalError(name() + ": block " + std::to_string(i) +
+                             " is not registered under its own tokens and parent");
+      }
+    }
+  }
+  for (BlockId b = 0; b < pool_->num_blocks(); ++b) {
+    auto name = [b] { return "block " + std::to_string(b); };
+    int32_t rc = pool_->refcount(b);
+    if (rc != holders[b]) {
+      return InternalError(name() + ": refcount " + std::to_string(rc) + " but " +
+                           std::to_string(holders[b]) + " tables hold it");
+    }
+    bool free = pool_->IsFree(b);
+    bool cached = rc == 0 && index_->IsRegistered(b);
+    int states = (free ? 1 : 0) + (rc > 0 ? 1 : 0) + (cached ? 1 : 0);
+    if (states != 1) {
+      return InternalError(name() + " is in " + std::to_string(states) +
+                           " states (free/referenced/cached), not exactly one");
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace kvfork

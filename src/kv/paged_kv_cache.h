@@ -1,0 +1,101 @@
+// The paged backend: sequences hold block tables into one BlockPool; full
+// blocks are registered in a PrefixIndex the moment they fill and are shared
+// in place by every sequence whose prompt starts with them. See kv_cache.h
+// for the call protocol and docs/kv_cache.md for the invariants.
+//
+// Refcount of a block == number of sequence tables holding it. Only
+// registered (full, immutable) blocks are ever shared; a sequence's private
+// blocks (the one being written, reserved ones) have refcount 1.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_pool.h"
+#include "kv/kv_cache.h"
+#include "kv/prefix_index.h"
+
+namespace kvfork {
+
+class PagedKvCache final : public KvCache {
+ public:
+  static StatusOr<std::unique_ptr<PagedKvCache>> Create(const KvCacheOptions& options);
+
+  KvBackend backend() const override { return KvBackend::kPaged; }
+  const KvLayout& layout() const override { return pool_->layout(); }
+  int64_t max_sequence_tokens() const override {
+    return pool_->num_blocks() * pool_->layout().block_size;
+  }
+
+  PrefixMatch Match(std::span<const int32_t> prompt, std::string_view salt) const override;
+  StatusOr<SeqId> Admit(std::span<const int32_t> prompt, std::string_view salt,
+                        int64_t reserve_tokens, PrefixMatch* match) override;
+  Status Reserve(SeqId seq, int64_t num_positions) override;
+  int64_t BlocksNeeded(SeqId seq, int64_t num_positions) const override;
+  int64_t AvailableBlocks() const override;
+  Status Append(SeqId seq, std::span<const int32_t> tokens) override;
+  StatusOr<SeqId> Fork(SeqId seq) override;
+  void Release(SeqId seq) override;
+
+  uint8_t* const* BlockTable(SeqId seq) const override { return Get(seq).table.data(); }
+  int64_t BlockTableSize(SeqId seq) const override {
+    return static_cast<int64_t>(Get(seq).blocks.size());
+  }
+  int64_t NumTokens(SeqId seq) const override {
+    return static_cast<int64_t>(Get(seq).tokens.size());
+  }
+  int64_t NumReusedTokens(SeqId seq) const override { return Get(seq).reused; }
+  std::span<const int32_t> Tokens(SeqId seq) const override { return Get(seq).tokens; }
+  // Block ids of a sequence's table (tests and diagnostics).
+  std::span<const BlockId> BlockIds(SeqId seq) const { return Get(seq).blocks; }
+
+  KvCacheStats Stats() const override;
+  void ResetPrefixCache() override;
+  Status Check() const override;
+
+  const BlockPool& pool() const { return *pool_; }
+  const PrefixIndex& index() const { return *index_; }
+
+ private:
+  struct Sequence {
+    std::vector<BlockId> blocks;  // [ceil(reserved / block_size)]
+    std::vector<uint8_t*> table;  // pool_->Data(blocks[i])
+    std::vector<int32_t> tokens;  // tokens with K/V written, position order
+    int64_t reused = 0;           // tokens adopted at Admit (or taken at Fork)
+    int64_t registered = 0;       // blocks[0, registered) are in the index
+    int salt_id = 0;
+  };
+  // What Match found: the shared chain and the tail source.
+  struct Plan {
+    std::vector<BlockId> shared;
+    BlockId tail_src = kNoBlock;
+    int tail_tokens = 0;
+  };
+
+  PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockPool> pool);
+  Plan MakePlan(std::span<const int32_t> prompt, int salt_id) const;
+  const Sequence& Get(SeqId seq) const;
+  Sequence& Get(SeqId seq);
+  // Takes n blocks off the free list, evicting LRU cached leaves as needed;
+  // the caller has checked n <= AvailableBlocks().
+  void TakeBlocks(int64_t n, Sequence* s);
+  // A reference from a table; a cached block leaves the LRU.
+  void Ref(BlockId id);
+  // Drops a table's reference; the block becomes cached or free.
+  void Unref(BlockId id);
+  void RegisterFilled(Sequence* s);
+  void UpdatePeaks();
+
+  KvCacheOptions options_;
+  std::unique_ptr<BlockPool> pool_;
+  std::unique_ptr<PrefixIndex> index_;
+  std::unordered_map<SeqId, Sequence> seqs_;
+  SeqId next_seq_ = 1;
+  KvCacheStats stats_;
+};
+
+}  // namespace kvfork

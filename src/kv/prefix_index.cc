@@ -1,0 +1,243 @@
+#include "kv/prefix_index.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace kvfork {
+namespace {
+
+// splitmix64 finalizer: a cheap, well-mixed 64-bit hash step.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+const std::vector<BlockId> kNoChildren;
+
+}  // namespace
+
+PrefixIndex::PrefixIndex(BlockPool* pool)
+    : pool_(pool), block_size_(pool->layout().block_size), nodes_(pool->num_blocks()) {
+  salt_ids_.emplace("", 0);
+}
+
+int PrefixIndex::InternSalt(std::string_view salt) {
+  auto it = salt_ids_.find(std::string(salt));
+  if (it != salt_ids_.end()) return it->second;
+  int id = static_cast<int>(salt_ids_.size());
+  salt_ids_.emplace(std::string(salt), id);
+  return id;
+}
+
+int PrefixIndex::FindSalt(std::string_view salt) const {
+  auto it = salt_ids_.find(std::string(salt));
+  return it == salt_ids_.end() ? -1 : it->second;
+}
+
+uint64_t PrefixIndex::ChildHash(BlockId parent, int salt_id, const int32_t* tokens, int n) const {
+  uint64_t h = parent == kNoBlock ? Mix(0x5a17ull ^ static_cast<uint64_t>(salt_id))
+                                  : nodes_[parent].hash;
+  for (int i = 0; i < n; ++i) h = Mix(h ^ static_cast<uint32_t>(tokens[i]));
+  return h;
+}
+
+const std::vector<BlockId>& PrefixIndex::Children(BlockId parent, int salt_id) const {
+  if (parent != kNoBlock) return nodes_[parent].children;
+  auto it = root_children_.find(salt_id);
+  return it == root_children_.end() ? kNoChildren : it->second;
+}
+
+std::vector<BlockId>& PrefixIndex::MutableChildren(BlockId parent, int salt_id) {
+  return parent != kNoBlock ? nodes_[parent].children : root_children_[salt_id];
+}
+
+BlockId PrefixIndex::FindFull(BlockId parent, int salt_id, const int32_t* tokens) const {
+  uint64_t h = ChildHash(parent, salt_id, tokens, block_size_);
+  auto [lo, hi] = full_by_hash_.equal_range(h);
+  for (auto it = lo; it != hi; ++it) {
+    const Node& n = nodes_[it->second];
+    // Verify the whole key: a hash collision must never reuse the wrong K/V.
+    if (n.parent == parent && n.salt_id == salt_id && n.full &&
+        std::memcmp(n.tokens.data(), tokens, sizeof(int32_t) * block_size_) == 0) {
+      return it->second;
+    }
+  }
+  return kNoBlock;
+}
+
+std::pair<BlockId, int> PrefixIndex::BestPrefix(BlockId parent, int salt_id,
+                                                const int32_t* tokens, int max_tokens) const {
+  std::pair<BlockId, int> best{kNoBlock, 0};
+  for (BlockId c : Children(parent, salt_id)) {
+    const Node& n = nodes_[c];
+    if (n.salt_id != salt_id) continue;
+    int limit = std::min<int>(max_tokens, static_cast<int>(n.tokens.size()));
+    int k = 0;
+    while (k < limit && n.tokens[k] == tokens[k]) ++k;
+    if (k > best.second) best = {c, k};
+  }
+  return best;
+}
+
+bool PrefixIndex::Covered(BlockId parent, int salt_id, std::span<const int32_t> tokens) const {
+  auto [id, n] = BestPrefix(parent, salt_id, tokens.data(), static_cast<int>(tokens.size()));
+  return id != kNoBlock && n == static_cast<int>(tokens.size());
+}
+
+void PrefixIndex::Register(BlockId id, BlockId parent, int salt_id,
+                           std::span<const int32_t> tokens) {
+  Node& n = nodes_[id];
+  KVFORK_CHECK_MSG(!n.registered, "block " + std::to_string(id) + " registered twice");
+  KVFORK_CHECK(!tokens.empty() && static_cast<int>(tokens.size()) <= block_size_);
+  KVFORK_CHECK(parent == kNoBlock || nodes_[parent].registered);
+  n.registered = true;
+  n.full = static_cast<int>(tokens.size()) == block_size_;
+  n.parent = parent;
+  n.salt_id = salt_id;
+  n.tokens.assign(tokens.begin(), tokens.end());
+  n.children.clear();
+  n.hash = ChildHash(parent, salt_id, tokens.data(), static_cast<int>(tokens.size()));
+  if (n.full) full_by_hash_.emplace(n.hash, id);
+  MutableChildren(parent, salt_id).push_back(id);
+  // The parent has a child now, so it is no longer an evictable leaf.
+  if (parent != kNoBlock) RemoveLeaf(parent);
+  if (pool_->refcount(id) == 0) {
+    ++num_cached_;
+    MaybeAddLeaf(id);
+  }
+}
+
+bool PrefixIndex::IsLeafCandidate(BlockId id) const {
+  const Node& n = nodes_[id];
+  return n.registered && n.children.empty() && pool_->refcount(id) == 0;
+}
+
+void PrefixIndex::MaybeAddLeaf(BlockId id) {
+  Node& n = nodes_[id];
+  if (n.in_lru || !IsLeafCandidate(id)) return;
+  n.lru_tick = pool_->tick(id);
+  lru_.emplace(n.lru_tick, id);
+  n.in_lru = true;
+}
+
+void PrefixIndex::RemoveLeaf(BlockId id) {
+  Node& n = nodes_[id];
+  if (!n.in_lru) return;
+  lru_.erase({n.lru_tick, id});
+  n.in_lru = false;
+}
+
+void PrefixIndex::OnCached(BlockId id) {
+  KVFORK_CHECK(nodes_[id].registered && pool_->refcount(id) == 0);
+  ++num_cached_;
+  MaybeAddLeaf(id);
+}
+
+void PrefixIndex::OnReferenced(BlockId id) {
+  KVFORK_CHECK(nodes_[id].registered && pool_->refcount(id) == 1);
+  --num_cached_;
+  RemoveLeaf(id);
+}
+
+void PrefixIndex::Unregister(BlockId id) {
+  Node& n = nodes_[id];
+  KVFORK_CHECK(n.registered && n.children.empty() && pool_->refcount(id) == 0);
+  RemoveLeaf(id);
+  if (n.full) {
+    auto [lo, hi] = full_by_hash_.equal_range(n.hash);
+    for (auto it = lo; it != hi; ++it) {
+      if (it->second == id) {
+        full_by_hash_.erase(it);
+        break;
+      }
+    }
+  }
+  std::vector<BlockId>& siblings = MutableChildren(n.parent, n.salt_id);
+  siblings.erase(std::find(siblings.begin(), siblings.end(), id));
+  if (n.parent == kNoBlock && siblings.empty()) root_children_.erase(n.salt_id);
+  BlockId parent = n.parent;
+  n = Node();
+  --num_cached_;
+  if (parent != kNoBlock) MaybeAddLeaf(parent);
+}
+
+BlockId PrefixIndex::PopLru() {
+  if (lru_.empty()) return kNoBlock;
+  BlockId id = lru_.begin()->second;
+  Unregister(id);
+  return id;
+}
+
+void PrefixIndex::Evict(BlockId id) { Unregister(id); }
+
+std::vector<BlockId> PrefixIndex::RedundantPartials(BlockId parent, int salt_id,
+                                                    std::span<const int32_t> tokens) const {
+  std::vector<BlockId> out;
+  for (BlockId c : Children(parent, salt_id)) {
+    const Node& n = nodes_[c];
+    if (n.full || n.tokens.size() >= tokens.size() || !IsLeafCandidate(c)) continue;
+    if (std::equal(n.tokens.begin(), n.tokens.end(), tokens.begin())) out.push_back(c);
+  }
+  return out;
+}
+
+Status PrefixIndex::Check() const {
+  int64_t cached = 0;
+  size_t leaves = 0;
+  size_t full = 0;
+  for (BlockId id = 0; id < static_cast<BlockId>(nodes_.size()); ++id) {
+    const Node& n = nodes_[id];
+    auto b = [id] { return "block " + std::to_string(id); };
+    if (!n.registered) {
+      if (n.in_lru || !n.children.empty()) return InternalError(b() + ": unregistered but linked");
+      continue;
+    }
+    if (pool_->IsFree(id)) return InternalError(b() + ": registered and free");
+    if (pool_->refcount(id) == 0) ++cached;
+    if (n.full) ++full;
+    if (n.full != (static_cast<int>(n.tokens.size()) == block_size_))
+      return InternalError(b() + ": full flag disagrees with its token count");
+    if (n.parent != kNoBlock && !nodes_[n.parent].registered)
+      return InternalError(b() + ": parent " + std::to_string(n.parent) + " not registered");
+    if (n.parent != kNoBlock && !nodes_[n.parent].full)
+      return InternalError(b() + ": parent is a partial block");
+    const std::vector<BlockId>& sib = Children(n.parent, n.salt_id);
+    if (std::count(sib.begin(), sib.end(), id) != 1)
+      return InternalError(b() + ": not exactly once among its parent's children");
+    if (n.hash != ChildHash(n.parent, n.salt_id, n.tokens.data(),
+                            static_cast<int>(n.tokens.size())))
+      return InternalError(b() + ": stale hash");
+    if (n.full && FindFull(n.parent, n.salt_id, n.tokens.data()) != id)
+      return InternalError(b() + ": full block not found by its key (duplicate or missing)");
+    for (BlockId c : n.children) {
+      if (!nodes_[c].registered || nodes_[c].parent != id)
+        return InternalError(b() + ": child " + std::to_string(c) + " does not point back");
+      // A referenced child pins its whole chain: its table holds the parent.
+      if (pool_->refcount(c) > 0 && pool_->refcount(id) == 0)
+        return InternalError(b() + ": cached parent of referenced child " + std::to_string(c));
+    }
+    bool leaf = IsLeafCandidate(id);
+    if (leaf != n.in_lru) return InternalError(b() + ": LRU membership disagrees with leaf state");
+    if (n.in_lru) {
+      ++leaves;
+      if (!lru_.count({n.lru_tick, id})) return InternalError(b() + ": missing from the LRU set");
+    }
+  }
+  if (cached != num_cached_)
+    return InternalError("cached count " + std::to_string(num_cached_) + " but " +
+                         std::to_string(cached) + " cached blocks");
+  if (leaves != lru_.size()) return InternalError("LRU set has stale entries");
+  if (full != full_by_hash_.size()) return InternalError("hash map has stale entries");
+  for (const auto& [salt, kids] : root_children_) {
+    for (BlockId c : kids) {
+      if (!nodes_[c].registered || nodes_[c].parent != kNoBlock || nodes_[c].salt_id != salt)
+        return InternalError("root child " + std::to_string(c) + " is stale");
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace kvfork

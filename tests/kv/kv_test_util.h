@@ -1,0 +1,100 @@
+// Helpers shared by the KV cache unit tests: a tiny layout, a deterministic
+// fake "forward" that writes a pattern derived from (token, position) into a
+// sequence's blocks, and a prefill driver.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kv/kv_cache.h"
+
+namespace kvfork::testing {
+
+inline KvLayout TinyLayout(int block_size = 4, KvDType dtype = KvDType::kF32) {
+  KvLayout l;
+  l.num_layers = 2;
+  l.num_kv_heads = 2;
+  l.head_dim = 4;
+  l.block_size = block_size;
+  l.dtype = dtype;
+  return l;
+}
+
+inline float Pattern(int32_t token, int64_t pos, int plane, int d) {
+  return static_cast<float>(token) * 1000.0f + static_cast<float>(pos) +
+         static_cast<float>(plane) * 0.25f + static_cast<float>(d) * 0.0625f;
+}
+
+// Writes the pattern for positions [start, start + n) (f32 layouts only).
+inline void FakeForward(const KvCache& cache, SeqId seq, const std::vector<int32_t>& tokens,
+                        int64_t start, int64_t n) {
+  const KvLayout& l = cache.layout();
+  uint8_t* const* table = cache.BlockTable(seq);
+  for (int64_t p = start; p < start + n; ++p) {
+    uint8_t* block = table[p / l.block_size];
+    int slot = static_cast<int>(p % l.block_size);
+    for (int layer = 0; layer < l.num_layers; ++layer) {
+      for (int kv = 0; kv < 2; ++kv) {
+        for (int h = 0; h < l.num_kv_heads; ++h) {
+          int plane = (layer * 2 + kv) * l.num_kv_heads + h;
+          float* row = reinterpret_cast<float*>(block + l.PlaneOffset(layer, kv, h)) +
+                       static_cast<size_t>(slot) * l.head_dim;
+          for (int d = 0; d < l.head_dim; ++d) row[d] = Pattern(tokens[p], p, plane, d);
+        }
+      }
+    }
+  }
+}
+
+// True when positions [0, NumTokens) of seq hold the pattern of its tokens.
+inline bool HoldsPattern(const KvCache& cache, SeqId seq) {
+  const KvLayout& l = cache.layout();
+  uint8_t* const* table = cache.BlockTable(seq);
+  auto tokens = cache.Tokens(seq);
+  for (int64_t p = 0; p < static_cast<int64_t>(tokens.size()); ++p) {
+    const uint8_t* block = table[p / l.block_size];
+    int slot = static_cast<int>(p % l.block_size);
+    for (int layer = 0; layer < l.num_layers; ++layer) {
+      for (int kv = 0; kv < 2; ++kv) {
+        for (int h = 0; h < l.num_kv_heads; ++h) {
+          int plane = (layer * 2 + kv) * l.num_kv_heads + h;
+          const float* row = reinterpret_cast<const float*>(block + l.PlaneOffset(layer, kv, h)) +
+                             static_cast<size_t>(slot) * l.head_dim;
+          for (int d = 0; d < l.head_dim; ++d)
+            if (row[d] != Pattern(tokens[p], p, plane, d)) return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// Admits prompt, "computes" the rest of it and appends; returns the sequence.
+inline SeqId Prefill(KvCache& cache, const std::vector<int32_t>& prompt,
+                     const std::string& salt = "", PrefixMatch* match = nullptr) {
+  PrefixMatch m;
+  StatusOr<SeqId> seq = cache.Admit(prompt, salt, static_cast<int64_t>(prompt.size()), &m);
+  KVFORK_CHECK_MSG(seq.ok(), seq.status().ToString());
+  FakeForward(cache, *seq, prompt, m.num_reused_tokens,
+              static_cast<int64_t>(prompt.size()) - m.num_reused_tokens);
+  std::vector<int32_t> rest(prompt.begin() + m.num_reused_tokens, prompt.end());
+  Status st = cache.Append(*seq, rest);
+  KVFORK_CHECK_MSG(st.ok(), st.ToString());
+  if (match != nullptr) *match = m;
+  return *seq;
+}
+
+inline std::vector<int32_t> Range(int32_t first, int n) {
+  std::vector<int32_t> v(n);
+  for (int i = 0; i < n; ++i) v[i] = first + i;
+  return v;
+}
+
+inline std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace kvfork::testing
