@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/status.h"
 #include "kernels/ops_isa.h"
 #include "kernels/scratch.h"
 #include "kernels/simd_avx2.h"
@@ -20,7 +19,7 @@
 namespace kvfork::avx2 {
 namespace {
 
-constexpr int kMaxHeadDim = 512;
+constexpr int kMaxHeadDim = 512;     // ops.cc checks the layout against these
 constexpr int kMaxBlockSize = 1024;
 
 void StoreRow(const KvLayout& l, uint8_t* block, int layer, int kv, int head, int64_t slot,
@@ -183,8 +182,6 @@ void WriteKv(const KvLayout& layout, int layer, uint8_t* const* blocks, int64_t 
 
 void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,
                     std::span<const AttentionSeq> seqs, ThreadPool& pool) {
-  KVFORK_CHECK_MSG(layout.head_dim <= kMaxHeadDim, "PagedAttention: head_dim above 512");
-  KVFORK_CHECK_MSG(layout.block_size <= kMaxBlockSize, "PagedAttention: block_size above 1024");
   // Tasks of all sequences in one ParallelFor, so a decode step over many
   // sequences (1 token each) still spreads over the threads.
   int64_t total = 0;

@@ -25,38 +25,38 @@ const char* KvDTypeName(KvDType t) {
     case Isa::kScalar: break;                    \
   }                                              \
   return reference::call
-// Until the AVX-512 files land, AVX-512 machines run the AVX2 code.
-#define KVFORK_SCALAR_ONLY(call)                 \
-  if (ActiveIsa() != Isa::kScalar) return avx2::call; \
-  return reference::call
 
 void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool) {
-  if (ActiveIsa() != Isa::kScalar) return avx2::MatMul(x, m, w, y, pool);
-  reference::MatMul(x, m, w, y, pool);
+  KVFORK_DISPATCH(MatMul(x, m, w, y, pool));
 }
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y) {
-  KVFORK_SCALAR_ONLY(RmsNorm(x, weight, rows, dim, eps, y));
+  KVFORK_DISPATCH(RmsNorm(x, weight, rows, dim, eps, y));
 }
 void Rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
           const int32_t* positions, const float* inv_freq) {
-  KVFORK_SCALAR_ONLY(Rope(x, num_tokens, num_heads, head_dim, positions, inv_freq));
+  // The SIMD paths keep a cos/sin row on the stack.
+  KVFORK_CHECK_MSG(head_dim <= 1024, "Rope: head_dim above 1024");
+  KVFORK_DISPATCH(Rope(x, num_tokens, num_heads, head_dim, positions, inv_freq));
 }
 void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
-  KVFORK_SCALAR_ONLY(SiluMul(gate, up, n, out));
+  KVFORK_DISPATCH(SiluMul(gate, up, n, out));
 }
-void AddInPlace(float* y, const float* x, int64_t n) { KVFORK_SCALAR_ONLY(AddInPlace(y, x, n)); }
-void Softmax(float* x, int64_t n) { KVFORK_SCALAR_ONLY(Softmax(x, n)); }
+void AddInPlace(float* y, const float* x, int64_t n) { KVFORK_DISPATCH(AddInPlace(y, x, n)); }
+void Softmax(float* x, int64_t n) { KVFORK_DISPATCH(Softmax(x, n)); }
 void EmbeddingLookup(const MatrixView& table, const int32_t* ids, int64_t n, float* out) {
-  KVFORK_SCALAR_ONLY(EmbeddingLookup(table, ids, n, out));
+  KVFORK_DISPATCH(EmbeddingLookup(table, ids, n, out));
 }
-int64_t Argmax(const float* x, int64_t n) { KVFORK_SCALAR_ONLY(Argmax(x, n)); }
+int64_t Argmax(const float* x, int64_t n) { KVFORK_DISPATCH(Argmax(x, n)); }
 void WriteKv(const KvLayout& layout, int layer, uint8_t* const* blocks, int64_t start_pos,
              int64_t num_tokens, const float* k, const float* v) {
-  KVFORK_SCALAR_ONLY(WriteKv(layout, layer, blocks, start_pos, num_tokens, k, v));
+  KVFORK_DISPATCH(WriteKv(layout, layer, blocks, start_pos, num_tokens, k, v));
 }
 void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,
                     std::span<const AttentionSeq> seqs, ThreadPool& pool) {
-  KVFORK_SCALAR_ONLY(PagedAttention(layout, layer, num_heads, scale, seqs, pool));
+  // The SIMD paths keep q, the accumulator and one block of scores in registers/stack.
+  KVFORK_CHECK_MSG(layout.head_dim <= 512, "PagedAttention: head_dim above 512");
+  KVFORK_CHECK_MSG(layout.block_size <= 1024, "PagedAttention: block_size above 1024");
+  KVFORK_DISPATCH(PagedAttention(layout, layer, num_heads, scale, seqs, pool));
 }
 
 #undef KVFORK_DISPATCH

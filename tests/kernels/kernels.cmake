@@ -3,3 +3,10 @@
 kvfork_test(kernels_test
   SOURCES matmul_test.cc ops_test.cc attention_test.cc
   LABELS unit LIBS kvfork_kernels kvfork_core)
+
+# The per-ISA objects must define no weak (COMDAT) symbols: the linker could
+# pick an AVX-512-compiled copy of an inline function for a scalar caller and
+# crash a CPU without AVX-512 (see kernels/ops_isa.h).
+kvfork_script_test(kernels_isa_objects_have_no_weak_symbols
+  COMMAND sh -c "nm -C -A $<TARGET_FILE:kvfork_kernels> | grep -E '_avx(2|512)\\.cc\\.o:.* [WV] ' && exit 1 || exit 0"
+  LABELS unit)

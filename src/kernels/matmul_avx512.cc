@@ -1,0 +1,159 @@
+// AVX-512 MatMul: y[m, n] = sum_k x[m, k] * w[n, k].
+//
+// bf16 weights: X is rounded to bf16 and packed once per call ([m, kp] bf16,
+// kp a multiple of 32, zero-padded); each output element has one 16-lane
+// accumulator fed by vdpbf16ps over k in steps of 32 on the natural [N, K]
+// layout (lane l takes pairs k = 2l, 2l+1 of every 32-step), the K tail a
+// masked W load against zero-padded X; then Hsum (simd_avx512.h).
+// f32 weights: the same with 16-lane FMA steps of 16.
+// Register tiles of MR X rows x NR W rows share W and X loads but never change
+// how an element accumulates, so M=1 and M=512 give equal bits (invariant 1);
+// threads take blocks of kBlockRows W rows.
+// GCC 12's AVX-512 intrinsic headers build some results from _mm512_undefined_*
+// and then warn about them (a known false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <algorithm>
+
+#include "kernels/ops_isa.h"
+#include "kernels/scratch.h"
+#include "kernels/simd_avx512.h"
+
+namespace kvfork::avx512 {
+namespace {
+
+constexpr int64_t kBlockRows = 24;  // W rows per task: a multiple of every NR below
+
+template <int MR, int NR>
+inline void TileBf16(const uint16_t* const* xr, const uint16_t* const* wr, int64_t k, float* y,
+                     int64_t ldy, int mr_valid, int nr_valid) {
+  __m512 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  const int64_t kfull = k & ~int64_t{31};
+  for (int64_t c = 0; c < kfull; c += 32) {
+    __m512i wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = _mm512_loadu_si512(wr[j] + c);
+    for (int i = 0; i < MR; ++i) {
+      __m512bh xv = AsBf16x32(_mm512_load_si512(xr[i] + c));
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, AsBf16x32(wv[j]));
+    }
+  }
+  if (kfull < k) {
+    const __mmask32 mask = Mask32(k - kfull);
+    __m512i wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = _mm512_maskz_loadu_epi16(mask, wr[j] + kfull);
+    for (int i = 0; i < MR; ++i) {
+      __m512bh xv = AsBf16x32(_mm512_load_si512(xr[i] + kfull));
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, AsBf16x32(wv[j]));
+    }
+  }
+  for (int i = 0; i < mr_valid; ++i)
+    for (int j = 0; j < nr_valid; ++j) y[i * ldy + j] = Hsum(acc[i][j]);
+}
+
+template <int MR, int NR>
+inline void TileF32(const float* const* xr, const float* const* wr, int64_t k, float* y,
+                    int64_t ldy, int mr_valid, int nr_valid) {
+  __m512 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  const int64_t kfull = k & ~int64_t{15};
+  for (int64_t c = 0; c < kfull; c += 16) {
+    __m512 wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = _mm512_loadu_ps(wr[j] + c);
+    for (int i = 0; i < MR; ++i) {
+      __m512 xv = _mm512_load_ps(xr[i] + c);
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+    }
+  }
+  if (kfull < k) {
+    const __mmask16 mask = Mask16(k - kfull);
+    __m512 wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = _mm512_maskz_loadu_ps(mask, wr[j] + kfull);
+    for (int i = 0; i < MR; ++i) {
+      __m512 xv = _mm512_load_ps(xr[i] + kfull);
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < mr_valid; ++i)
+    for (int j = 0; j < nr_valid; ++j) y[i * ldy + j] = Hsum(acc[i][j]);
+}
+
+template <int MR, int NR, typename T>
+inline void Tile(const T* const* xr, const T* const* wr, int64_t k, float* y, int64_t ldy,
+                 int mr_valid, int nr_valid) {
+  if constexpr (sizeof(T) == 2) {
+    TileBf16<MR, NR>(xr, wr, k, y, ldy, mr_valid, nr_valid);
+  } else {
+    TileF32<MR, NR>(xr, wr, k, y, ldy, mr_valid, nr_valid);
+  }
+}
+
+// Tile<MR, NR> over W rows [n0, n1) for X rows [i0, i0 + mr); w points at row n0.
+// Unused tile slots repeat the last valid row (same work, results not stored).
+template <int MR, int NR, typename T>
+void TileRow(const T* xp, int64_t kp, int64_t i0, int mr, const T* w, int64_t k, int64_t n0,
+             int64_t n1, float* y, int64_t n) {
+  const T* xr[MR];
+  for (int i = 0; i < MR; ++i) xr[i] = xp + (i0 + std::min(i, mr - 1)) * kp;
+  for (int64_t j0 = n0; j0 < n1; j0 += NR) {
+    const int nr = static_cast<int>(std::min<int64_t>(NR, n1 - j0));
+    const T* wr[NR];
+    for (int j = 0; j < NR; ++j) wr[j] = w + (j0 - n0 + std::min(j, nr - 1)) * k;
+    Tile<MR, NR>(xr, wr, k, y + i0 * n + j0, n, mr, nr);
+  }
+}
+
+template <typename T>
+void RunBlocks(const T* xp, int64_t kp, int64_t m, const T* w, int64_t n, int64_t k, float* y,
+               ThreadPool& pool) {
+  const int64_t tasks = (n + kBlockRows - 1) / kBlockRows;
+  pool.ParallelFor(tasks, [&](int64_t t) {
+    const int64_t n0 = t * kBlockRows, n1 = std::min(n, n0 + kBlockRows);
+    const T* wb = w + n0 * k;
+    int64_t i0 = 0;
+    for (; i0 + 4 <= m; i0 += 4) TileRow<4, 6>(xp, kp, i0, 4, wb, k, n0, n1, y, n);
+    switch (m - i0) {
+      case 3: TileRow<3, 6>(xp, kp, i0, 3, wb, k, n0, n1, y, n); break;
+      case 2: TileRow<2, 8>(xp, kp, i0, 2, wb, k, n0, n1, y, n); break;
+      case 1: TileRow<1, 8>(xp, kp, i0, 1, wb, k, n0, n1, y, n); break;
+      default: break;
+    }
+  });
+}
+
+}  // namespace
+
+void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool) {
+  const int64_t n = w.rows, k = w.cols;
+  if (m <= 0 || n <= 0) return;
+  if (w.dtype == DType::kBf16) {
+    const int64_t kp = (k + 31) & ~int64_t{31};
+    uint16_t* xp = static_cast<uint16_t*>(
+        ThreadScratch(kScratchCaller, static_cast<size_t>(m * kp) * sizeof(uint16_t)));
+    pool.ParallelFor(m, [&](int64_t i) {
+      const float* src = x + i * k;
+      uint16_t* dst = xp + i * kp;
+      for (int64_t c = 0; c < kp; c += 16) {
+        // Past k the masked load gives zeros: padded pairs add exactly nothing.
+        __m512 v = _mm512_maskz_loadu_ps(Mask16(k > c ? k - c : 0), src + c);
+        StoreBf16(dst + c, F32ToBf16Lanes(v));
+      }
+    });
+    RunBlocks(xp, kp, m, static_cast<const uint16_t*>(w.data), n, k, y, pool);
+  } else {
+    const int64_t kp = (k + 15) & ~int64_t{15};
+    float* xp = static_cast<float*>(
+        ThreadScratch(kScratchCaller, static_cast<size_t>(m * kp) * sizeof(float)));
+    pool.ParallelFor(m, [&](int64_t i) {
+      const float* src = x + i * k;
+      float* dst = xp + i * kp;
+      for (int64_t c = 0; c < kp; c += 16)
+        _mm512_store_ps(dst + c, _mm512_maskz_loadu_ps(Mask16(k > c ? k - c : 0), src + c));
+    });
+    RunBlocks(xp, kp, m, static_cast<const float*>(w.data), n, k, y, pool);
+  }
+}
+
+}  // namespace kvfork::avx512
