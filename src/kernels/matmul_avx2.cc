@@ -43,12 +43,13 @@ inline void Tile(const float* const* xr, const WT* const* wr, int64_t k, float* 
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
   const int64_t kfull = k & ~int64_t{7};
+  // X rows in registers, one W vector at a time: MR * NR + MR + 1 <= 16 ymm.
   for (int64_t c = 0; c < kfull; c += 8) {
-    __m256 wv[NR];
-    for (int j = 0; j < NR; ++j) wv[j] = LoadW(wr[j] + c);
-    for (int i = 0; i < MR; ++i) {
-      __m256 xv = _mm256_load_ps(xr[i] + c);
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+    __m256 xv[MR];
+    for (int i = 0; i < MR; ++i) xv[i] = _mm256_load_ps(xr[i] + c);
+    for (int j = 0; j < NR; ++j) {
+      const __m256 wv = LoadW(wr[j] + c);
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
     }
   }
   if (kfull < k) {
@@ -82,10 +83,9 @@ template <typename WT>
 void RunTiles(const float* xp, int64_t kp, int64_t m, const WT* w, int64_t n, int64_t k,
               int64_t n0, int64_t n1, float* y) {
   int64_t i0 = 0;
-  for (; i0 + 4 <= m; i0 += 4) TileRow<4, 3>(xp, kp, i0, 4, w, k, n0, n1, y, n);
+  for (; i0 + 3 <= m; i0 += 3) TileRow<3, 4>(xp, kp, i0, 3, w, k, n0, n1, y, n);
   switch (m - i0) {
-    case 3: TileRow<3, 4>(xp, kp, i0, 3, w, k, n0, n1, y, n); break;
-    case 2: TileRow<2, 4>(xp, kp, i0, 2, w, k, n0, n1, y, n); break;
+    case 2: TileRow<2, 6>(xp, kp, i0, 2, w, k, n0, n1, y, n); break;
     case 1: TileRow<1, 8>(xp, kp, i0, 1, w, k, n0, n1, y, n); break;
     default: break;
   }
