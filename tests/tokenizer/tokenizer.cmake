@@ -3,3 +3,6 @@
 kvfork_test(tokenizer_llama_cpp_vectors_test
   SOURCES llama_cpp_vectors_test.cc
   LABELS unit LIBS kvfork_tokenizer)
+kvfork_test(tokenizer_goldens_test
+  SOURCES goldens_test.cc
+  LABELS unit LIBS kvfork_tokenizer)
