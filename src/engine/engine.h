@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/status.h"
@@ -27,6 +29,13 @@ struct EngineOptions {
   bool prefix_cache = true;              // --no-prefix-cache turns it off
   bool prefix_tail_copy = true;          // copy matched tokens of a partial block
   std::string schedule = "fcfs";         // fcfs | longest-prefix
+
+  // Test hooks, called on the engine thread (leave empty in production).
+  // Every logits row a choice samples from [vocab], in order.
+  std::function<void(const std::string& request_id, int64_t choice, std::span<const float> row)>
+      on_logits_for_testing;
+  // After every step: the KV cache's Check() (invariant 2).
+  std::function<void(const Status& kv_check)> on_step_for_testing;
 };
 
 // Counters for /metrics and /v1/cache/stats. Each is cumulative since start

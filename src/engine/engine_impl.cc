@@ -1,0 +1,248 @@
+// Engine::Create and the engine thread: Submit/Cancel hand requests over
+// under a mutex; the thread owns the scheduler, the KV cache and the model
+// calls, and sleeps when there is nothing to do.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "core/logging.h"
+#include "engine/engine.h"
+#include "engine/request_validation.h"
+#include "engine/scheduler.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvfork {
+namespace {
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(const EngineOptions& options, Model& model, const Tokenizer& tokenizer,
+             std::unique_ptr<KvCache> kv, int64_t max_context)
+      : options_(options),
+        model_(model),
+        kv_(std::move(kv)),
+        pool_(options.threads > 0 ? options.threads : ThreadPool::DefaultThreads()),
+        max_context_(max_context) {
+    SchedulerOptions so;
+    so.max_num_batched_tokens = options.max_num_batched_tokens;
+    so.max_num_seqs = options.max_num_seqs;
+    so.longest_prefix = options.schedule == "longest-prefix";
+    so.eos_ids = tokenizer.eos_token_ids();
+    for (int32_t id : model.config().eos_token_ids)
+      if (std::find(so.eos_ids.begin(), so.eos_ids.end(), id) == so.eos_ids.end())
+        so.eos_ids.push_back(id);
+    so.on_logits = options.on_logits_for_testing;
+    scheduler_ = std::make_unique<Scheduler>(so, model, *kv_, pool_, tokenizer);
+    limits_.vocab_size = model.config().vocab_size;
+    limits_.max_context = model.config().max_position_embeddings;
+    limits_.max_pool_tokens = kv_->max_sequence_tokens();
+    UpdateStats();
+    thread_ = std::thread([this] { Loop(); });
+  }
+
+  ~EngineImpl() override { Shutdown(); }
+
+  StatusOr<std::shared_ptr<RequestStream>> Submit(Request request) override {
+    KVFORK_RETURN_IF_ERROR(ValidateRequest(request, limits_));
+    const SamplingParams& sp = request.sampling;
+    const int64_t bs = kv_->layout().block_size;
+    const int64_t prompt = static_cast<int64_t>(request.prompt_tokens.size());
+    // n choices share the prompt but each needs its own generated tokens and
+    // a copied partial block.
+    if (sp.n > 1 && prompt + sp.n * (sp.max_tokens + bs) > limits_.max_pool_tokens)
+      return OutOfRangeError("request " + request.id + ": n = " + std::to_string(sp.n) +
+                             " choices of max_tokens " + std::to_string(sp.max_tokens) +
+                             " can never fit the KV pool of " +
+                             std::to_string(limits_.max_pool_tokens) + " tokens");
+    auto stream = std::make_shared<RequestStream>();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return UnavailableError("engine is shutting down");
+      if (static_cast<int64_t>(submitted_.size()) + waiting_now_ >= options_.max_queue)
+        return ResourceExhaustedError("request queue is full (" +
+                                      std::to_string(options_.max_queue) + " waiting)");
+      if (!ids_.insert(request.id).second)
+        return InvalidArgumentError("request id " + request.id + " is already running");
+      submitted_.push_back({std::move(request), stream, next_arrival_++});
+    }
+    cv_.notify_one();
+    return stream;
+  }
+
+  void Cancel(const std::string& request_id) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancels_.push_back(request_id);
+    }
+    cv_.notify_one();
+  }
+
+  EngineStats Stats() const override {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    return stats_;
+  }
+
+  int64_t max_context() const override { return max_context_; }
+
+  void ResetPrefixCache() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reset_cache_ = true;
+    }
+    cv_.notify_one();
+  }
+
+  void Shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_ && !thread_.joinable()) return;
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  struct Pending {
+    Request request;
+    std::shared_ptr<RequestStream> stream;
+    uint64_t arrival;
+  };
+
+  void Loop() {
+    for (;;) {
+      std::vector<Pending> submitted;
+      std::vector<std::string> cancels;
+      bool stop = false;
+      bool reset = false;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] {
+          return stopping_ || !submitted_.empty() || !cancels_.empty() || reset_cache_ ||
+                 scheduler_->HasWork();
+        });
+        submitted.swap(submitted_);
+        cancels.swap(cancels_);
+        stop = stopping_;
+        reset = reset_cache_;
+        reset_cache_ = false;
+      }
+      for (auto& p : submitted) scheduler_->Add(std::move(p.request), std::move(p.stream), p.arrival);
+      for (const auto& id : cancels) scheduler_->Cancel(id);
+      if (reset) kv_->ResetPrefixCache();
+      if (stop) {
+        scheduler_->AbortAll();
+        ForgetFinished();
+        UpdateStats();
+        scheduler_->PushFinalEvents();
+        return;
+      }
+      if (scheduler_->HasWork()) {
+        scheduler_->Step();
+        if (options_.on_step_for_testing) options_.on_step_for_testing(kv_->Check());
+      }
+      ForgetFinished();
+      UpdateStats();
+      scheduler_->PushFinalEvents();
+    }
+  }
+
+  void ForgetFinished() {
+    std::vector<std::string> done = scheduler_->TakeFinishedIds();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& id : done) ids_.erase(id);
+    waiting_now_ = scheduler_->num_waiting();
+  }
+
+  void UpdateStats() {
+    const KvCacheStats k = kv_->Stats();
+    const SchedulerCounters& c = scheduler_->counters();
+    EngineStats s;
+    s.requests_running = scheduler_->num_running();
+    s.requests_waiting = scheduler_->num_waiting();
+    s.blocks_total = k.blocks_total;
+    s.blocks_free = k.blocks_free;
+    s.blocks_used = k.blocks_used;
+    s.blocks_cached = k.blocks_cached;
+    s.block_bytes = k.block_bytes;
+    s.prefix_queries_tokens = k.queries_tokens;
+    s.prefix_hits_tokens = k.hits_tokens;
+    s.tail_copied_tokens = k.tail_copied_tokens;
+    s.evictions = k.evictions;
+    s.preemptions = c.preemptions;
+    s.prompt_tokens = c.prompt_tokens;
+    s.generation_tokens = c.generation_tokens;
+    s.requests_finished = c.requests_finished;
+    s.kv_bytes_peak = k.peak_resident_bytes();
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_ = s;
+  }
+
+  EngineOptions options_;
+  Model& model_;
+  std::unique_ptr<KvCache> kv_;
+  ThreadPool pool_;
+  int64_t max_context_;
+  RequestLimits limits_;
+  std::unique_ptr<Scheduler> scheduler_;
+
+  std::mutex mu_;  // guards the hand-over fields below
+  std::condition_variable cv_;
+  std::vector<Pending> submitted_;
+  std::vector<std::string> cancels_;
+  std::unordered_set<std::string> ids_;  // requests submitted and not yet ended
+  int64_t waiting_now_ = 0;
+  uint64_t next_arrival_ = 0;
+  bool stopping_ = false;
+  bool reset_cache_ = false;
+
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;
+  std::thread thread_;  // last: starts after every member above exists
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, Model& model,
+                                                 const Tokenizer& tokenizer) {
+  if (options.max_num_batched_tokens < 1)
+    return InvalidArgumentError("--max-num-batched-tokens must be >= 1, got " +
+                                std::to_string(options.max_num_batched_tokens));
+  if (options.max_num_seqs < 1)
+    return InvalidArgumentError("--max-num-seqs must be >= 1, got " +
+                                std::to_string(options.max_num_seqs));
+  if (options.max_queue < 1)
+    return InvalidArgumentError("--max-queue must be >= 1, got " +
+                                std::to_string(options.max_queue));
+  if (options.schedule != "fcfs" && options.schedule != "longest-prefix")
+    return InvalidArgumentError("--schedule must be fcfs or longest-prefix, got '" +
+                                options.schedule + "'");
+  if (options.threads < 0)
+    return InvalidArgumentError("--threads must be >= 0, got " + std::to_string(options.threads));
+  KVFORK_ASSIGN_OR_RETURN(KvBackend backend,
+                          ParseKvBackend(options.kv_backend, options.max_num_seqs));
+  KVFORK_ASSIGN_OR_RETURN(KvDType dtype, ParseKvDType(options.kv_dtype));
+  if (options.kv_block_size < 1)
+    return InvalidArgumentError("--kv-block-size must be >= 1, got " +
+                                std::to_string(options.kv_block_size));
+  const int64_t model_context = model.config().max_position_embeddings;
+  KvCacheOptions ko;
+  ko.layout = model.MakeKvLayout(dtype, options.kv_block_size);
+  ko.num_blocks = options.kv_blocks;
+  ko.cache_mib = options.kv_cache_mib;
+  ko.prefix_cache = options.prefix_cache;
+  ko.tail_copy = options.prefix_tail_copy;
+  ko.max_context = model_context;
+  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv, KvCache::Create(backend, ko));
+  const int64_t max_context = std::min<int64_t>(model_context, kv->max_sequence_tokens());
+  return std::unique_ptr<Engine>(
+      new EngineImpl(options, model, tokenizer, std::move(kv), max_context));
+}
+
+}  // namespace kvfork

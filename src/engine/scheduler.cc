@@ -1,0 +1,414 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <random>
+
+#include "core/logging.h"
+
+namespace kvfork {
+
+Scheduler::Scheduler(const SchedulerOptions& options, Model& model, KvCache& kv, ThreadPool& pool,
+                     const Tokenizer& tokenizer)
+    : options_(options),
+      model_(model),
+      kv_(kv),
+      pool_(pool),
+      tokenizer_(tokenizer),
+      vocab_(model.config().vocab_size) {}
+
+int64_t Scheduler::num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+
+void Scheduler::PushFinalEvents() {
+  for (auto& [stream, event] : deferred_) stream->Push(std::move(event));
+  deferred_.clear();
+}
+
+std::vector<std::string> Scheduler::TakeFinishedIds() {
+  std::vector<std::string> out;
+  out.swap(finished_ids_);
+  return out;
+}
+
+void Scheduler::Add(Request request, std::shared_ptr<RequestStream> stream, uint64_t arrival) {
+  auto r = std::make_unique<RequestState>();
+  r->request = std::move(request);
+  r->stream = std::move(stream);
+  r->arrival = arrival;
+  r->usage.prompt_tokens = static_cast<int64_t>(r->request.prompt_tokens.size());
+  const SamplingParams& sp = r->request.sampling;
+  // Unseeded requests still get a fixed per-request seed, drawn once here.
+  const uint64_t request_seed = sp.seed.has_value() ? *sp.seed : std::random_device{}();
+  for (int64_t i = 0; i < sp.n; ++i) {
+    auto c = std::make_unique<ChoiceState>();
+    c->request = r.get();
+    c->index = i;
+    c->phase = i == 0 ? SeqPhase::kWaiting : SeqPhase::kUnforked;
+    c->fresh = i == 0;
+    c->sampler = std::make_unique<Sampler>(sp, r->request.prompt_tokens,
+                                           Sampler::ChoiceSeed(sp, request_seed, i));
+    c->stop = std::make_unique<StopMatcher>(sp.stop);
+    c->decoder = std::make_unique<StreamDecoder>(tokenizer_, /*skip_special=*/true);
+    r->choices.push_back(std::move(c));
+  }
+  RequestState* raw = r.get();
+  requests_.push_back(std::move(r));
+  if (sp.max_tokens == 0) {
+    // Nothing to generate: no compute, the prompt is not even prefilled.
+    for (auto& c : raw->choices) FinishChoice(c.get(), FinishReason::kLength);
+    ReapDone();
+    return;
+  }
+  waiting_.push_back(raw->choices[0].get());
+}
+
+void Scheduler::RemoveActive(ChoiceState* c) {
+  auto it = std::find(active_.begin(), active_.end(), c);
+  if (it != active_.end()) active_.erase(it);
+}
+
+void Scheduler::Preempt(ChoiceState* c) {
+  KVFORK_CHECK(c->seq.has_value());
+  kv_.Release(*c->seq);
+  c->seq.reset();
+  c->phase = SeqPhase::kWaiting;
+  RemoveActive(c);
+  waiting_.push_front(c);
+  ++counters_.preemptions;
+}
+
+ChoiceState* Scheduler::NewestActive(const RequestState* except) const {
+  for (auto it = active_.rbegin(); it != active_.rend(); ++it)
+    if ((*it)->request != except) return *it;
+  return nullptr;
+}
+
+void Scheduler::FinishChoice(ChoiceState* c, FinishReason reason) {
+  if (c->phase == SeqPhase::kDone) return;
+  if (c->seq.has_value()) {
+    kv_.Release(*c->seq);
+    c->seq.reset();
+  }
+  RemoveActive(c);
+  auto w = std::find(waiting_.begin(), waiting_.end(), c);
+  if (w != waiting_.end()) waiting_.erase(w);
+  c->phase = SeqPhase::kDone;
+  RequestEvent e;
+  e.kind = RequestEvent::Kind::kFinish;
+  e.choice = c->index;
+  e.finish_reason = reason;
+  c->request->stream->Push(std::move(e));
+}
+
+void Scheduler::FailRequest(RequestState* r, const Status& error) {
+  for (auto& c : r->choices) {
+    if (c->seq.has_value()) {
+      kv_.Release(*c->seq);
+      c->seq.reset();
+    }
+    RemoveActive(c.get());
+    auto w = std::find(waiting_.begin(), waiting_.end(), c.get());
+    if (w != waiting_.end()) waiting_.erase(w);
+    c->phase = SeqPhase::kDone;
+  }
+  RequestEvent e;
+  e.kind = RequestEvent::Kind::kError;
+  e.error = error;
+  deferred_.emplace_back(r->stream, std::move(e));
+  r->done = true;
+}
+
+void Scheduler::ReapDone() {
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    RequestState* r = it->get();
+    if (!r->done && r->AllChoicesDone()) {
+      for (const auto& c : r->choices)
+        r->usage.completion_tokens += static_cast<int64_t>(c->generated.size());
+      RequestEvent e;
+      e.kind = RequestEvent::Kind::kDone;
+      e.usage = r->usage;
+      deferred_.emplace_back(r->stream, std::move(e));
+      r->done = true;
+      counters_.prompt_tokens += r->usage.prompt_tokens;
+      counters_.generation_tokens += r->usage.completion_tokens;
+      ++counters_.requests_finished;
+    }
+    if (r->done) {
+      finished_ids_.push_back(r->request.id);
+      it = requests_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Scheduler::Cancel(const std::string& request_id) {
+  for (auto& r : requests_) {
+    if (r->request.id != request_id || r->done) continue;
+    for (auto& c : r->choices) FinishChoice(c.get(), FinishReason::kCancelled);
+  }
+  ReapDone();
+}
+
+void Scheduler::AbortAll() {
+  for (auto& r : requests_)
+    if (!r->done)
+      for (auto& c : r->choices) FinishChoice(c.get(), FinishReason::kCancelled);
+  ReapDone();
+}
+
+bool Scheduler::WaitsForPrefilling(const ChoiceState& c, const std::vector<int32_t>& history,
+                                   int64_t reused) const {
+  const int64_t bs = kv_.layout().block_size;
+  for (const ChoiceState* other : active_) {
+    if (other->phase != SeqPhase::kPrefill) continue;
+    if (other->request->request.cache_salt != c.request->request.cache_salt) continue;
+    const std::vector<int32_t>& o = other->request->request.prompt_tokens;
+    const size_t n = std::min(o.size(), history.size());
+    size_t common = 0;
+    while (common < n && o[common] == history[common]) ++common;
+    // Full blocks the other one will register that we cannot reuse yet.
+    // At least one of our tokens is always recomputed, hence the - 1.
+    const int64_t shareable =
+        std::min<int64_t>(static_cast<int64_t>(common), static_cast<int64_t>(history.size()) - 1) /
+        bs * bs;
+    if (shareable > reused) return true;
+  }
+  return false;
+}
+
+int64_t Scheduler::PickWaiting(const std::vector<bool>& skipped) const {
+  int64_t best = -1;
+  int64_t best_reused = -1;
+  for (size_t i = 0; i < waiting_.size(); ++i) {
+    if (skipped[i]) continue;
+    if (!options_.longest_prefix) return static_cast<int64_t>(i);
+    const ChoiceState* c = waiting_[i];
+    const int64_t reused = kv_.Match(c->History(), c->request->request.cache_salt).num_reused_tokens;
+    if (reused > best_reused) {
+      best = static_cast<int64_t>(i);
+      best_reused = reused;
+    }
+  }
+  return best;
+}
+
+bool Scheduler::Fork(ChoiceState* parent) {
+  RequestState* r = parent->request;
+  for (size_t i = 1; i < r->choices.size(); ++i) {
+    ChoiceState* c = r->choices[i].get();
+    for (;;) {
+      StatusOr<SeqId> seq = kv_.Fork(*parent->seq);
+      if (seq.ok()) {
+        c->seq = *seq;
+        break;
+      }
+      ChoiceState* victim = NewestActive(r);
+      if (victim == nullptr) {
+        FailRequest(r, ResourceExhaustedError("request " + r->request.id + ": n = " +
+                                              std::to_string(r->request.sampling.n) +
+                                              " choices do not fit the KV pool"));
+        return false;
+      }
+      Preempt(victim);
+    }
+    c->phase = SeqPhase::kDecode;
+    c->admit_order = ++admit_counter_;
+    active_.push_back(c);
+  }
+  return true;
+}
+
+void Scheduler::SampleAndEmit(ChoiceState* c, std::span<const float> row) {
+  RequestState* r = c->request;
+  const SamplingParams& sp = r->request.sampling;
+  if (options_.on_logits) options_.on_logits(r->request.id, c->index, row);
+  SampleResult s = c->sampler->Sample(row);
+  c->generated.push_back(s.token);
+
+  const bool is_eos = !sp.ignore_eos && std::find(options_.eos_ids.begin(), options_.eos_ids.end(),
+                                                  s.token) != options_.eos_ids.end();
+  const bool is_stop_id = std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), s.token) !=
+                          sp.stop_token_ids.end();
+  const bool at_length = static_cast<int64_t>(c->generated.size()) >= sp.max_tokens;
+
+  RequestEvent e;
+  e.kind = RequestEvent::Kind::kToken;
+  e.choice = c->index;
+  e.token = s.token;
+  if (sp.top_logprobs >= 0) {
+    e.logprob = TokenLogprob{s.token, s.logprob};
+    e.top_logprobs = std::move(s.top_logprobs);
+  }
+  bool stopped = false;
+  if (is_eos || is_stop_id) {
+    // The stop token's own text is not emitted; held-back text is released.
+    e.text_delta = c->stop->Feed(c->decoder->Flush()).emit;
+    if (!c->stop->stopped()) e.text_delta += c->stop->Flush();
+    stopped = true;
+  } else {
+    StopMatcher::Result m = c->stop->Feed(c->decoder->Push(s.token));
+    e.text_delta = std::move(m.emit);
+    stopped = m.stopped;
+    if (!stopped && at_length) {
+      m = c->stop->Feed(c->decoder->Flush());
+      e.text_delta += m.emit;
+      stopped = m.stopped;
+      if (!stopped) e.text_delta += c->stop->Flush();
+    }
+  }
+  r->stream->Push(std::move(e));
+  if (stopped) {
+    FinishChoice(c, FinishReason::kStop);
+  } else if (at_length) {
+    FinishChoice(c, FinishReason::kLength);
+  } else {
+    c->phase = SeqPhase::kDecode;
+  }
+}
+
+bool Scheduler::Step() {
+  if (active_.empty() && waiting_.empty()) return false;
+  ++counters_.steps;
+  std::vector<Item> items;
+  int64_t budget = options_.max_num_batched_tokens;
+
+  // 1. Decode, oldest first; preempt the newest when the pool runs short.
+  std::vector<ChoiceState*> decoding;
+  for (ChoiceState* c : active_)
+    if (c->phase == SeqPhase::kDecode) decoding.push_back(c);
+  for (ChoiceState* c : decoding) {
+    if (budget <= 0) break;
+    if (c->phase != SeqPhase::kDecode) continue;  // preempted as a victim above
+    const int64_t need = kv_.NumTokens(*c->seq) + 1;
+    bool preempted_self = false;
+    while (!kv_.Reserve(*c->seq, need).ok()) {
+      ChoiceState* victim = NewestActive(nullptr);
+      KVFORK_CHECK(victim != nullptr);
+      Preempt(victim);
+      if (victim == c) {
+        preempted_self = true;
+        break;
+      }
+    }
+    if (preempted_self) continue;
+    items.push_back({c, {c->generated.back()}, true});
+    --budget;
+  }
+
+  // 2. Continue admitted prompts.
+  std::vector<ChoiceState*> prefilling;
+  for (ChoiceState* c : active_)
+    if (c->phase == SeqPhase::kPrefill) prefilling.push_back(c);
+  for (ChoiceState* c : prefilling) {
+    if (budget <= 0) break;
+    if (c->phase != SeqPhase::kPrefill) continue;
+    const int64_t done = kv_.NumTokens(*c->seq);
+    const int64_t chunk = std::min(c->HistorySize() - done, budget);
+    bool ok = kv_.Reserve(*c->seq, done + chunk).ok();
+    // Nothing else runs this step: make room from newer sequences so the
+    // oldest always progresses (Submit refused anything that cannot fit alone).
+    while (!ok && items.empty()) {
+      ChoiceState* victim = NewestActive(nullptr);
+      if (victim == nullptr || victim == c) break;
+      Preempt(victim);
+      ok = kv_.Reserve(*c->seq, done + chunk).ok();
+    }
+    if (!ok) break;
+    const std::vector<int32_t> h = c->History();
+    items.push_back({c, std::vector<int32_t>(h.begin() + done, h.begin() + done + chunk), false});
+    budget -= chunk;
+  }
+
+  // 3. Admit waiting choices.
+  std::vector<bool> skipped(waiting_.size(), false);
+  while (budget > 0 && static_cast<int64_t>(active_.size()) < options_.max_num_seqs) {
+    const int64_t idx = PickWaiting(skipped);
+    if (idx < 0) break;
+    ChoiceState* c = waiting_[idx];
+    const std::string& salt = c->request->request.cache_salt;
+    const std::vector<int32_t> h = c->History();
+    const PrefixMatch m = kv_.Match(h, salt);
+    if (WaitsForPrefilling(*c, h, m.num_reused_tokens)) {
+      skipped[idx] = true;
+      continue;
+    }
+    PrefixMatch match;
+    const int64_t first_chunk =
+        std::min(static_cast<int64_t>(h.size()) - m.num_reused_tokens, budget);
+    StatusOr<SeqId> seq = kv_.Admit(h, salt, m.num_reused_tokens + first_chunk, &match);
+    // Out of room: wait for running sequences to finish (with nothing
+    // running, Admit evicts cached blocks, and Submit refused anything that
+    // cannot fit alone, so the oldest always gets in eventually).
+    if (!seq.ok()) break;
+    waiting_.erase(waiting_.begin() + idx);
+    skipped.erase(skipped.begin() + idx);
+    c->seq = *seq;
+    c->phase = SeqPhase::kPrefill;
+    c->admit_order = ++admit_counter_;
+    active_.push_back(c);
+    if (c->fresh && !c->request->cached_tokens_set) {
+      c->request->usage.cached_tokens = match.num_reused_tokens;
+      c->request->cached_tokens_set = true;
+    }
+    const int64_t done = kv_.NumTokens(*c->seq);
+    const int64_t chunk = std::min(static_cast<int64_t>(h.size()) - done, budget);
+    if (!kv_.Reserve(*c->seq, done + chunk).ok()) break;  // admitted; continues next step
+    items.push_back({c, std::vector<int32_t>(h.begin() + done, h.begin() + done + chunk), false});
+    budget -= chunk;
+  }
+
+  if (items.empty()) {
+    ReapDone();
+    return !active_.empty() || !waiting_.empty();
+  }
+
+  // 4. One forward over everything.
+  batch_.tokens.clear();
+  batch_.seqs.clear();
+  for (const Item& it : items) {
+    ForwardSeq fs;
+    fs.num_tokens = static_cast<int64_t>(it.tokens.size());
+    fs.start_pos = kv_.NumTokens(*it.choice->seq);
+    fs.blocks = kv_.BlockTable(*it.choice->seq);
+    fs.all_logits = false;
+    batch_.seqs.push_back(fs);
+    batch_.tokens.insert(batch_.tokens.end(), it.tokens.begin(), it.tokens.end());
+  }
+  Status st = model_.Forward(batch_, kv_.layout(), pool_, &logits_);
+  if (!st.ok()) {
+    for (const Item& it : items)
+      if (!it.choice->request->done) FailRequest(it.choice->request, st.WithContext("forward"));
+    ReapDone();
+    return true;
+  }
+  KVFORK_CHECK(static_cast<int64_t>(logits_.size()) ==
+               static_cast<int64_t>(items.size()) * vocab_);
+
+  for (size_t i = 0; i < items.size(); ++i) {
+    ChoiceState* c = items[i].choice;
+    if (c->request->done || c->phase == SeqPhase::kDone || !c->seq.has_value()) continue;
+    Status a = kv_.Append(*c->seq, items[i].tokens);
+    if (!a.ok()) {
+      FailRequest(c->request, a.WithContext("kv append"));
+      continue;
+    }
+    std::span<const float> row(logits_.data() + i * vocab_, vocab_);
+    if (items[i].decode) {
+      SampleAndEmit(c, row);
+      continue;
+    }
+    if (kv_.NumTokens(*c->seq) < c->HistorySize()) continue;  // more chunks to come
+    if (!c->fresh) {
+      c->phase = SeqPhase::kDecode;  // re-admitted: its pending token is known
+      continue;
+    }
+    c->fresh = false;
+    RequestState* r = c->request;
+    if (r->choices.size() > 1 && !Fork(c)) continue;
+    for (auto& choice : r->choices) SampleAndEmit(choice.get(), row);
+  }
+  ReapDone();
+  return true;
+}
+
+}  // namespace kvfork

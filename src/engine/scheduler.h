@@ -1,0 +1,121 @@
+// The engine's step: pick this step's work, run one Model::Forward over it,
+// sample, stream, release.
+//
+// Each Step():
+//   1. drop cancelled requests (their blocks go back to the cache),
+//   2. decode: one token for every running choice, oldest admitted first;
+//      when the pool is short, preempt the most recently admitted sequence
+//      (its full blocks stay cached, it requeues at the front),
+//   3. prefill: continue admitted prompts in chunks, then admit waiting ones
+//      (FCFS, or longest cached prefix first) under max_num_batched_tokens
+//      and max_num_seqs. A waiting prompt that shares a full block with one
+//      prefilling right now waits for those blocks instead of computing them
+//      twice.
+//   4. one Forward; Append the new K/V; sample; fork n > 1 after the prompt.
+//
+// Thread affinity: engine thread only. Owns no model or cache: the Engine
+// passes them and outlives the scheduler.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "engine/sequence.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvfork {
+
+struct SchedulerOptions {
+  int64_t max_num_batched_tokens = 512;
+  int64_t max_num_seqs = 8;
+  bool longest_prefix = false;    // --schedule longest-prefix
+  std::vector<int32_t> eos_ids;   // generation_config + config.json
+  // Test hook: every logits row a choice samples from, in order.
+  std::function<void(const std::string& request_id, int64_t choice, std::span<const float> row)>
+      on_logits;
+};
+
+struct SchedulerCounters {
+  int64_t preemptions = 0;
+  int64_t prompt_tokens = 0;      // of finished requests
+  int64_t generation_tokens = 0;  // of finished requests
+  int64_t requests_finished = 0;
+  int64_t steps = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerOptions& options, Model& model, KvCache& kv, ThreadPool& pool,
+            const Tokenizer& tokenizer);
+
+  // Takes a validated request; its stream gets every event from now on.
+  void Add(Request request, std::shared_ptr<RequestStream> stream, uint64_t arrival);
+  // Cancels at once (engine thread): frees its blocks, finishes its stream.
+  void Cancel(const std::string& request_id);
+  // Runs one step. Returns false when there was nothing to run.
+  bool Step();
+  // Ends every request (kCancelled) and releases every sequence.
+  void AbortAll();
+
+  bool HasWork() const { return !requests_.empty(); }
+  int64_t num_running() const { return static_cast<int64_t>(active_.size()); }
+  int64_t num_waiting() const;
+  const SchedulerCounters& counters() const { return counters_; }
+  // Ids of requests that ended since the last call (for the engine's id set).
+  std::vector<std::string> TakeFinishedIds();
+  // Pushes the kDone / kError events of requests that ended. The engine calls
+  // it after publishing stats and forgetting the ids, so a caller that has
+  // read kDone sees the blocks released and may reuse the id.
+  void PushFinalEvents();
+
+ private:
+  struct Item {
+    ChoiceState* choice;
+    std::vector<int32_t> tokens;  // new tokens this step
+    bool decode;
+  };
+
+  void Preempt(ChoiceState* c);
+  // The most recently admitted active choice, optionally not of `except`.
+  ChoiceState* NewestActive(const RequestState* except) const;
+  bool WaitsForPrefilling(const ChoiceState& c, const std::vector<int32_t>& history,
+                          int64_t reused) const;
+  // Chooses the next waiting choice to admit (index into waiting_), -1 if none.
+  int64_t PickWaiting(const std::vector<bool>& skipped) const;
+  void RemoveActive(ChoiceState* c);
+  // Samples the next token of c from row and streams it; may finish c.
+  void SampleAndEmit(ChoiceState* c, std::span<const float> row);
+  void FinishChoice(ChoiceState* c, FinishReason reason);
+  void FailRequest(RequestState* r, const Status& error);
+  // Pushes kDone and forgets requests whose choices all ended.
+  void ReapDone();
+  bool Fork(ChoiceState* parent);
+
+  SchedulerOptions options_;
+  Model& model_;
+  KvCache& kv_;
+  ThreadPool& pool_;
+  const Tokenizer& tokenizer_;
+  int64_t vocab_ = 0;
+  std::vector<std::unique_ptr<RequestState>> requests_;  // arrival order
+  std::deque<ChoiceState*> waiting_;   // admission order
+  std::vector<ChoiceState*> active_;   // admitted (prefill or decode), admit order
+  int64_t admit_counter_ = 0;
+  SchedulerCounters counters_;
+  std::vector<std::string> finished_ids_;
+  std::vector<std::pair<std::shared_ptr<RequestStream>, RequestEvent>> deferred_;
+  ForwardBatch batch_;
+  std::vector<uint8_t* const*> tables_;
+  std::vector<float> logits_;
+};
+
+}  // namespace kvfork

@@ -1,0 +1,69 @@
+// Per-request and per-choice state the scheduler keeps on the engine thread.
+//
+// A request starts as one sequence (choice 0, the parent) that prefills the
+// prompt; when the prompt is done it forks into n choices sharing the prompt
+// blocks. A choice that is preempted becomes waiting again and, on
+// re-admission, prefills its history (prompt + generated tokens but the last)
+// again, of which the prefix cache usually still holds everything but what
+// was evicted; its sampler, stop matcher and decoder survive, so its output
+// is the same as if it had never been preempted.
+//
+// Thread affinity: engine thread only, except `stream` (RequestStream is
+// safe for its one reader).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/stop_matcher.h"
+#include "kv/kv_cache.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvfork {
+
+enum class SeqPhase {
+  kUnforked,  // a choice > 0 before its parent's prompt is done
+  kWaiting,   // needs Admit (new, or preempted)
+  kPrefill,   // admitted; computing its history in chunks
+  kDecode,    // feeds its last generated token each step
+  kDone,
+};
+
+struct RequestState;
+
+struct ChoiceState {
+  RequestState* request = nullptr;
+  int64_t index = 0;
+  SeqPhase phase = SeqPhase::kUnforked;
+  std::optional<SeqId> seq;     // in the KV cache while admitted
+  int64_t admit_order = 0;      // larger = admitted more recently (preemption victim)
+  // True until the prompt's last logits are sampled: then choices fork.
+  bool fresh = false;
+  std::vector<int32_t> generated;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<StopMatcher> stop;
+  std::unique_ptr<StreamDecoder> decoder;
+
+  // Tokens whose K/V the sequence needs before its next decode step:
+  // the prompt plus every generated token except the last (pending) one.
+  std::vector<int32_t> History() const;
+  int64_t HistorySize() const;
+};
+
+struct RequestState {
+  Request request;
+  std::shared_ptr<RequestStream> stream;
+  uint64_t arrival = 0;  // Submit order
+  std::vector<std::unique_ptr<ChoiceState>> choices;  // [n]
+  Usage usage;
+  bool cached_tokens_set = false;
+  bool done = false;
+
+  bool AllChoicesDone() const;
+};
+
+}  // namespace kvfork

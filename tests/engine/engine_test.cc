@@ -1,0 +1,490 @@
+// End-to-end engine tests on a tiny random-weight Qwen3 with the real Qwen3
+// tokenizer: batch invariance under chunking and preemption, seeded
+// sampling, cancellation at every stage, stop strings, bad requests.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "model/model.h"
+#include "model/random_model.h"
+#include "test_env.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvfork {
+namespace {
+
+struct Result {
+  std::map<int64_t, std::vector<int32_t>> tokens;  // per choice
+  std::map<int64_t, std::string> text;
+  std::map<int64_t, std::vector<std::string>> deltas;
+  std::map<int64_t, FinishReason> finish;
+  Usage usage;
+  bool done = false;
+  Status error;
+};
+
+Result Drain(RequestStream& s) {
+  Result r;
+  for (;;) {
+    std::optional<RequestEvent> e = s.Pop(60000);
+    if (!e) {
+      r.error = InternalError("timed out waiting for an event");
+      return r;
+    }
+    switch (e->kind) {
+      case RequestEvent::Kind::kToken:
+        r.tokens[e->choice].push_back(e->token);
+        r.text[e->choice] += e->text_delta;
+        r.deltas[e->choice].push_back(e->text_delta);
+        break;
+      case RequestEvent::Kind::kFinish:
+        r.finish[e->choice] = e->finish_reason;
+        break;
+      case RequestEvent::Kind::kDone:
+        r.usage = e->usage;
+        r.done = true;
+        return r;
+      case RequestEvent::Kind::kError:
+        r.error = e->error;
+        return r;
+    }
+  }
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string dir = testing::BuildDir() + "/engine_test_model";
+    RandomModelOptions o;
+    o.shape = "tiny";
+    o.seed = 5;
+    o.tokenizer_dir = testing::QwenTokenizerDir();
+    Status w = WriteRandomModel(o, dir);
+    ASSERT_TRUE(w.ok()) << w.ToString();
+    ModelLoadOptions lo;
+    lo.show_progress = false;
+    auto m = Model::Load(dir, lo);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    model_ = std::move(m).value().release();
+    auto t = Tokenizer::Load(dir);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    tokenizer_ = std::move(t).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete tokenizer_;
+  }
+
+  static EngineOptions SmallOptions() {
+    EngineOptions o;
+    o.threads = 2;
+    o.kv_blocks = 256;
+    o.kv_backend = "paged";
+    return o;
+  }
+
+  std::unique_ptr<Engine> Make(EngineOptions o) {
+    auto e = Engine::Create(o, *model_, *tokenizer_);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return std::move(e).value();
+  }
+
+  static std::vector<int32_t> RandomPrompt(std::mt19937& rng, int len) {
+    // Ordinary BPE ids (well below the added special tokens).
+    std::uniform_int_distribution<int32_t> d(100, 100000);
+    std::vector<int32_t> p(len);
+    for (auto& t : p) t = d(rng);
+    return p;
+  }
+
+  static void ExpectAllReleased(const Engine& e) {
+    EngineStats s = e.Stats();
+    EXPECT_EQ(s.blocks_used, 0);
+    EXPECT_EQ(s.blocks_free + s.blocks_cached, s.blocks_total);
+    EXPECT_EQ(s.requests_running, 0);
+    EXPECT_EQ(s.requests_waiting, 0);
+  }
+
+  static Model* model_;
+  static Tokenizer* tokenizer_;
+};
+
+Model* EngineTest::model_ = nullptr;
+Tokenizer* EngineTest::tokenizer_ = nullptr;
+
+// Records every logits row per (request, choice) and the KV Check() of every step.
+struct Recorder {
+  std::mutex mu;
+  std::map<std::string, std::vector<std::vector<float>>> rows;
+  int64_t steps = 0;
+  int64_t bad_checks = 0;
+  std::string first_bad;
+
+  void Attach(EngineOptions* o) {
+    o->on_logits_for_testing = [this](const std::string& id, int64_t choice,
+                                      std::span<const float> row) {
+      std::lock_guard<std::mutex> lock(mu);
+      rows[id + "/" + std::to_string(choice)].emplace_back(row.begin(), row.end());
+    };
+    o->on_step_for_testing = [this](const Status& s) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++steps;
+      if (!s.ok() && bad_checks++ == 0) first_bad = s.ToString();
+    };
+  }
+};
+
+bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST_F(EngineTest, BatchInvarianceUnderChunkingPrefixSharingAndPreemption) {
+  std::mt19937 rng(1234);
+  std::vector<Request> reqs;
+  const std::vector<int32_t> shared = RandomPrompt(rng, 40);
+  for (int i = 0; i < 16; ++i) {
+    Request r;
+    r.id = "r" + std::to_string(i);
+    std::uniform_int_distribution<int> len(3, 110);
+    r.prompt_tokens = RandomPrompt(rng, len(rng));
+    if (i % 4 == 1) {  // a quarter share a 40-token prefix
+      std::vector<int32_t> p = shared;
+      p.insert(p.end(), r.prompt_tokens.begin(), r.prompt_tokens.begin() + 5);
+      r.prompt_tokens = p;
+    }
+    r.sampling.temperature = 0.0;
+    r.sampling.ignore_eos = true;
+    r.sampling.max_tokens = std::uniform_int_distribution<int>(1, 40)(rng);
+    reqs.push_back(r);
+  }
+
+  // Each alone on a cold engine (one chunk, big pool, one thread).
+  std::map<std::string, Result> alone;
+  Recorder ref;
+  for (const Request& r : reqs) {
+    EngineOptions o = SmallOptions();
+    o.threads = 1;
+    ref.Attach(&o);
+    auto e = Make(o);
+    auto s = e->Submit(r);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    alone[r.id] = Drain(**s);
+    ASSERT_TRUE(alone[r.id].done) << alone[r.id].error.ToString();
+    e->Shutdown();
+  }
+
+  // All together: small chunks, 16-token blocks, a pool too small for all
+  // of them at once, random arrival.
+  EngineOptions o = SmallOptions();
+  o.max_num_batched_tokens = 24;
+  o.max_num_seqs = 8;
+  o.kv_blocks = 12;  // 192 tokens: the largest request fits alone, eight do not
+  Recorder rec;
+  rec.Attach(&o);
+  auto e = Make(o);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  std::uniform_int_distribution<int> gap_us(0, 3000);
+  for (const Request& r : reqs) {
+    auto s = e->Submit(r);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    streams.push_back(*s);
+    std::this_thread::sleep_for(std::chrono::microseconds(gap_us(rng)));
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    Result got = Drain(*streams[i]);
+    ASSERT_TRUE(got.done) << reqs[i].id << ": " << got.error.ToString();
+    EXPECT_EQ(got.tokens, alone[reqs[i].id].tokens) << reqs[i].id;
+    EXPECT_EQ(got.text, alone[reqs[i].id].text) << reqs[i].id;
+    EXPECT_EQ(got.usage.completion_tokens, reqs[i].sampling.max_tokens);
+    const std::string key = reqs[i].id + "/0";
+    ASSERT_EQ(rec.rows[key].size(), ref.rows[key].size()) << key;
+    for (size_t k = 0; k < rec.rows[key].size(); ++k)
+      EXPECT_TRUE(BitwiseEqual(rec.rows[key][k], ref.rows[key][k])) << key << " step " << k;
+  }
+  EXPECT_EQ(rec.bad_checks, 0) << rec.first_bad;
+  EXPECT_GT(rec.steps, 16);
+  EngineStats st = e->Stats();
+  EXPECT_GT(st.preemptions, 0) << "the pool was meant to force preemption";
+  ExpectAllReleased(*e);
+  e->Shutdown();
+}
+
+TEST_F(EngineTest, PreemptionLosesNothing) {
+  std::mt19937 rng(99);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 4; ++i) {
+    Request r;
+    r.id = "p" + std::to_string(i);
+    r.prompt_tokens = RandomPrompt(rng, 20 + 7 * i);
+    r.sampling.temperature = 0.7;
+    r.sampling.seed = 1000 + i;
+    r.sampling.ignore_eos = true;
+    r.sampling.max_tokens = 40;
+    reqs.push_back(r);
+  }
+  auto run = [&](int64_t blocks, int64_t* preemptions) {
+    EngineOptions o = SmallOptions();
+    o.kv_blocks = blocks;
+    Recorder rec;
+    rec.Attach(&o);
+    auto e = Make(o);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const Request& r : reqs) streams.push_back(*e->Submit(r));
+    std::vector<Result> out;
+    for (auto& s : streams) out.push_back(Drain(*s));
+    EXPECT_EQ(rec.bad_checks, 0) << rec.first_bad;
+    *preemptions = e->Stats().preemptions;
+    ExpectAllReleased(*e);
+    return out;
+  };
+  int64_t pre_big = 0, pre_small = 0;
+  std::vector<Result> big = run(256, &pre_big);
+  std::vector<Result> small = run(8, &pre_small);  // 128 tokens: one or two at a time
+  EXPECT_EQ(pre_big, 0);
+  EXPECT_GT(pre_small, 0);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    ASSERT_TRUE(big[i].done && small[i].done);
+    EXPECT_EQ(big[i].tokens, small[i].tokens) << reqs[i].id;
+    EXPECT_EQ(big[i].text, small[i].text) << reqs[i].id;
+  }
+}
+
+TEST_F(EngineTest, SeededSamplingSameAloneAndBatched) {
+  std::mt19937 rng(7);
+  Request target;
+  target.id = "seeded";
+  target.prompt_tokens = RandomPrompt(rng, 30);
+  target.sampling.temperature = 0.9;
+  target.sampling.top_p = 0.95;
+  target.sampling.top_k = 50;
+  target.sampling.seed = 4242;
+  target.sampling.max_tokens = 20;
+  target.sampling.ignore_eos = true;
+
+  auto e1 = Make(SmallOptions());
+  Result alone = Drain(**e1->Submit(target));
+  e1->Shutdown();
+
+  auto e2 = Make(SmallOptions());
+  std::vector<std::shared_ptr<RequestStream>> others;
+  for (int i = 0; i < 5; ++i) {
+    Request r = target;
+    r.id = "other" + std::to_string(i);
+    r.prompt_tokens = RandomPrompt(rng, 10 + 9 * i);
+    r.sampling.seed = i;
+    others.push_back(*e2->Submit(r));
+  }
+  Result batched = Drain(**e2->Submit(target));
+  for (auto& s : others) Drain(*s);
+  ASSERT_TRUE(alone.done && batched.done);
+  EXPECT_EQ(alone.tokens, batched.tokens);
+
+  // A different seed gives a different continuation; n = 2 forks and its
+  // choice 0 is the n = 1 run.
+  Request n2 = target;
+  n2.id = "n2";
+  n2.sampling.n = 2;
+  Result forked = Drain(**e2->Submit(n2));
+  ASSERT_TRUE(forked.done) << forked.error.ToString();
+  EXPECT_EQ(forked.tokens[0], alone.tokens[0]);
+  EXPECT_NE(forked.tokens[1], alone.tokens[0]);
+  EXPECT_EQ(forked.usage.completion_tokens, 40);
+  EXPECT_EQ(forked.finish[1], FinishReason::kLength);
+  ExpectAllReleased(*e2);
+}
+
+TEST_F(EngineTest, CachedTokensCountReusedPrompt) {
+  std::mt19937 rng(3);
+  auto e = Make(SmallOptions());
+  Request a;
+  a.id = "a";
+  a.prompt_tokens = RandomPrompt(rng, 100);
+  a.sampling.temperature = 0;
+  a.sampling.max_tokens = 4;
+  Result ra = Drain(**e->Submit(a));
+  EXPECT_EQ(ra.usage.cached_tokens, 0);
+  Request b = a;
+  b.id = "b";
+  b.prompt_tokens.push_back(7);
+  b.prompt_tokens.push_back(8);
+  Result rb = Drain(**e->Submit(b));
+  EXPECT_GE(rb.usage.cached_tokens, 96);
+  EXPECT_LE(rb.usage.cached_tokens, 101);
+  EXPECT_EQ(rb.usage.prompt_tokens, 102);
+  EXPECT_GT(e->Stats().prefix_hits_tokens, 0);
+}
+
+TEST_F(EngineTest, CancellationAtEveryStageFreesEverything) {
+  std::mt19937 rng(11);
+  EngineOptions o = SmallOptions();
+  o.max_num_seqs = 1;
+  o.max_num_batched_tokens = 4;
+  o.kv_blocks = 400;
+  auto e = Make(o);
+  auto expect_cancelled = [](Result r, const char* what) {
+    EXPECT_TRUE(r.done) << what << ": " << r.error.ToString();
+    ASSERT_EQ(r.finish.count(0), 1u) << what;
+    EXPECT_EQ(r.finish[0], FinishReason::kCancelled) << what;
+  };
+  // Decoding: cancel after its first token.
+  Request d;
+  d.id = "decoding";
+  d.prompt_tokens = RandomPrompt(rng, 8);
+  d.sampling.max_tokens = 3000;
+  d.sampling.ignore_eos = true;
+  auto sd = *e->Submit(d);
+  // Prefilling / waiting: a 2,000-token prompt at 4 tokens a step, and one
+  // queued behind it (max_num_seqs 1).
+  Request p = d;
+  p.id = "prefilling";
+  p.prompt_tokens = RandomPrompt(rng, 2000);
+  p.sampling.max_tokens = 4;
+  Request w = d;
+  w.id = "waiting";
+  w.prompt_tokens = RandomPrompt(rng, 50);
+
+  std::optional<RequestEvent> first = sd->Pop(60000);
+  ASSERT_TRUE(first && first->kind == RequestEvent::Kind::kToken);
+  auto sp = *e->Submit(p);
+  auto sw = *e->Submit(w);
+  e->Cancel("decoding");
+  expect_cancelled(Drain(*sd), "decoding");
+  // The prefill takes 500 steps; wait until it is running, then cancel both.
+  for (int i = 0; i < 2000 && e->Stats().requests_running == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(e->Stats().requests_waiting, 1);
+  e->Cancel("waiting");
+  e->Cancel("prefilling");
+  Result rp = Drain(*sp);
+  Result rw = Drain(*sw);
+  expect_cancelled(rp, "prefilling");
+  expect_cancelled(rw, "waiting");
+  EXPECT_TRUE(rp.tokens.empty());
+  EXPECT_TRUE(rw.tokens.empty());
+  ExpectAllReleased(*e);
+  e->Cancel("no-such-request");  // ignored
+  // The engine still works and the id can be reused.
+  d.sampling.max_tokens = 2;
+  Result again = Drain(**e->Submit(d));
+  EXPECT_TRUE(again.done);
+  EXPECT_EQ(again.tokens[0].size(), 2u);
+}
+
+TEST_F(EngineTest, StopStringsAndMaxTokens) {
+  std::mt19937 rng(21);
+  auto e = Make(SmallOptions());
+  Request base;
+  base.id = "base";
+  base.prompt_tokens = RandomPrompt(rng, 12);
+  base.sampling.temperature = 0;
+  base.sampling.max_tokens = 12;
+  base.sampling.ignore_eos = true;
+  Result full = Drain(**e->Submit(base));
+  ASSERT_TRUE(full.done);
+  const std::vector<std::string>& deltas = full.deltas[0];
+  ASSERT_EQ(deltas.size(), 12u);
+  const std::string text = full.text[0];
+
+  // A stop string spanning two tokens: the text before its first occurrence.
+  size_t k = 1;
+  while (k + 1 < deltas.size() && (deltas[k].empty() || deltas[k + 1].empty())) ++k;
+  ASSERT_LT(k + 1, deltas.size());
+  const std::string spanning = deltas[k] + deltas[k + 1];
+  Request r = base;
+  r.id = "spanning";
+  r.sampling.stop = {spanning};
+  Result got = Drain(**e->Submit(r));
+  EXPECT_EQ(got.finish[0], FinishReason::kStop);
+  EXPECT_EQ(got.text[0], text.substr(0, text.find(spanning)));
+  EXPECT_EQ(got.text[0].find(spanning), std::string::npos);
+
+  // A stop string at the very start.
+  size_t f = 0;
+  while (f < deltas.size() && deltas[f].empty()) ++f;
+  ASSERT_LT(f, deltas.size());
+  r.id = "start";
+  r.sampling.stop = {text.substr(0, 1)};
+  got = Drain(**e->Submit(r));
+  EXPECT_EQ(got.finish[0], FinishReason::kStop);
+  EXPECT_EQ(got.text[0], "");
+
+  // A stop token id ends the choice at that token.
+  r.id = "stop-id";
+  r.sampling.stop.clear();
+  r.sampling.stop_token_ids = {full.tokens[0][3]};
+  got = Drain(**e->Submit(r));
+  EXPECT_EQ(got.finish[0], FinishReason::kStop);
+  EXPECT_LE(got.tokens[0].size(), 4u);
+
+  // max_tokens 0 and 1.
+  r.id = "zero";
+  r.sampling.stop_token_ids.clear();
+  r.sampling.max_tokens = 0;
+  got = Drain(**e->Submit(r));
+  EXPECT_TRUE(got.done);
+  EXPECT_TRUE(got.tokens.empty());
+  EXPECT_EQ(got.finish[0], FinishReason::kLength);
+  EXPECT_EQ(got.usage.completion_tokens, 0);
+  r.id = "one";
+  r.sampling.max_tokens = 1;
+  got = Drain(**e->Submit(r));
+  ASSERT_EQ(got.tokens[0].size(), 1u);
+  EXPECT_EQ(got.tokens[0][0], full.tokens[0][0]);
+  EXPECT_EQ(got.finish[0], FinishReason::kLength);
+  ExpectAllReleased(*e);
+}
+
+TEST_F(EngineTest, BadRequestsRejectedAtSubmit) {
+  EngineOptions o = SmallOptions();
+  o.kv_blocks = 64;  // 1024 tokens, less than the model's 4096 context
+  auto e = Make(o);
+  Request good;
+  good.id = "g";
+  good.prompt_tokens = {100, 200, 300};
+  auto expect_bad = [&](Request r, const std::string& param) {
+    auto s = e->Submit(r);
+    ASSERT_FALSE(s.ok()) << param;
+    EXPECT_NE(s.status().message().find(param), std::string::npos) << s.status().ToString();
+  };
+  Request r = good;
+  r.prompt_tokens.clear();
+  expect_bad(r, "prompt");
+  r = good;
+  r.sampling.max_tokens = -1;
+  expect_bad(r, "max_tokens");
+  r = good;
+  r.sampling.max_tokens = 5000;
+  expect_bad(r, "context length");
+  r = good;
+  r.sampling.max_tokens = 2000;
+  expect_bad(r, "KV pool");
+  r = good;
+  r.sampling.top_p = 0;
+  expect_bad(r, "top_p");
+  r = good;
+  r.sampling.top_p = 1.01;
+  expect_bad(r, "top_p");
+  r = good;
+  r.sampling.stop_token_ids = {10000000};
+  expect_bad(r, "stop_token_ids");
+  r = good;
+  r.prompt_tokens = {100, 99999999};
+  expect_bad(r, "prompt token 1");
+  // Engine options are checked too.
+  EngineOptions bad = SmallOptions();
+  bad.schedule = "random";
+  auto made = Engine::Create(bad, *model_, *tokenizer_);
+  ASSERT_FALSE(made.ok());
+  EXPECT_NE(made.status().message().find("--schedule"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvfork
