@@ -1,0 +1,441 @@
+#include "server/generation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <random>
+
+#include "core/logging.h"
+#include "core/timer.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvfork::server {
+
+using nlohmann::json;
+
+namespace {
+
+std::string RandomHex(int digits) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < digits; ++i) s += kHex[rng() & 15];
+  return s;
+}
+
+std::string FinishName(FinishReason r) {
+  // vLLM reports an aborted (cancelled) choice as "abort".
+  return r == FinishReason::kCancelled ? "abort" : FinishReasonName(r);
+}
+
+std::optional<ApiError> RenderChat(const GenerationEnv& env, const json& messages,
+                                   const json& tools, const json& kwargs,
+                                   std::optional<bool> add_generation_prompt,
+                                   std::string* prompt) {
+  if (env.chat_template == nullptr)
+    return BadRequest("this model has no chat template; use /v1/completions", "no_chat_template");
+  json ctx = kwargs.is_object() ? kwargs : json::object();
+  ctx["messages"] = messages;
+  if (add_generation_prompt) {
+    ctx["add_generation_prompt"] = *add_generation_prompt;
+  } else if (!ctx.contains("add_generation_prompt")) {
+    ctx["add_generation_prompt"] = true;
+  }
+  ctx["bos_token"] = env.tokenizer->bos_token();
+  ctx["eos_token"] = env.tokenizer->eos_token();
+  if (tools.is_array()) ctx["tools"] = tools;
+  StatusOr<std::string> rendered = env.chat_template->Render(ctx);
+  if (!rendered.ok()) {
+    ApiError err = FromStatus(rendered.status().WithContext("chat template"), "messages");
+    return err;
+  }
+  *prompt = std::move(rendered).value();
+  return std::nullopt;
+}
+
+}  // namespace
+
+// ---- ActiveRequests ----
+
+void ActiveRequests::Add(const std::string& run_id, Engine* engine,
+                         std::vector<std::string> engine_ids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  runs_[run_id] = Entry{engine, std::move(engine_ids)};
+}
+
+void ActiveRequests::Remove(const std::string& run_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    runs_.erase(run_id);
+  }
+  cv_.notify_all();
+}
+
+bool ActiveRequests::WaitIdle(double seconds) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return runs_.empty(); });
+}
+
+int64_t ActiveRequests::CancelAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [run_id, entry] : runs_)
+    for (const std::string& id : entry.engine_ids) entry.engine->Cancel(id);
+  return static_cast<int64_t>(runs_.size());
+}
+
+int64_t ActiveRequests::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(runs_.size());
+}
+
+// ---- preparing ----
+
+std::optional<ApiError> RenderChatBody(const GenerationEnv& env, const json& body,
+                                       std::string* prompt) {
+  auto m = body.find("messages");
+  if (m == body.end() || m->is_null()) return InvalidField("messages", "'messages' is required");
+  json messages;
+  if (auto err = ParseMessages(*m, &messages)) return err;
+  json tools, kwargs;
+  auto t = body.find("tools");
+  if (t != body.end() && !t->is_null()) {
+    if (!t->is_array()) return InvalidField("tools", "'tools' must be an array");
+    tools = *t;
+  }
+  auto k = body.find("chat_template_kwargs");
+  if (k != body.end() && !k->is_null()) {
+    if (!k->is_object()) return InvalidField("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    kwargs = *k;
+  }
+  std::optional<bool> agp;
+  auto a = body.find("add_generation_prompt");
+  if (a != body.end() && !a->is_null()) {
+    if (!a->is_boolean())
+      return InvalidField("add_generation_prompt", "'add_generation_prompt' must be a boolean");
+    agp = a->get<bool>();
+  }
+  return RenderChat(env, messages, tools, kwargs, agp, prompt);
+}
+
+std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint endpoint,
+                                          const std::string& body, const std::string& key_salt,
+                                          PreparedGeneration* out) {
+  SchemaLimits limits;
+  limits.vocab_size = env.tokenizer->vocab_size();
+  *out = PreparedGeneration{};
+  if (auto err = ParseRequestBody(endpoint, body, limits, &out->parsed)) return err;
+  ParsedRequest& p = out->parsed;
+  if (!p.model.empty() && p.model != env.model_name) {
+    ApiError err = NotFound("model '" + p.model + "' does not exist; this server serves '" +
+                                env.model_name + "'",
+                            "model_not_found");
+    err.param = "model";
+    return err;
+  }
+  const char* prompt_field = endpoint == Endpoint::kChat ? "messages" : "prompt";
+  if (endpoint == Endpoint::kChat) {
+    std::string text;
+    if (auto err = RenderChat(env, p.messages, p.tools, p.chat_template_kwargs, std::nullopt, &text))
+      return err;
+    if (env.log_prompts) {
+      KVFORK_LOG(kInfo) << "prompt: " << text;
+    }
+    // The template writes the BOS itself when the model wants one.
+    out->prompt_tokens.push_back(env.tokenizer->Encode(text, /*add_special=*/false));
+  } else {
+    for (const PromptInput& in : p.prompts) {
+      if (in.is_tokens) {
+        out->prompt_tokens.push_back(in.tokens);
+        if (p.echo) out->echo_texts.push_back(env.tokenizer->Decode(in.tokens, false));
+      } else {
+        if (env.log_prompts) {
+          KVFORK_LOG(kInfo) << "prompt: " << in.text;
+        }
+        out->prompt_tokens.push_back(env.tokenizer->Encode(in.text, /*add_special=*/true));
+        if (p.echo) out->echo_texts.push_back(in.text);
+      }
+    }
+  }
+  const int64_t ctx = env.engine->max_context();
+  int64_t max_prompt = ctx - 1;
+  if (env.max_prompt_tokens > 0) max_prompt = std::min(max_prompt, env.max_prompt_tokens);
+  if (p.max_tokens_given && p.sampling.max_tokens > ctx) {
+    ApiError err = InvalidField(p.endpoint == Endpoint::kChat ? "max_tokens" : "max_tokens",
+                                "'max_tokens' = " + std::to_string(p.sampling.max_tokens) +
+                                    " is more than this model's context of " +
+                                    std::to_string(ctx) + " tokens");
+    err.code = "context_length_exceeded";
+    return err;
+  }
+  for (const std::vector<int32_t>& tokens : out->prompt_tokens) {
+    const int64_t len = static_cast<int64_t>(tokens.size());
+    if (len == 0)
+      return InvalidField(prompt_field, std::string("the prompt is empty after tokenization ('") +
+                                            prompt_field + "')");
+    if (len > max_prompt) {
+      ApiError err = InvalidField(prompt_field,
+                                  "the prompt has " + std::to_string(len) +
+                                      " tokens; this model's context is " + std::to_string(ctx) +
+                                      " tokens and a prompt may use at most " +
+                                      std::to_string(max_prompt));
+      err.code = "context_length_exceeded";
+      return err;
+    }
+    // Generation stops at the end of the context ("length"), as vLLM does
+    // when max_tokens is absent; an explicit max_tokens is capped the same way.
+    int64_t room = ctx - len;
+    int64_t mt = p.max_tokens_given
+                     ? std::min(p.sampling.max_tokens, room)
+                     : (endpoint == Endpoint::kChat ? room : std::min<int64_t>(16, room));
+    out->max_tokens.push_back(mt);
+  }
+  out->cache_salt = key_salt.empty() ? p.cache_salt : key_salt + "/" + p.cache_salt;
+  return std::nullopt;
+}
+
+// ---- running ----
+
+GenerationRun::GenerationRun(const GenerationEnv& env, PreparedGeneration prepared,
+                             ResponseMeta meta)
+    : env_(env), prepared_(std::move(prepared)), meta_(std::move(meta)), arrival_ns_(NowNanos()) {
+  const size_t n = static_cast<size_t>(prepared_.parsed.sampling.n);
+  choices_.resize(prepared_.prompt_tokens.size() * n);
+}
+
+GenerationRun::~GenerationRun() {
+  if (!finished_) {
+    CancelAll(/*disconnected=*/false);
+  }
+  Finish();
+}
+
+void GenerationRun::Finish() {
+  finished_ = true;
+  if (registered_) {
+    env_.active->Remove(meta_.id);
+    registered_ = false;
+  }
+}
+
+void GenerationRun::CancelAll(bool disconnected) {
+  if (finished_ && !registered_) return;
+  bool any = false;
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    if (!stream_done_[i]) {
+      env_.engine->Cancel(engine_ids_[i]);
+      any = true;
+    }
+  }
+  if (any && disconnected) {
+    env_.metrics->CountDisconnect();
+    KVFORK_LOG(kInfo) << meta_.id << ": client disconnected, request cancelled";
+  }
+  cancelled_ = true;
+  Finish();
+}
+
+LogprobEntry GenerationRun::ToEntry(const RequestEvent& e) const {
+  LogprobEntry entry;
+  if (e.logprob) {
+    entry.chosen = {env_.tokenizer->TokenBytes(e.logprob->token), e.logprob->logprob};
+  } else {
+    entry.chosen = {env_.tokenizer->TokenBytes(e.token), 0.0f};
+  }
+  for (const TokenLogprob& t : e.top_logprobs)
+    entry.top.push_back({env_.tokenizer->TokenBytes(t.token), t.logprob});
+  return entry;
+}
+
+void GenerationRun::Handle(size_t s, RequestEvent e, std::vector<std::string>* chunks) {
+  const int64_t n = prepared_.parsed.sampling.n;
+  const bool want_logprobs = prepared_.parsed.sampling.top_logprobs >= 0;
+  const bool chat = meta_.endpoint == Endpoint::kChat;
+  switch (e.kind) {
+    case RequestEvent::Kind::kToken: {
+      if (e.choice < 0 || e.choice >= n) return;
+      const int64_t index = static_cast<int64_t>(s) * n + e.choice;
+      Choice& c = choices_[index];
+      const int64_t now = NowNanos();
+      if (!first_token_seen_) {
+        first_token_seen_ = true;
+        env_.metrics->ObserveTimeToFirstToken((now - arrival_ns_) * 1e-9);
+      }
+      if (c.last_token_ns != 0) env_.metrics->ObserveInterTokenLatency((now - c.last_token_ns) * 1e-9);
+      c.last_token_ns = now;
+      LogprobEntry entry;
+      if (want_logprobs) entry = ToEntry(e);
+      if (chunks == nullptr) {
+        c.text += e.text_delta;
+        if (want_logprobs) c.logprobs.push_back(std::move(entry));
+        return;
+      }
+      if (e.text_delta.empty() && !want_logprobs) return;
+      json lp = nullptr;
+      if (want_logprobs) {
+        lp = chat ? ChatLogprobsJson({entry}) : CompletionLogprobsJson({entry}, 0);
+      }
+      chunks->push_back(SseData(chat ? ChatDeltaChunk(meta_, index, e.text_delta, lp)
+                                     : CompletionChunk(meta_, index, e.text_delta, lp, "")));
+      return;
+    }
+    case RequestEvent::Kind::kFinish: {
+      if (e.choice < 0 || e.choice >= n) return;
+      const int64_t index = static_cast<int64_t>(s) * n + e.choice;
+      Choice& c = choices_[index];
+      c.finished = true;
+      c.finish_reason = FinishName(e.finish_reason);
+      env_.metrics->CountFinished(c.finish_reason);
+      if (chunks != nullptr) {
+        chunks->push_back(SseData(chat ? ChatFinishChunk(meta_, index, c.finish_reason)
+                                       : CompletionChunk(meta_, index, "", nullptr, c.finish_reason)));
+      }
+      return;
+    }
+    case RequestEvent::Kind::kDone:
+      stream_done_[s] = true;
+      usage_.prompt_tokens += e.usage.prompt_tokens;
+      usage_.completion_tokens += e.usage.completion_tokens;
+      usage_.cached_tokens += e.usage.cached_tokens;
+      return;
+    case RequestEvent::Kind::kError: {
+      stream_done_[s] = true;
+      if (!error_) {
+        error_ = FromStatus(e.error);
+        KVFORK_LOG(kWarn) << meta_.id << ": engine error: " << e.error.ToString();
+        env_.metrics->CountFinished("error");
+        if (chunks != nullptr) chunks->push_back("data: " + error_->ToJson() + "\n\n");
+      }
+      return;
+    }
+  }
+}
+
+bool GenerationRun::Pump(int64_t wait_ms, std::vector<std::string>* chunks) {
+  bool any_open = false;
+  bool got = false;
+  for (size_t s = 0; s < streams_.size(); ++s) {
+    if (stream_done_[s]) continue;
+    any_open = true;
+    // Drain what is already queued on every stream before waiting.
+    while (!stream_done_[s]) {
+      std::optional<RequestEvent> e = streams_[s]->Pop(0);
+      if (!e) break;
+      got = true;
+      Handle(s, std::move(*e), chunks);
+    }
+  }
+  if (!any_open) return false;
+  if (!got) {
+    for (size_t s = 0; s < streams_.size(); ++s) {
+      if (stream_done_[s]) continue;
+      std::optional<RequestEvent> e = streams_[s]->Pop(wait_ms);
+      if (e) Handle(s, std::move(*e), chunks);
+      break;
+    }
+  }
+  return std::any_of(stream_done_.begin(), stream_done_.end(), [](bool d) { return !d; });
+}
+
+int GenerationRun::CollectAll(std::string* body) {
+  while (Pump(100, nullptr)) {
+  }
+  env_.metrics->ObserveRequestLatency((NowNanos() - arrival_ns_) * 1e-9);
+  Finish();
+  if (error_) {
+    *body = error_->ToJson();
+    return error_->http_status;
+  }
+  std::vector<ChoiceResult> results;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Choice& c = choices_[i];
+    ChoiceResult r;
+    const size_t prompt = i / static_cast<size_t>(prepared_.parsed.sampling.n);
+    r.text = prepared_.parsed.echo && prompt < prepared_.echo_texts.size()
+                 ? prepared_.echo_texts[prompt] + c.text
+                 : c.text;
+    r.finish_reason = c.finish_reason.empty() ? "stop" : c.finish_reason;
+    r.has_logprobs = prepared_.parsed.sampling.top_logprobs >= 0;
+    r.logprobs = std::move(c.logprobs);
+    results.push_back(std::move(r));
+  }
+  int64_t first_offset = 0;
+  if (prepared_.parsed.echo && !prepared_.echo_texts.empty())
+    first_offset = static_cast<int64_t>(prepared_.echo_texts[0].size());
+  *body = DumpJson(meta_.endpoint == Endpoint::kChat
+                       ? ChatResponseJson(meta_, results, usage_)
+                       : CompletionResponseJson(meta_, results, usage_, first_offset));
+  return 200;
+}
+
+bool GenerationRun::StreamSome(const std::function<bool(const std::string&)>& write,
+                               int64_t wait_ms) {
+  if (finished_) return false;
+  std::vector<std::string> chunks;
+  if (!preamble_sent_) {
+    preamble_sent_ = true;
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      const int64_t index = static_cast<int64_t>(i);
+      if (meta_.endpoint == Endpoint::kChat) {
+        chunks.push_back(SseData(ChatRoleChunk(meta_, index)));
+      } else if (prepared_.parsed.echo) {
+        const size_t prompt = i / static_cast<size_t>(prepared_.parsed.sampling.n);
+        if (prompt < prepared_.echo_texts.size())
+          chunks.push_back(
+              SseData(CompletionChunk(meta_, index, prepared_.echo_texts[prompt], nullptr, "")));
+      }
+    }
+  }
+  const bool more = Pump(wait_ms, &chunks);
+  if (!more) {
+    if (!error_ && meta_.include_usage) chunks.push_back(SseData(UsageChunk(meta_, usage_)));
+    chunks.push_back(kSseDone);
+  }
+  for (const std::string& c : chunks) {
+    if (!write(c)) {
+      CancelAll(/*disconnected=*/true);
+      return false;
+    }
+  }
+  if (!more) {
+    env_.metrics->ObserveRequestLatency((NowNanos() - arrival_ns_) * 1e-9);
+    Finish();
+  }
+  return more;
+}
+
+std::optional<ApiError> SubmitGeneration(const GenerationEnv& env, PreparedGeneration prepared,
+                                         std::shared_ptr<GenerationRun>* run) {
+  ResponseMeta meta;
+  meta.endpoint = prepared.parsed.endpoint;
+  meta.id = (meta.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + RandomHex(24);
+  meta.created = static_cast<int64_t>(std::time(nullptr));
+  meta.model = env.model_name;
+  meta.include_usage = prepared.parsed.include_usage;
+  auto r = std::make_shared<GenerationRun>(env, std::move(prepared), meta);
+  const PreparedGeneration& p = r->prepared_;
+  for (size_t i = 0; i < p.prompt_tokens.size(); ++i) {
+    Request req;
+    req.id = meta.id + "-" + std::to_string(i);
+    req.prompt_tokens = p.prompt_tokens[i];
+    req.sampling = p.parsed.sampling;
+    req.sampling.max_tokens = p.max_tokens[i];
+    req.cache_salt = p.cache_salt;
+    StatusOr<std::shared_ptr<RequestStream>> stream = env.engine->Submit(std::move(req));
+    if (!stream.ok()) {
+      for (const std::string& id : r->engine_ids_) env.engine->Cancel(id);
+      r->finished_ = true;  // nothing of it runs any more
+      const char* field = meta.endpoint == Endpoint::kChat ? "messages" : "prompt";
+      return FromStatus(stream.status(), stream.status().code() == StatusCode::kOutOfRange ? field : "");
+    }
+    r->engine_ids_.push_back(meta.id + "-" + std::to_string(i));
+    r->streams_.push_back(std::move(stream).value());
+    r->stream_done_.push_back(false);
+  }
+  env.active->Add(meta.id, env.engine, r->engine_ids_);
+  r->registered_ = true;
+  *run = std::move(r);
+  return std::nullopt;
+}
+
+}  // namespace kvfork::server

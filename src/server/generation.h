@@ -1,0 +1,148 @@
+// One /v1/chat/completions or /v1/completions request from body to response:
+// PrepareGeneration parses and validates it, renders the chat template and
+// tokenizes (errors are ApiErrors naming the field); SubmitGeneration queues
+// one engine request per prompt; GenerationRun reads the engine streams and
+// produces either one JSON body or SSE chunks.
+//
+// Threads: a GenerationRun is driven by one HTTP worker thread at a time;
+// CancelAll may also be called from another thread (a drain). ActiveRequests
+// is shared by all workers and locked inside.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/api_error.h"
+#include "server/metrics.h"
+#include "server/openai_schema.h"
+#include "server/response_writer.h"
+
+namespace kvfork {
+class Tokenizer;
+class ChatTemplate;
+}  // namespace kvfork
+
+namespace kvfork::server {
+
+// Every generation request that has been submitted and not yet answered, so
+// a drain can wait for them and cancel the rest.
+class ActiveRequests {
+ public:
+  void Add(const std::string& run_id, Engine* engine, std::vector<std::string> engine_ids);
+  void Remove(const std::string& run_id);
+  // Waits until none is active or seconds pass; true if none is left.
+  bool WaitIdle(double seconds);
+  // Cancels every active request's engine requests; returns how many runs.
+  int64_t CancelAll();
+  int64_t size() const;
+
+ private:
+  struct Entry {
+    Engine* engine = nullptr;
+    std::vector<std::string> engine_ids;
+  };
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, Entry> runs_;
+};
+
+// What a request needs from the server. Pointers are not owned.
+struct GenerationEnv {
+  Engine* engine = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  const ChatTemplate* chat_template = nullptr;  // null: chat requests get a 400
+  ServerMetrics* metrics = nullptr;
+  ActiveRequests* active = nullptr;
+  std::string model_name;
+  int64_t max_prompt_tokens = 0;  // 0 = context - 1
+  bool log_prompts = false;
+};
+
+struct PreparedGeneration {
+  ParsedRequest parsed;
+  std::vector<std::vector<int32_t>> prompt_tokens;  // one engine request each
+  std::vector<int64_t> max_tokens;                  // per prompt, capped by the context
+  std::vector<std::string> echo_texts;              // completions with echo
+  std::string cache_salt;                           // key salt + request salt
+};
+
+// key_salt: the API key's salt ("" without auth).
+std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint endpoint,
+                                          const std::string& body, const std::string& key_salt,
+                                          PreparedGeneration* out);
+
+// /apply-template: {"messages", "tools"?, "chat_template_kwargs"?,
+// "add_generation_prompt"?} -> the rendered prompt text.
+std::optional<ApiError> RenderChatBody(const GenerationEnv& env, const nlohmann::json& body,
+                                       std::string* prompt);
+
+class GenerationRun {
+ public:
+  GenerationRun(const GenerationEnv& env, PreparedGeneration prepared, ResponseMeta meta);
+  ~GenerationRun();
+  GenerationRun(const GenerationRun&) = delete;
+  GenerationRun& operator=(const GenerationRun&) = delete;
+
+  bool streaming() const { return prepared_.parsed.stream; }
+  bool finished() const { return finished_; }
+  bool cancelled() const { return cancelled_; }
+
+  // Non-streaming: waits for every choice; returns the HTTP status and the body.
+  int CollectAll(std::string* body);
+  // Streaming: writes the chunks that are ready, waiting up to wait_ms for
+  // events. Returns true while more is to come. A write that fails cancels
+  // the request (client gone) and returns false.
+  bool StreamSome(const std::function<bool(const std::string&)>& write, int64_t wait_ms);
+  // Cancels every unfinished engine request of this run.
+  void CancelAll(bool disconnected);
+
+ private:
+  friend std::optional<ApiError> SubmitGeneration(const GenerationEnv&, PreparedGeneration,
+                                                  std::shared_ptr<GenerationRun>*);
+  struct Choice {
+    std::string text;
+    std::string finish_reason;
+    std::vector<LogprobEntry> logprobs;
+    int64_t last_token_ns = 0;
+    bool finished = false;
+  };
+
+  // Pops what is ready (waiting up to wait_ms) and handles it; stream chunks
+  // go to *chunks when streaming. Returns false once every stream is done.
+  bool Pump(int64_t wait_ms, std::vector<std::string>* chunks);
+  void Handle(size_t stream_index, RequestEvent event, std::vector<std::string>* chunks);
+  void Finish();
+  LogprobEntry ToEntry(const RequestEvent& event) const;
+
+  GenerationEnv env_;
+  PreparedGeneration prepared_;
+  ResponseMeta meta_;
+  int64_t arrival_ns_ = 0;
+  std::vector<std::string> engine_ids_;
+  std::vector<std::shared_ptr<RequestStream>> streams_;
+  std::vector<bool> stream_done_;
+  std::vector<Choice> choices_;
+  Usage usage_;
+  std::optional<ApiError> error_;
+  bool first_token_seen_ = false;
+  bool preamble_sent_ = false;
+  bool registered_ = false;
+  bool finished_ = false;
+  std::atomic<bool> cancelled_{false};
+};
+
+// Submits one engine request per prompt. On a refusal (a full queue: 429
+// with Retry-After; a request the engine rejects: 400) nothing stays queued.
+std::optional<ApiError> SubmitGeneration(const GenerationEnv& env, PreparedGeneration prepared,
+                                         std::shared_ptr<GenerationRun>* run);
+
+}  // namespace kvfork::server

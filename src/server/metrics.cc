@@ -1,0 +1,204 @@
+#include "server/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace kvfork::server {
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), buckets_(bounds_.size() + 1, 0) {
+  std::sort(bounds_.begin(), bounds_.end());
+}
+
+void Histogram::Observe(double value) {
+  // Bucket i holds values in (bounds_[i-1], bounds_[i]]; the last is +Inf.
+  size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  ++buckets_[i];
+  sum_ += value;
+  ++count_;
+}
+
+std::vector<int64_t> Histogram::CumulativeCounts() const {
+  std::vector<int64_t> out(buckets_.size());
+  int64_t acc = 0;
+  for (size_t i = 0; i < buckets_.size(); ++i) out[i] = (acc += buckets_[i]);
+  return out;
+}
+
+std::string EscapeLabelValue(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+namespace {
+
+std::string FormatValue(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  char buf[64];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(v));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.17g", v);
+  }
+  return buf;
+}
+
+std::string FormatLabels(const PrometheusWriter::Labels& labels) {
+  if (labels.empty()) return "";
+  std::string out = "{";
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (i > 0) out += ",";
+    out += labels[i].first + "=\"" + EscapeLabelValue(labels[i].second) + "\"";
+  }
+  return out + "}";
+}
+
+// Buckets in seconds, the ones vLLM uses for the same histograms.
+std::vector<double> TtftBuckets() {
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+          2.5,   5.0,   7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+}
+std::vector<double> ItlBuckets() {
+  return {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+          5.0,  7.5,   10.0, 20.0,  40.0, 80.0};
+}
+std::vector<double> E2eBuckets() {
+  return {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+          120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+}
+
+}  // namespace
+
+void PrometheusWriter::Family(const std::string& name, const std::string& type,
+                              const std::string& help) {
+  out_ += "# HELP " + name + " " + help + "\n";
+  out_ += "# TYPE " + name + " " + type + "\n";
+}
+
+void PrometheusWriter::Sample(const std::string& name, const Labels& labels, double value) {
+  out_ += name + FormatLabels(labels) + " " + FormatValue(value) + "\n";
+}
+
+void PrometheusWriter::HistogramSamples(const std::string& name, const Labels& labels,
+                                        const Histogram& h) {
+  std::vector<int64_t> cum = h.CumulativeCounts();
+  for (size_t i = 0; i < cum.size(); ++i) {
+    Labels l = labels;
+    l.emplace_back("le", i < h.upper_bounds().size() ? FormatValue(h.upper_bounds()[i]) : "+Inf");
+    Sample(name + "_bucket", l, static_cast<double>(cum[i]));
+  }
+  Sample(name + "_sum", labels, h.sum());
+  Sample(name + "_count", labels, static_cast<double>(h.count()));
+}
+
+ServerMetrics::ServerMetrics() : ttft_(TtftBuckets()), itl_(ItlBuckets()), e2e_(E2eBuckets()) {}
+
+void ServerMetrics::ObserveTimeToFirstToken(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ttft_.Observe(seconds);
+}
+void ServerMetrics::ObserveInterTokenLatency(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  itl_.Observe(seconds);
+}
+void ServerMetrics::ObserveRequestLatency(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  e2e_.Observe(seconds);
+}
+void ServerMetrics::CountResponse(const std::string& route, int http_status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++responses_[{route, http_status}];
+}
+void ServerMetrics::CountFinished(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++finished_[reason];
+}
+void ServerMetrics::CountDisconnect() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++disconnects_;
+}
+
+std::string ServerMetrics::Render(const EngineStats& s, const std::string& model_name) const {
+  PrometheusWriter w;
+  const PrometheusWriter::Labels m = {{"model_name", model_name}};
+  auto gauge = [&](const std::string& name, const std::string& help, double v) {
+    w.Family(name, "gauge", help);
+    w.Sample(name, m, v);
+  };
+  auto counter = [&](const std::string& name, const std::string& help, double v) {
+    w.Family(name, "counter", help);
+    w.Sample(name, m, v);
+  };
+  gauge("vllm:num_requests_running", "Requests running on the engine now.",
+        static_cast<double>(s.requests_running));
+  gauge("vllm:num_requests_waiting", "Requests waiting to be scheduled now.",
+        static_cast<double>(s.requests_waiting));
+  // vLLM's usage counts blocks held by running requests; cached blocks are
+  // reclaimable and so not "used".
+  gauge("vllm:kv_cache_usage_perc", "KV cache usage: used blocks / total blocks (0 to 1).",
+        s.blocks_total > 0 ? static_cast<double>(s.blocks_used) / s.blocks_total : 0.0);
+  counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+          static_cast<double>(s.prefix_queries_tokens));
+  counter("vllm:prefix_cache_hits_total", "Prompt tokens served from the prefix cache.",
+          static_cast<double>(s.prefix_hits_tokens));
+  counter("vllm:prompt_tokens_total", "Prompt tokens of finished requests.",
+          static_cast<double>(s.prompt_tokens));
+  counter("vllm:generation_tokens_total", "Generated tokens.",
+          static_cast<double>(s.generation_tokens));
+  counter("vllm:num_preemptions_total", "Sequences preempted for lack of KV blocks.",
+          static_cast<double>(s.preemptions));
+  gauge("kvfork_kv_blocks_total", "KV blocks in the pool.", static_cast<double>(s.blocks_total));
+  gauge("kvfork_kv_blocks_free", "KV blocks free now.", static_cast<double>(s.blocks_free));
+  gauge("kvfork_kv_blocks_used", "KV blocks referenced by running sequences now.",
+        static_cast<double>(s.blocks_used));
+  gauge("kvfork_kv_blocks_cached", "KV blocks unreferenced but kept in the prefix index now.",
+        static_cast<double>(s.blocks_cached));
+  gauge("kvfork_kv_block_bytes", "Bytes of one KV block.", static_cast<double>(s.block_bytes));
+  gauge("kvfork_kv_bytes_peak", "Most bytes of KV blocks used or cached at once.",
+        static_cast<double>(s.kv_bytes_peak));
+  counter("kvfork_prefix_tail_copied_tokens_total",
+          "Reused prompt tokens copied into a private tail block.",
+          static_cast<double>(s.tail_copied_tokens));
+  counter("kvfork_prefix_evictions_total", "Blocks evicted from the prefix index.",
+          static_cast<double>(s.evictions));
+  counter("kvfork_requests_finished_total", "Requests the engine finished.",
+          static_cast<double>(s.requests_finished));
+
+  std::lock_guard<std::mutex> lock(mu_);
+  w.Family("vllm:time_to_first_token_seconds", "histogram",
+           "Seconds from request arrival to its first generated token.");
+  w.HistogramSamples("vllm:time_to_first_token_seconds", m, ttft_);
+  w.Family("vllm:inter_token_latency_seconds", "histogram",
+           "Seconds between consecutive generated tokens of a choice.");
+  w.HistogramSamples("vllm:inter_token_latency_seconds", m, itl_);
+  w.Family("vllm:e2e_request_latency_seconds", "histogram",
+           "Seconds from request arrival to its last token.");
+  w.HistogramSamples("vllm:e2e_request_latency_seconds", m, e2e_);
+  w.Family("vllm:request_success_total", "counter", "Choices finished, by finish reason.");
+  for (const char* reason : {"stop", "length", "abort", "error"}) {
+    auto it = finished_.find(reason);
+    PrometheusWriter::Labels l = m;
+    l.emplace_back("finished_reason", reason);
+    w.Sample("vllm:request_success_total", l, it == finished_.end() ? 0.0 : it->second);
+  }
+  w.Family("kvfork_http_responses_total", "counter", "HTTP responses by route and status code.");
+  for (const auto& [key, n] : responses_) {
+    w.Sample("kvfork_http_responses_total",
+             {{"route", key.first}, {"code", std::to_string(key.second)}},
+             static_cast<double>(n));
+  }
+  w.Family("kvfork_client_disconnects_total", "counter",
+           "Streams whose client went away before the end (request cancelled).");
+  w.Sample("kvfork_client_disconnects_total", {}, static_cast<double>(disconnects_));
+  return w.text();
+}
+
+}  // namespace kvfork::server

@@ -1,0 +1,83 @@
+// OpenAI response bodies and server-sent events, built exactly as OpenAI
+// sends them: chat.completion / text_completion objects, and for streams
+// "data: {chunk}\n\n" lines (chat: role delta first; then content deltas; a
+// finish chunk with an empty delta and finish_reason; with include_usage
+// every chunk carries "usage": null and a last chunk with "choices": [] holds
+// the usage) and "data: [DONE]\n\n". Pure functions: no I/O.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request.h"
+#include "server/openai_schema.h"
+
+namespace kvfork::server {
+
+// What every object of one response shares.
+struct ResponseMeta {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string id;        // "chatcmpl-..." / "cmpl-..."
+  int64_t created = 0;   // unix seconds
+  std::string model;
+  bool include_usage = false;  // streams: "usage": null on every chunk
+};
+
+// One token's log-probability, with the token spelled out.
+struct TokenLogprobText {
+  std::string token;  // the token's bytes (may be a partial UTF-8 sequence)
+  float logprob = 0.0f;
+};
+struct LogprobEntry {
+  TokenLogprobText chosen;
+  std::vector<TokenLogprobText> top;
+};
+
+// One finished choice of a non-streaming response.
+struct ChoiceResult {
+  std::string text;
+  std::string finish_reason;  // "stop" | "length"
+  bool has_logprobs = false;
+  std::vector<LogprobEntry> logprobs;
+};
+
+// JSON serialization that never throws: invalid UTF-8 becomes U+FFFD.
+std::string DumpJson(const nlohmann::json& j);
+// "data: <json>\n\n"
+std::string SseData(const nlohmann::json& chunk);
+inline constexpr const char kSseDone[] = "data: [DONE]\n\n";
+
+// {"prompt_tokens", "completion_tokens", "total_tokens",
+//  "prompt_tokens_details": {"cached_tokens"}} (cached_tokens always there).
+nlohmann::json UsageJson(const Usage& usage);
+
+// Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
+nlohmann::json ChatLogprobsJson(const std::vector<LogprobEntry>& entries);
+// Completions: {"tokens", "token_logprobs", "top_logprobs": [{tok: lp}], "text_offset"};
+// text_offset counts from first_offset (the length of the echoed prompt, or 0).
+nlohmann::json CompletionLogprobsJson(const std::vector<LogprobEntry>& entries,
+                                      int64_t first_offset);
+
+// Non-streaming bodies; choices in index order.
+nlohmann::json ChatResponseJson(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices,
+                                const Usage& usage);
+nlohmann::json CompletionResponseJson(const ResponseMeta& meta,
+                                      const std::vector<ChoiceResult>& choices,
+                                      const Usage& usage, int64_t first_offset);
+
+// Stream chunks. delta_text is appended content; finish_reason "" = null;
+// logprobs null when not asked.
+nlohmann::json ChatRoleChunk(const ResponseMeta& meta, int64_t index);
+nlohmann::json ChatDeltaChunk(const ResponseMeta& meta, int64_t index, const std::string& delta_text,
+                              const nlohmann::json& logprobs);
+nlohmann::json ChatFinishChunk(const ResponseMeta& meta, int64_t index,
+                               const std::string& finish_reason);
+nlohmann::json CompletionChunk(const ResponseMeta& meta, int64_t index, const std::string& text,
+                               const nlohmann::json& logprobs, const std::string& finish_reason);
+// The include_usage chunk: "choices": [] and the usage.
+nlohmann::json UsageChunk(const ResponseMeta& meta, const Usage& usage);
+
+}  // namespace kvfork::server
