@@ -3,8 +3,9 @@
 // WriteKv produces exactly the reference's bytes (int8: the same absmax / 127
 // scale, 1 / scale, round to nearest even, clamp to +-127).
 //
-// PagedAttention: one task per (sequence, query token, query head); a task
-// walks the key blocks in position order. Per block it computes the scores,
+// PagedAttention: one task per (sequence, query token, KV head), covering the
+// GQA group of query heads that share it; a task walks the key blocks in
+// position order. Per block it computes the scores,
 // then folds the block into the running (max, sum, acc) with one rescale:
 // the block boundaries are fixed positions (pos / block_size) and a query's
 // context length does not depend on the chunking, so every output has one
@@ -21,6 +22,7 @@ namespace {
 
 constexpr int kMaxHeadDim = 512;     // ops.cc checks the layout against these
 constexpr int kMaxBlockSize = 1024;
+constexpr int kMaxGroup = 16;  // query heads per KV head
 
 void StoreRow(const KvLayout& l, uint8_t* block, int layer, int kv, int head, int64_t slot,
               const float* src) {
@@ -97,29 +99,34 @@ inline __m256 LoadKv(KvDType dtype, const uint8_t* row, int d, __m256i mask, int
 struct Task {
   const AttentionSeq* seq;
   int64_t t;
-  int h;
+  int kvh;
 };
 
-void AttendOne(const KvLayout& l, int layer, int num_heads, float scale, const AttentionSeq& s,
-               int64_t t, int h) {
+// One query token against one KV head: every query head of the GQA group
+// (group = num_heads / num_kv_heads) reads the same K/V block while it is in
+// L1. Per head and block: scores, block max, one rescale of (max, sum, acc),
+// then the block's weighted V rows in position order.
+void AttendGroup(const KvLayout& l, int layer, int num_heads, float scale, const AttentionSeq& s,
+                 int64_t t, int kvh) {
   const int hd = l.head_dim, bs = l.block_size;
-  const int kvh = h / (num_heads / l.num_kv_heads);
+  const int group = num_heads / l.num_kv_heads;
   const int nvec = (hd + 7) / 8;
-  const float* q = s.q + (t * num_heads + h) * hd;
-  float* out = s.out + (t * num_heads + h) * hd;
+  const float* q0 = s.q + (t * num_heads + kvh * group) * hd;  // [group, hd]
+  float* out0 = s.out + (t * num_heads + kvh * group) * hd;    // [group, hd]
   const int64_t ctx = s.start_pos + t + 1;
   const size_t row_bytes = static_cast<size_t>(hd) * l.ElementBytes();
   const bool int8 = l.dtype == KvDType::kInt8;
 
-  __m256 qv[kMaxHeadDim / 8], acc[kMaxHeadDim / 8];
   __m256i masks[kMaxHeadDim / 8];
-  for (int v = 0; v < nvec; ++v) {
-    masks[v] = TailMask(hd - v * 8);
-    qv[v] = _mm256_maskload_ps(q + v * 8, masks[v]);
-    acc[v] = _mm256_setzero_ps();
+  for (int v = 0; v < nvec; ++v) masks[v] = TailMask(hd - v * 8);
+  alignas(32) float acc[kMaxGroup * kMaxHeadDim];  // [group, nvec * 8]
+  for (int i = 0; i < group * nvec * 8; ++i) acc[i] = 0.0f;
+  float ms[kMaxGroup], ls[kMaxGroup];
+  for (int g = 0; g < group; ++g) {
+    ms[g] = -INFINITY;
+    ls[g] = 0.0f;
   }
   alignas(32) float scores[kMaxBlockSize + 8];
-  float m = -INFINITY, lsum = 0.0f;
   for (int64_t b0 = 0; b0 < ctx; b0 += bs) {
     const uint8_t* block = s.blocks[b0 / bs];
     const int n = static_cast<int>(ctx - b0 < bs ? ctx - b0 : bs);
@@ -129,39 +136,51 @@ void AttendOne(const KvLayout& l, int layer, int num_heads, float scale, const A
         int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, kvh)) : nullptr;
     const float* vscale =
         int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, kvh)) : nullptr;
-    for (int j = 0; j < n; ++j) {
-      const uint8_t* krow = kplane + j * row_bytes;
-      __m256 dot = _mm256_setzero_ps();
-      for (int v = 0; v < nvec; ++v)
-        dot = _mm256_fmadd_ps(qv[v], LoadKv(l.dtype, krow, v * 8, masks[v], hd - v * 8), dot);
-      float sc = Hsum(dot) * scale;
-      scores[j] = int8 ? sc * kscale[j] : sc;
+    for (int g = 0; g < group; ++g) {
+      const float* q = q0 + g * hd;
+      for (int j = 0; j < n; ++j) {
+        const uint8_t* krow = kplane + j * row_bytes;
+        __m256 dot = _mm256_setzero_ps();
+        for (int v = 0; v < nvec; ++v)
+          dot = _mm256_fmadd_ps(_mm256_maskload_ps(q + v * 8, masks[v]),
+                                LoadKv(l.dtype, krow, v * 8, masks[v], hd - v * 8), dot);
+        const float sc = Hsum(dot) * scale;
+        scores[j] = int8 ? sc * kscale[j] : sc;
+      }
+      for (int j = n; j < ((n + 7) & ~7); ++j) scores[j] = -INFINITY;
+      __m256 bmax = _mm256_set1_ps(-INFINITY);
+      for (int j = 0; j < n; j += 8) bmax = _mm256_max_ps(_mm256_load_ps(scores + j), bmax);
+      const float m_new = std::fmax(ms[g], Hmax(bmax));
+      const float corr = ExpScalar(ms[g] - m_new);
+      const __m256 vm = _mm256_set1_ps(m_new);
+      __m256 psum = _mm256_setzero_ps();
+      for (int j = 0; j < n; j += 8) {
+        __m256 p = Exp(_mm256_sub_ps(_mm256_load_ps(scores + j), vm));  // -inf pads give 0
+        psum = _mm256_add_ps(psum, p);
+        _mm256_store_ps(scores + j, p);
+      }
+      ls[g] = ls[g] * corr + Hsum(psum);
+      ms[g] = m_new;
+      if (int8)
+        for (int j = 0; j < n; ++j) scores[j] *= vscale[j];
+      const __m256 vcorr = _mm256_set1_ps(corr);
+      float* ag = acc + g * nvec * 8;
+      for (int v = 0; v < nvec; ++v) {
+        __m256 a = _mm256_mul_ps(_mm256_load_ps(ag + v * 8), vcorr);
+        const uint8_t* vcol = vplane;
+        for (int j = 0; j < n; ++j, vcol += row_bytes)
+          a = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]),
+                              LoadKv(l.dtype, vcol, v * 8, masks[v], hd - v * 8), a);
+        _mm256_store_ps(ag + v * 8, a);
+      }
     }
-    for (int j = n; j < ((n + 7) & ~7); ++j) scores[j] = -INFINITY;
-    __m256 bmax = _mm256_set1_ps(-INFINITY);
-    for (int j = 0; j < n; j += 8) bmax = _mm256_max_ps(_mm256_load_ps(scores + j), bmax);
-    const float m_new = std::fmax(m, Hmax(bmax));
-    const float corr = ExpScalar(m - m_new);
-    const __m256 vm = _mm256_set1_ps(m_new);
-    __m256 psum = _mm256_setzero_ps();
-    for (int j = 0; j < n; j += 8) {
-      __m256 p = Exp(_mm256_sub_ps(_mm256_load_ps(scores + j), vm));  // -inf pads give 0
-      psum = _mm256_add_ps(psum, p);
-      _mm256_store_ps(scores + j, p);
-    }
-    lsum = lsum * corr + Hsum(psum);
-    const __m256 vcorr = _mm256_set1_ps(corr);
-    for (int v = 0; v < nvec; ++v) acc[v] = _mm256_mul_ps(acc[v], vcorr);
-    for (int j = 0; j < n; ++j) {
-      const __m256 p = _mm256_set1_ps(int8 ? scores[j] * vscale[j] : scores[j]);
-      const uint8_t* vrow = vplane + j * row_bytes;
-      for (int v = 0; v < nvec; ++v)
-        acc[v] = _mm256_fmadd_ps(p, LoadKv(l.dtype, vrow, v * 8, masks[v], hd - v * 8), acc[v]);
-    }
-    m = m_new;
   }
-  const __m256 vl = _mm256_set1_ps(lsum);
-  for (int v = 0; v < nvec; ++v) _mm256_maskstore_ps(out + v * 8, masks[v], _mm256_div_ps(acc[v], vl));
+  for (int g = 0; g < group; ++g) {
+    const __m256 vl = _mm256_set1_ps(ls[g]);
+    for (int v = 0; v < nvec; ++v)
+      _mm256_maskstore_ps(out0 + g * hd + v * 8, masks[v],
+                          _mm256_div_ps(_mm256_load_ps(acc + (g * nvec + v) * 8), vl));
+  }
 }
 
 }  // namespace
@@ -185,16 +204,16 @@ void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scal
   // Tasks of all sequences in one ParallelFor, so a decode step over many
   // sequences (1 token each) still spreads over the threads.
   int64_t total = 0;
-  for (size_t i = 0; i < seqs.size(); ++i) total += seqs[i].num_tokens * num_heads;
+  for (size_t i = 0; i < seqs.size(); ++i) total += seqs[i].num_tokens * layout.num_kv_heads;
   if (total == 0) return;
   Task* tasks = static_cast<Task*>(ThreadScratch(kScratchCaller, static_cast<size_t>(total) * sizeof(Task)));
   int64_t n = 0;
   for (size_t i = 0; i < seqs.size(); ++i)
     for (int64_t t = 0; t < seqs[i].num_tokens; ++t)
-      for (int h = 0; h < num_heads; ++h) tasks[n++] = Task{&seqs[i], t, h};
+      for (int h = 0; h < layout.num_kv_heads; ++h) tasks[n++] = Task{&seqs[i], t, h};
   pool.ParallelFor(total, [&](int64_t i) {
     const Task& task = tasks[i];
-    AttendOne(layout, layer, num_heads, scale, *task.seq, task.t, task.h);
+    AttendGroup(layout, layer, num_heads, scale, *task.seq, task.t, task.kvh);
   });
 }
 

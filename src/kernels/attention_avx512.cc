@@ -16,6 +16,7 @@ namespace {
 
 constexpr int kMaxHeadDim = 512;     // ops.cc checks the layout against these
 constexpr int kMaxBlockSize = 1024;
+constexpr int kMaxGroup = 16;  // query heads per KV head
 
 void StoreRow(const KvLayout& l, uint8_t* block, int layer, int kv, int head, int64_t slot,
               const float* src) {
@@ -71,27 +72,30 @@ inline __m512 LoadKv(KvDType dtype, const uint8_t* row, int d, int valid) {
 struct Task {
   const AttentionSeq* seq;
   int64_t t;
-  int h;
+  int kvh;
 };
 
-void AttendOne(const KvLayout& l, int layer, int num_heads, float scale, const AttentionSeq& s,
-               int64_t t, int h) {
+// One query token against one KV head, for every query head of its GQA group
+// (see attention_avx2.cc).
+void AttendGroup(const KvLayout& l, int layer, int num_heads, float scale, const AttentionSeq& s,
+                 int64_t t, int kvh) {
   const int hd = l.head_dim, bs = l.block_size;
-  const int kvh = h / (num_heads / l.num_kv_heads);
+  const int group = num_heads / l.num_kv_heads;
   const int nvec = (hd + 15) / 16;
-  const float* q = s.q + (t * num_heads + h) * hd;
-  float* out = s.out + (t * num_heads + h) * hd;
+  const float* q0 = s.q + (t * num_heads + kvh * group) * hd;  // [group, hd]
+  float* out0 = s.out + (t * num_heads + kvh * group) * hd;    // [group, hd]
   const int64_t ctx = s.start_pos + t + 1;
   const size_t row_bytes = static_cast<size_t>(hd) * l.ElementBytes();
   const bool int8 = l.dtype == KvDType::kInt8;
 
-  __m512 qv[kMaxHeadDim / 16], acc[kMaxHeadDim / 16];
-  for (int v = 0; v < nvec; ++v) {
-    qv[v] = _mm512_maskz_loadu_ps(Mask16(hd - v * 16), q + v * 16);
-    acc[v] = _mm512_setzero_ps();
+  alignas(64) float acc[kMaxGroup * kMaxHeadDim];  // [group, nvec * 16]
+  for (int i = 0; i < group * nvec * 16; ++i) acc[i] = 0.0f;
+  float ms[kMaxGroup], ls[kMaxGroup];
+  for (int g = 0; g < group; ++g) {
+    ms[g] = -INFINITY;
+    ls[g] = 0.0f;
   }
   alignas(64) float scores[kMaxBlockSize + 16];
-  float m = -INFINITY, lsum = 0.0f;
   for (int64_t b0 = 0; b0 < ctx; b0 += bs) {
     const uint8_t* block = s.blocks[b0 / bs];
     const int n = static_cast<int>(ctx - b0 < bs ? ctx - b0 : bs);
@@ -101,40 +105,51 @@ void AttendOne(const KvLayout& l, int layer, int num_heads, float scale, const A
         int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, kvh)) : nullptr;
     const float* vscale =
         int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, kvh)) : nullptr;
-    for (int j = 0; j < n; ++j) {
-      const uint8_t* krow = kplane + j * row_bytes;
-      __m512 dot = _mm512_setzero_ps();
-      for (int v = 0; v < nvec; ++v)
-        dot = _mm512_fmadd_ps(qv[v], LoadKv(l.dtype, krow, v * 16, hd - v * 16), dot);
-      const float sc = Hsum(dot) * scale;
-      scores[j] = int8 ? sc * kscale[j] : sc;
+    for (int g = 0; g < group; ++g) {
+      const float* q = q0 + g * hd;
+      for (int j = 0; j < n; ++j) {
+        const uint8_t* krow = kplane + j * row_bytes;
+        __m512 dot = _mm512_setzero_ps();
+        for (int v = 0; v < nvec; ++v)
+          dot = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(Mask16(hd - v * 16), q + v * 16),
+                                LoadKv(l.dtype, krow, v * 16, hd - v * 16), dot);
+        const float sc = Hsum(dot) * scale;
+        scores[j] = int8 ? sc * kscale[j] : sc;
+      }
+      for (int j = n; j < ((n + 15) & ~15); ++j) scores[j] = -INFINITY;
+      __m512 bmax = _mm512_set1_ps(-INFINITY);
+      for (int j = 0; j < n; j += 16) bmax = _mm512_max_ps(_mm512_load_ps(scores + j), bmax);
+      const float m_new = std::fmax(ms[g], Hmax(bmax));
+      const float corr = ExpScalar(ms[g] - m_new);
+      const __m512 vm = _mm512_set1_ps(m_new);
+      __m512 psum = _mm512_setzero_ps();
+      for (int j = 0; j < n; j += 16) {
+        __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores + j), vm));  // -inf pads give 0
+        psum = _mm512_add_ps(psum, p);
+        _mm512_store_ps(scores + j, p);
+      }
+      ls[g] = ls[g] * corr + Hsum(psum);
+      ms[g] = m_new;
+      if (int8)
+        for (int j = 0; j < n; ++j) scores[j] *= vscale[j];
+      const __m512 vcorr = _mm512_set1_ps(corr);
+      float* ag = acc + g * nvec * 16;
+      for (int v = 0; v < nvec; ++v) {
+        __m512 a = _mm512_mul_ps(_mm512_load_ps(ag + v * 16), vcorr);
+        const uint8_t* vcol = vplane;
+        for (int j = 0; j < n; ++j, vcol += row_bytes)
+          a = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), LoadKv(l.dtype, vcol, v * 16, hd - v * 16),
+                              a);
+        _mm512_store_ps(ag + v * 16, a);
+      }
     }
-    for (int j = n; j < ((n + 15) & ~15); ++j) scores[j] = -INFINITY;
-    __m512 bmax = _mm512_set1_ps(-INFINITY);
-    for (int j = 0; j < n; j += 16) bmax = _mm512_max_ps(_mm512_load_ps(scores + j), bmax);
-    const float m_new = std::fmax(m, Hmax(bmax));
-    const float corr = ExpScalar(m - m_new);
-    const __m512 vm = _mm512_set1_ps(m_new);
-    __m512 psum = _mm512_setzero_ps();
-    for (int j = 0; j < n; j += 16) {
-      __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores + j), vm));  // -inf pads give 0
-      psum = _mm512_add_ps(psum, p);
-      _mm512_store_ps(scores + j, p);
-    }
-    lsum = lsum * corr + Hsum(psum);
-    const __m512 vcorr = _mm512_set1_ps(corr);
-    for (int v = 0; v < nvec; ++v) acc[v] = _mm512_mul_ps(acc[v], vcorr);
-    for (int j = 0; j < n; ++j) {
-      const __m512 p = _mm512_set1_ps(int8 ? scores[j] * vscale[j] : scores[j]);
-      const uint8_t* vrow = vplane + j * row_bytes;
-      for (int v = 0; v < nvec; ++v)
-        acc[v] = _mm512_fmadd_ps(p, LoadKv(l.dtype, vrow, v * 16, hd - v * 16), acc[v]);
-    }
-    m = m_new;
   }
-  const __m512 vl = _mm512_set1_ps(lsum);
-  for (int v = 0; v < nvec; ++v)
-    _mm512_mask_storeu_ps(out + v * 16, Mask16(hd - v * 16), _mm512_div_ps(acc[v], vl));
+  for (int g = 0; g < group; ++g) {
+    const __m512 vl = _mm512_set1_ps(ls[g]);
+    for (int v = 0; v < nvec; ++v)
+      _mm512_mask_storeu_ps(out0 + g * hd + v * 16, Mask16(hd - v * 16),
+                            _mm512_div_ps(_mm512_load_ps(acc + (g * nvec + v) * 16), vl));
+  }
 }
 
 }  // namespace
@@ -156,17 +171,17 @@ void WriteKv(const KvLayout& layout, int layer, uint8_t* const* blocks, int64_t 
 void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,
                     std::span<const AttentionSeq> seqs, ThreadPool& pool) {
   int64_t total = 0;
-  for (size_t i = 0; i < seqs.size(); ++i) total += seqs[i].num_tokens * num_heads;
+  for (size_t i = 0; i < seqs.size(); ++i) total += seqs[i].num_tokens * layout.num_kv_heads;
   if (total == 0) return;
   Task* tasks =
       static_cast<Task*>(ThreadScratch(kScratchCaller, static_cast<size_t>(total) * sizeof(Task)));
   int64_t n = 0;
   for (size_t i = 0; i < seqs.size(); ++i)
     for (int64_t t = 0; t < seqs[i].num_tokens; ++t)
-      for (int h = 0; h < num_heads; ++h) tasks[n++] = Task{&seqs[i], t, h};
+      for (int h = 0; h < layout.num_kv_heads; ++h) tasks[n++] = Task{&seqs[i], t, h};
   pool.ParallelFor(total, [&](int64_t i) {
     const Task& task = tasks[i];
-    AttendOne(layout, layer, num_heads, scale, *task.seq, task.t, task.h);
+    AttendGroup(layout, layer, num_heads, scale, *task.seq, task.t, task.kvh);
   });
 }
 

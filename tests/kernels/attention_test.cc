@@ -82,8 +82,9 @@ struct Case {
   std::vector<float> q, k, v;
 };
 
-Case MakeCase(KvDType dtype, int head_dim, int64_t tokens, uint32_t seed) {
+Case MakeCase(KvDType dtype, int head_dim, int64_t tokens, uint32_t seed, int num_heads = 4) {
   Case c;
+  c.num_heads = num_heads;
   c.layout = MakeLayout(dtype, head_dim, 16);
   c.tokens = tokens;
   c.q = RandomFloats(tokens * c.num_heads * head_dim, seed, -2, 2);
@@ -110,8 +111,9 @@ std::vector<float> RunChunked(const Case& c, int64_t chunk, ThreadPool& pool) {
 
 TEST_P(AttentionTest, MatchesReference) {
   ThreadPool pool(2);
-  for (int head_dim : {64, 68}) {
-    Case c = MakeCase(GetParam(), head_dim, 45, 30);
+  // GQA groups of 2 (head_dim 64, 68), 1 (MHA) and 4 query heads per KV head.
+  for (auto [head_dim, num_heads] : {std::pair{64, 4}, {68, 4}, {40, 2}, {72, 8}}) {
+    Case c = MakeCase(GetParam(), head_dim, 45, 30, num_heads);
     std::vector<float> want;
     {
       ScopedIsa scoped(Isa::kScalar);
@@ -123,7 +125,7 @@ TEST_P(AttentionTest, MatchesReference) {
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_NEAR(got[i], want[i], 1e-5f + 1e-5f * std::fabs(want[i]))
             << IsaName(isa) << " " << KvDTypeName(GetParam()) << " head_dim=" << head_dim
-            << " at " << i;
+            << " heads=" << num_heads << " at " << i;
     }
   }
 }
