@@ -1,21 +1,27 @@
-// `kvfork generate`: runs a prompt of token ids straight on the Model with a
-// local contiguous KV allocation, greedy or simple sampling, and reports
-// prefill and decode speed. (The engine-backed version with text prompts
-// replaces this once the engine lands.)
-#include <algorithm>
-#include <cmath>
+// `kvfork generate`: one request (--prompt TEXT or --prompt-ids 1,2,3), or
+// many at once (--batch FILE.jsonl), run on the continuous-batching engine.
+//
+// --prompt streams the text to stdout; --prompt-ids prints the generated ids
+// comma-separated; --batch writes one JSON line per input line (same order)
+// to --output (default stdout): {"id", "text", "token_ids", "finish_reason",
+// "usage": {"prompt_tokens", "completion_tokens", "cached_tokens"}}.
+// Batch input lines: {"prompt": "..."} or {"prompt_ids": [...]}, optional
+// "id", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop".
+// Speeds go to stderr.
 #include <cstdio>
-#include <cstdlib>
+#include <fstream>
 #include <memory>
-#include <numeric>
-#include <random>
+#include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
+#include "engine/engine.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvfork::cli {
 namespace {
@@ -35,109 +41,199 @@ StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
   return ids;
 }
 
-struct Sampling {
-  double temperature = 0.0;
-  double top_p = 1.0;
-  int64_t top_k = 0;
+// Reads one batch line into a request (defaults from the flags).
+StatusOr<Request> ParseBatchLine(const std::string& line, int64_t line_no, const Request& defaults,
+                                 const Tokenizer& tokenizer) {
+  const std::string where = "--batch line " + std::to_string(line_no) + ": ";
+  Request r = defaults;
+  r.id = "line-" + std::to_string(line_no);
+  try {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (!j.is_object()) return InvalidArgumentError(where + "not a JSON object");
+    if (j.contains("id")) r.id = j.at("id").get<std::string>();
+    if (j.contains("prompt")) {
+      r.prompt_tokens = tokenizer.Encode(j.at("prompt").get<std::string>(), true);
+    } else if (j.contains("prompt_ids")) {
+      r.prompt_tokens = j.at("prompt_ids").get<std::vector<int32_t>>();
+    } else {
+      return InvalidArgumentError(where + "needs \"prompt\" or \"prompt_ids\"");
+    }
+    if (j.contains("max_tokens")) r.sampling.max_tokens = j.at("max_tokens").get<int64_t>();
+    if (j.contains("temperature")) r.sampling.temperature = j.at("temperature").get<double>();
+    if (j.contains("top_p")) r.sampling.top_p = j.at("top_p").get<double>();
+    if (j.contains("top_k")) r.sampling.top_k = j.at("top_k").get<int64_t>();
+    if (j.contains("seed")) r.sampling.seed = j.at("seed").get<uint64_t>();
+    if (j.contains("stop")) {
+      const auto& s = j.at("stop");
+      r.sampling.stop = s.is_string() ? std::vector<std::string>{s.get<std::string>()}
+                                      : s.get<std::vector<std::string>>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgumentError(where + e.what());
+  }
+  return r;
+}
+
+struct Output {
+  std::string text;
+  std::vector<int32_t> tokens;
+  FinishReason finish = FinishReason::kStop;
+  Usage usage;
+  Status error;
+  int64_t first_token_ns = 0;
 };
 
-int32_t Sample(const std::vector<float>& logits, const Sampling& s, std::mt19937_64& rng) {
-  const int64_t n = static_cast<int64_t>(logits.size());
-  if (s.temperature <= 0.0)
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  std::vector<int32_t> idx(n);
-  std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
-  int64_t k = s.top_k > 0 ? std::min(s.top_k, n) : n;
-  std::vector<double> p(k);
-  double sum = 0;
-  for (int64_t i = 0; i < k; ++i) {
-    p[i] = std::exp((logits[idx[i]] - logits[idx[0]]) / s.temperature);
-    sum += p[i];
-  }
-  double cum = 0;
-  int64_t keep = k;
-  for (int64_t i = 0; i < k; ++i) {
-    cum += p[i] / sum;
-    if (cum >= s.top_p) {
-      keep = i + 1;
-      break;
+// Reads a stream to its end; on_token (may be null) sees each event.
+Output Collect(RequestStream& s, const std::function<void(const RequestEvent&)>& on_token) {
+  Output o;
+  for (;;) {
+    std::optional<RequestEvent> e = s.Pop(1000);
+    if (!e) continue;
+    switch (e->kind) {
+      case RequestEvent::Kind::kToken:
+        if (o.tokens.empty()) o.first_token_ns = NowNanos();
+        o.tokens.push_back(e->token);
+        o.text += e->text_delta;
+        if (on_token) on_token(*e);
+        break;
+      case RequestEvent::Kind::kFinish:
+        o.finish = e->finish_reason;
+        break;
+      case RequestEvent::Kind::kDone:
+        o.usage = e->usage;
+        return o;
+      case RequestEvent::Kind::kError:
+        o.error = e->error;
+        return o;
     }
   }
-  std::discrete_distribution<int64_t> dist(p.begin(), p.begin() + keep);
-  return idx[dist(rng)];
 }
 
 Status Generate(int argc, char** argv) {
-  KVFORK_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(argc, argv, {}));
+  KVFORK_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(argc, argv, {"ignore-eos"}));
   KVFORK_ASSIGN_OR_RETURN(std::string dir, flags.GetRequiredString("model"));
-  KVFORK_ASSIGN_OR_RETURN(std::string ids_text, flags.GetRequiredString("prompt-ids"));
-  KVFORK_ASSIGN_OR_RETURN(int64_t max_tokens, flags.GetInt("max-tokens", 16));
-  Sampling sampling;
-  KVFORK_ASSIGN_OR_RETURN(sampling.temperature, flags.GetDouble("temperature", 0.0));
-  KVFORK_ASSIGN_OR_RETURN(sampling.top_p, flags.GetDouble("top-p", 1.0));
-  KVFORK_ASSIGN_OR_RETURN(sampling.top_k, flags.GetInt("top-k", 0));
+  KVFORK_ASSIGN_OR_RETURN(std::string ids_text, flags.GetString("prompt-ids", ""));
+  KVFORK_ASSIGN_OR_RETURN(std::string prompt_text, flags.GetString("prompt", ""));
+  KVFORK_ASSIGN_OR_RETURN(std::string batch_path, flags.GetString("batch", ""));
+  KVFORK_ASSIGN_OR_RETURN(std::string output_path, flags.GetString("output", ""));
+  Request defaults;
+  SamplingParams& sp = defaults.sampling;
+  KVFORK_ASSIGN_OR_RETURN(sp.max_tokens, flags.GetInt("max-tokens", 16));
+  KVFORK_ASSIGN_OR_RETURN(sp.temperature, flags.GetDouble("temperature", 0.0));
+  KVFORK_ASSIGN_OR_RETURN(sp.top_p, flags.GetDouble("top-p", 1.0));
+  KVFORK_ASSIGN_OR_RETURN(sp.top_k, flags.GetInt("top-k", 0));
   KVFORK_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 0));
+  KVFORK_ASSIGN_OR_RETURN(std::string stop, flags.GetString("stop", ""));
+  sp.ignore_eos = flags.GetBool("ignore-eos");
+  sp.seed = static_cast<uint64_t>(seed);
+  if (!stop.empty()) sp.stop = {stop};
+  EngineOptions eo;
   KVFORK_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", ThreadPool::DefaultThreads()));
+  KVFORK_ASSIGN_OR_RETURN(eo.max_num_seqs, flags.GetInt("max-num-seqs", 8));
+  KVFORK_ASSIGN_OR_RETURN(eo.max_num_batched_tokens, flags.GetInt("max-num-batched-tokens", 512));
+  KVFORK_ASSIGN_OR_RETURN(eo.kv_blocks, flags.GetInt("kv-blocks", 0));
+  KVFORK_ASSIGN_OR_RETURN(eo.kv_cache_mib, flags.GetInt("kv-cache-mib", 0));
   KVFORK_RETURN_IF_ERROR(flags.Finish());
-  if (max_tokens < 0) return InvalidArgumentError("--max-tokens must be >= 0");
   if (threads < 1) return InvalidArgumentError("--threads must be >= 1");
-  if (sampling.temperature < 0) return InvalidArgumentError("--temperature must be >= 0");
-  if (sampling.top_p <= 0 || sampling.top_p > 1) return InvalidArgumentError("--top-p must be in (0, 1]");
-  KVFORK_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, ParseIds(ids_text));
+  eo.threads = static_cast<int>(threads);
+  const int given = !ids_text.empty() + !prompt_text.empty() + !batch_path.empty();
+  if (given != 1) return InvalidArgumentError("give exactly one of --prompt, --prompt-ids, --batch");
 
   ModelLoadOptions load;
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(dir, load));
-  const ModelConfig& c = model->config();
-  for (int32_t id : prompt)
-    if (id >= c.vocab_size)
-      return InvalidArgumentError("--prompt-ids: token " + std::to_string(id) +
-                                  " is outside the vocab of " + std::to_string(c.vocab_size));
+  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(dir));
+  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(eo, *model, *tokenizer));
 
-  // One contiguous allocation for the whole context.
-  const KvLayout layout = model->MakeKvLayout(KvDType::kBf16, 16);
-  const int64_t context = static_cast<int64_t>(prompt.size()) + max_tokens;
-  const int64_t num_blocks = (context + layout.block_size - 1) / layout.block_size;
-  const size_t block_bytes = layout.BlockBytes();
-  std::unique_ptr<uint8_t, decltype(&std::free)> kv(
-      static_cast<uint8_t*>(std::aligned_alloc(64, num_blocks * block_bytes)), &std::free);
-  if (kv == nullptr) return ResourceExhaustedError("cannot allocate the KV cache");
-  std::vector<uint8_t*> blocks(num_blocks);
-  for (int64_t b = 0; b < num_blocks; ++b) blocks[b] = kv.get() + b * block_bytes;
-
-  ThreadPool pool(static_cast<int>(threads));
-  std::mt19937_64 rng(static_cast<uint64_t>(seed));
-  std::vector<float> logits;
-  ForwardBatch batch;
-  batch.tokens = prompt;
-  batch.seqs = {{static_cast<int64_t>(prompt.size()), 0, blocks.data(), false}};
-  Timer prefill_timer;
-  KVFORK_RETURN_IF_ERROR(model->Forward(batch, layout, pool, &logits));
-  const double prefill_s = prefill_timer.Seconds();
-
-  std::vector<int32_t> out;
-  Timer decode_timer;
-  int64_t pos = static_cast<int64_t>(prompt.size());
-  for (int64_t i = 0; i < max_tokens; ++i) {
-    int32_t next = Sample(logits, sampling, rng);
-    out.push_back(next);
-    std::printf("%s%d", i ? "," : "", next);
-    std::fflush(stdout);
-    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), next) != c.eos_token_ids.end())
-      break;
-    if (i + 1 == max_tokens) break;
-    batch.tokens = {next};
-    batch.seqs = {{1, pos, blocks.data(), false}};
-    ++pos;
-    KVFORK_RETURN_IF_ERROR(model->Forward(batch, layout, pool, &logits));
+  if (batch_path.empty()) {
+    Request r = defaults;
+    r.id = "generate";
+    if (!ids_text.empty()) {
+      KVFORK_ASSIGN_OR_RETURN(r.prompt_tokens, ParseIds(ids_text));
+    } else {
+      r.prompt_tokens = tokenizer->Encode(prompt_text, true);
+    }
+    const bool ids_out = !ids_text.empty();
+    const int64_t start = NowNanos();
+    KVFORK_ASSIGN_OR_RETURN(std::shared_ptr<RequestStream> s, engine->Submit(r));
+    int64_t n = 0;
+    Output o = Collect(*s, [&](const RequestEvent& e) {
+      if (ids_out)
+        std::printf("%s%d", n++ ? "," : "", e.token);
+      else
+        std::fputs(e.text_delta.c_str(), stdout);
+      std::fflush(stdout);
+    });
+    const int64_t end = NowNanos();
+    std::printf("\n");
+    if (!o.error.ok()) return o.error;
+    const double ttft = (o.first_token_ns - start) * 1e-9;
+    const double decode_s = (end - o.first_token_ns) * 1e-9;
+    const int64_t decode_tokens = std::max<int64_t>(0, static_cast<int64_t>(o.tokens.size()) - 1);
+    std::fprintf(stderr,
+                 "prompt %zu tokens, first token after %.3f s (%.1f tok/s prefill); decode %lld "
+                 "tokens in %.3f s (%.1f tok/s); finish %s; %lld threads\n",
+                 r.prompt_tokens.size(), ttft, r.prompt_tokens.size() / std::max(ttft, 1e-9),
+                 static_cast<long long>(decode_tokens), decode_s,
+                 decode_tokens > 0 ? decode_tokens / decode_s : 0.0,
+                 FinishReasonName(o.finish), static_cast<long long>(threads));
+    engine->Shutdown();
+    return OkStatus();
   }
-  const double decode_s = decode_timer.Seconds();
-  std::printf("\n");
-  const int64_t decode_steps = std::max<int64_t>(0, static_cast<int64_t>(out.size()) - 1);
-  std::fprintf(stderr, "prefill: %zu tokens in %.3f s (%.1f tok/s); decode: %lld tokens in %.3f s (%.1f tok/s); %lld threads\n",
-               prompt.size(), prefill_s, prompt.size() / prefill_s,
-               static_cast<long long>(decode_steps), decode_s,
-               decode_steps > 0 ? decode_steps / decode_s : 0.0, static_cast<long long>(threads));
+
+  std::ifstream in(batch_path);
+  if (!in) return NotFoundError("--batch: cannot open " + batch_path);
+  std::vector<Request> reqs;
+  std::string line;
+  for (int64_t line_no = 1; std::getline(in, line); ++line_no) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    KVFORK_ASSIGN_OR_RETURN(Request r, ParseBatchLine(line, line_no, defaults, *tokenizer));
+    reqs.push_back(std::move(r));
+  }
+  if (reqs.empty()) return InvalidArgumentError("--batch: " + batch_path + " has no requests");
+  // Submit all at once; the engine refuses beyond max_queue, so submit in
+  // order and read in order.
+  const int64_t start = NowNanos();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const Request& r : reqs) {
+    auto s = engine->Submit(r);
+    if (!s.ok()) return s.status().WithContext("--batch request " + r.id);
+    streams.push_back(*s);
+  }
+  std::vector<Output> outs(reqs.size());
+  std::vector<std::thread> readers;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    readers.emplace_back([&, i] { outs[i] = Collect(*streams[i], nullptr); });
+  for (auto& t : readers) t.join();
+  const double total_s = (NowNanos() - start) * 1e-9;
+
+  std::FILE* out = stdout;
+  if (!output_path.empty()) {
+    out = std::fopen(output_path.c_str(), "w");
+    if (out == nullptr) return NotFoundError("--output: cannot write " + output_path);
+  }
+  int64_t generated = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    nlohmann::json j;
+    j["id"] = reqs[i].id;
+    if (!outs[i].error.ok()) {
+      j["error"] = outs[i].error.ToString();
+    } else {
+      j["text"] = outs[i].text;
+      j["token_ids"] = outs[i].tokens;
+      j["finish_reason"] = FinishReasonName(outs[i].finish);
+      j["usage"] = {{"prompt_tokens", outs[i].usage.prompt_tokens},
+                    {"completion_tokens", outs[i].usage.completion_tokens},
+                    {"cached_tokens", outs[i].usage.cached_tokens}};
+      generated += outs[i].usage.completion_tokens;
+    }
+    // Invalid UTF-8 cannot occur (the stream decoder never splits a
+    // character), but dump with replacement rather than throw.
+    std::fprintf(out, "%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  }
+  if (out != stdout) std::fclose(out);
+  std::fprintf(stderr, "%zu requests, %lld tokens generated in %.3f s (%.1f tok/s aggregate)\n",
+               reqs.size(), static_cast<long long>(generated), total_s, generated / total_s);
+  engine->Shutdown();
   return OkStatus();
 }
 
@@ -145,8 +241,10 @@ int Run(int argc, char** argv) {
   Status s = Generate(argc, argv);
   if (!s.ok()) {
     std::fprintf(stderr,
-                 "kvfork generate: %s\nusage: kvfork generate --model DIR --prompt-ids 1,2,3 "
-                 "--max-tokens N [--temperature T --top-p P --top-k K --seed S --threads N]\n",
+                 "kvfork generate: %s\nusage: kvfork generate --model DIR (--prompt TEXT | "
+                 "--prompt-ids 1,2,3 | --batch FILE.jsonl [--output FILE]) [--max-tokens N "
+                 "--temperature T --top-p P --top-k K --seed S --stop STR --ignore-eos --threads N "
+                 "--max-num-seqs N --max-num-batched-tokens N --kv-blocks N --kv-cache-mib N]\n",
                  s.ToString().c_str());
     return 1;
   }
@@ -155,6 +253,7 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-KVFORK_REGISTER_COMMAND(generate, "generate", "generate tokens from a prompt (ids for now)", Run);
+KVFORK_REGISTER_COMMAND(generate, "generate",
+                        "generate from a prompt or a JSONL batch on the engine", Run);
 
 }  // namespace kvfork::cli
