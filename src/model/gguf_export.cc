@@ -1,0 +1,400 @@
+#include "model/gguf_export.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/bf16.h"
+#include "model/gguf_reader.h"
+#include "model/model_config.h"
+#include "model/safetensors.h"
+
+namespace kvfork {
+namespace {
+
+using nlohmann::json;
+
+// gguf-py TokenType.
+constexpr int32_t kTokenNormal = 1;
+constexpr int32_t kTokenControl = 3;
+constexpr int32_t kTokenUserDefined = 4;
+constexpr int32_t kTokenUnused = 5;
+
+// gguf-py LlamaFileType: what general.file_type says about the bulk of the weights.
+uint32_t FileType(GgmlType t) {
+  switch (t) {
+    case GgmlType::kF32: return 0;   // ALL_F32
+    case GgmlType::kF16: return 1;   // MOSTLY_F16
+    case GgmlType::kBf16: return 32; // MOSTLY_BF16
+  }
+  return 0;
+}
+
+StatusOr<json> ReadJson(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgumentError(path + ": not valid JSON");
+  return j;
+}
+
+float ToF32(DType t, const uint8_t* p, int64_t i) {
+  switch (t) {
+    case DType::kF32: {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      return f;
+    }
+    case DType::kBf16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return Bf16ToF32(h);
+    }
+    case DType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return F16ToF32(h);
+    }
+  }
+  return 0;
+}
+
+void StoreAs(GgmlType t, float v, uint8_t* dst, int64_t i) {
+  switch (t) {
+    case GgmlType::kF32: std::memcpy(dst + 4 * i, &v, 4); return;
+    case GgmlType::kBf16: {
+      uint16_t h = F32ToBf16(v);
+      std::memcpy(dst + 2 * i, &h, 2);
+      return;
+    }
+    case GgmlType::kF16: {
+      uint16_t h = F32ToF16(v);
+      std::memcpy(dst + 2 * i, &h, 2);
+      return;
+    }
+  }
+}
+
+// Copies a safetensors tensor into a GGUF one, converting the element type
+// and, if row_map is given, taking output row r from source row row_map[r].
+// Same-type copies are bit exact; bf16 -> f16 and the like go through f32.
+Status CopyTensor(const TensorInfo& src, GgmlType out_type, const std::vector<int64_t>* row_map,
+                  uint8_t* dst) {
+  const int64_t n = src.NumElements();
+  const int64_t rows = src.shape.empty() ? 1 : src.shape[0];
+  const int64_t cols = rows == 0 ? 0 : n / rows;
+  const bool same = (src.dtype == DType::kF32 && out_type == GgmlType::kF32) ||
+                    (src.dtype == DType::kBf16 && out_type == GgmlType::kBf16) ||
+                    (src.dtype == DType::kF16 && out_type == GgmlType::kF16);
+  const size_t esize = DTypeSize(src.dtype);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t sr = row_map != nullptr ? (*row_map)[r] : r;
+    const uint8_t* s = src.data + static_cast<size_t>(sr * cols) * esize;
+    uint8_t* d = dst + static_cast<size_t>(r * cols) * GgmlTypeSize(out_type);
+    if (same) {
+      std::memcpy(d, s, static_cast<size_t>(cols) * esize);
+    } else {
+      for (int64_t c = 0; c < cols; ++c) StoreAs(out_type, ToF32(src.dtype, s, c), d, c);
+    }
+  }
+  return OkStatus();
+}
+
+// tokenizer_config.json's "bos_token" etc.: a string, {"content": ...}, or null.
+std::string TokenString(const json& cfg, const char* key) {
+  if (!cfg.is_object() || !cfg.contains(key)) return "";
+  const json& v = cfg.at(key);
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v.at("content").is_string())
+    return v.at("content").get<std::string>();
+  return "";
+}
+
+// True when a TemplateProcessing post-processor (possibly inside a Sequence)
+// starts its single-sequence template with `bos`: SpecialVocab's add_bos rule.
+bool PostProcessorAddsBos(const json& pp, const std::string& bos) {
+  if (!pp.is_object() || bos.empty()) return false;
+  std::string type = pp.value("type", "");
+  if (type == "Sequence" && pp.contains("processors") && pp.at("processors").is_array()) {
+    for (const json& p : pp.at("processors"))
+      if (PostProcessorAddsBos(p, bos)) return true;
+    return false;
+  }
+  if (type != "TemplateProcessing" || !pp.contains("single") || !pp.at("single").is_array() ||
+      pp.at("single").empty())
+    return false;
+  const json& first = pp.at("single")[0];
+  return first.is_object() && first.contains("SpecialToken") &&
+         first.at("SpecialToken").is_object() &&
+         first.at("SpecialToken").value("id", "") == bos;
+}
+
+Status AddTokenizerFromJson(const std::string& dir, const ModelConfig& config,
+                            const std::string& pre, GgufWriter* w) {
+  const std::string tok_path = dir + "/tokenizer.json";
+  KVFORK_ASSIGN_OR_RETURN(json tj, ReadJson(tok_path));
+  json cfg = json::object();
+  const std::string cfg_path = dir + "/tokenizer_config.json";
+  if (std::filesystem::exists(cfg_path)) {
+    KVFORK_ASSIGN_OR_RETURN(cfg, ReadJson(cfg_path));
+  }
+  if (!tj.is_object() || !tj.contains("model") || !tj.at("model").is_object())
+    return InvalidArgumentError(tok_path + ": field \"model\" is missing");
+  const json& model = tj.at("model");
+  if (model.value("type", "") != "BPE")
+    return UnimplementedError(tok_path + ": model.type \"" + model.value("type", "") +
+                              "\" is not supported (only BPE)");
+  if (!model.contains("vocab") || !model.at("vocab").is_object())
+    return InvalidArgumentError(tok_path + ": field \"model.vocab\" must be an object");
+
+  const int64_t vocab_size = config.vocab_size;
+  std::vector<std::string> tokens(vocab_size);
+  std::vector<bool> present(vocab_size, false);
+  std::vector<int32_t> types(vocab_size, kTokenNormal);
+  std::map<std::string, int32_t> id_of;
+  for (const auto& [text, idv] : model.at("vocab").items()) {
+    if (!idv.is_number_integer())
+      return InvalidArgumentError(tok_path + ": model.vocab[\"" + text + "\"] is not an integer");
+    int64_t id = idv.get<int64_t>();
+    if (id < 0 || id >= vocab_size)
+      return InvalidArgumentError(tok_path + ": token id " + std::to_string(id) +
+                                  " is outside config vocab_size " + std::to_string(vocab_size));
+    tokens[id] = text;
+    present[id] = true;
+    id_of[text] = static_cast<int32_t>(id);
+  }
+  if (tj.contains("added_tokens") && tj.at("added_tokens").is_array()) {
+    for (const json& a : tj.at("added_tokens")) {
+      if (!a.is_object() || !a.contains("id") || !a.at("id").is_number_integer() ||
+          !a.contains("content") || !a.at("content").is_string())
+        return InvalidArgumentError(tok_path + ": malformed entry in added_tokens");
+      int64_t id = a.at("id").get<int64_t>();
+      if (id < 0 || id >= vocab_size)
+        return InvalidArgumentError(tok_path + ": added token id " + std::to_string(id) +
+                                    " is outside config vocab_size " + std::to_string(vocab_size));
+      std::string text = a.at("content").get<std::string>();
+      bool special = a.value("special", false);
+      // does_token_look_special: <|...|> added tokens are control tokens
+      // even when not marked special.
+      bool looks_special = text.size() >= 4 && text.rfind("<|", 0) == 0 &&
+                           text.compare(text.size() - 2, 2, "|>") == 0;
+      tokens[id] = text;
+      present[id] = true;
+      types[id] = (special || looks_special) ? kTokenControl : kTokenUserDefined;
+      id_of[text] = static_cast<int32_t>(id);
+    }
+  }
+  for (int64_t i = 0; i < vocab_size; ++i) {
+    if (!present[i]) {
+      tokens[i] = "[PAD" + std::to_string(i) + "]";
+      types[i] = kTokenUnused;
+    }
+  }
+  std::vector<std::string> merges;
+  if (model.contains("merges") && model.at("merges").is_array()) {
+    for (const json& m : model.at("merges")) {
+      if (m.is_string()) {
+        merges.push_back(m.get<std::string>());
+      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+        merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+      } else {
+        return InvalidArgumentError(tok_path + ": malformed entry in model.merges");
+      }
+    }
+  }
+
+  w->Set("tokenizer.ggml.model", GgufValue::String("gpt2"));
+  w->Set("tokenizer.ggml.pre", GgufValue::String(pre));
+  w->Set("tokenizer.ggml.tokens", GgufValue::StringArray(tokens));
+  w->Set("tokenizer.ggml.token_type", GgufValue::I32Array(types));
+  w->Set("tokenizer.ggml.merges", GgufValue::StringArray(merges));
+
+  // Special ids as SpecialVocab resolves them: tokenizer_config's token
+  // strings first, config.json's ids as the fallback.
+  auto resolve = [&](const char* key) -> int32_t {
+    std::string s = TokenString(cfg, key);
+    auto it = id_of.find(s);
+    return s.empty() || it == id_of.end() ? -1 : it->second;
+  };
+  int32_t bos = resolve("bos_token");
+  if (bos < 0) bos = config.bos_token_id;
+  int32_t eos = resolve("eos_token");
+  if (eos < 0 && !config.eos_token_ids.empty()) eos = config.eos_token_ids[0];
+  int32_t pad = resolve("pad_token");
+  int32_t unk = resolve("unk_token");
+  if (bos >= 0) w->Set("tokenizer.ggml.bos_token_id", GgufValue::U32(static_cast<uint32_t>(bos)));
+  if (eos >= 0) w->Set("tokenizer.ggml.eos_token_id", GgufValue::U32(static_cast<uint32_t>(eos)));
+  if (unk >= 0) w->Set("tokenizer.ggml.unknown_token_id", GgufValue::U32(static_cast<uint32_t>(unk)));
+  if (pad >= 0) w->Set("tokenizer.ggml.padding_token_id", GgufValue::U32(static_cast<uint32_t>(pad)));
+  bool add_bos = false;
+  if (cfg.contains("add_bos_token") && cfg.at("add_bos_token").is_boolean()) {
+    add_bos = cfg.at("add_bos_token").get<bool>();
+  } else if (tj.contains("post_processor")) {
+    add_bos = PostProcessorAddsBos(tj.at("post_processor"), TokenString(cfg, "bos_token"));
+  }
+  w->Set("tokenizer.ggml.add_bos_token", GgufValue::Bool(add_bos));
+  if (cfg.contains("add_eos_token") && cfg.at("add_eos_token").is_boolean())
+    w->Set("tokenizer.ggml.add_eos_token", GgufValue::Bool(cfg.at("add_eos_token").get<bool>()));
+  if (cfg.contains("add_prefix_space") && cfg.at("add_prefix_space").is_boolean())
+    w->Set("tokenizer.ggml.add_space_prefix",
+           GgufValue::Bool(cfg.at("add_prefix_space").get<bool>()));
+  if (cfg.contains("chat_template") && cfg.at("chat_template").is_string())
+    w->Set("tokenizer.chat_template", GgufValue::String(cfg.at("chat_template").get<std::string>()));
+  return OkStatus();
+}
+
+Status AddTokenizerFromGguf(const std::string& path, const ModelConfig& config, GgufWriter* w) {
+  KVFORK_ASSIGN_OR_RETURN(GgufReader r, GgufReader::Open(path));
+  KVFORK_ASSIGN_OR_RETURN(uint64_t n, r.GetArrayLength("tokenizer.ggml.tokens"));
+  // llama.cpp sizes token_embd by the token list, so they must agree.
+  if (static_cast<int64_t>(n) != config.vocab_size)
+    return InvalidArgumentError(path + ": has " + std::to_string(n) +
+                                " tokens but the model's vocab_size is " +
+                                std::to_string(config.vocab_size));
+  for (const auto& [key, value] : r.metadata())
+    if (key.rfind("tokenizer.", 0) == 0) w->Set(key, value);
+  return OkStatus();
+}
+
+}  // namespace
+
+std::vector<int64_t> LlamaRopePermutation(int64_t n_head, int64_t head_dim) {
+  // weights.reshape(n_head, 2, head_dim / 2, cols).swapaxes(1, 2): output
+  // index (h, i, j) reads input index (h, j, i).
+  std::vector<int64_t> map(n_head * head_dim);
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < n_head; ++h)
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t j = 0; j < 2; ++j) map[h * head_dim + 2 * i + j] = h * head_dim + j * half + i;
+  return map;
+}
+
+Status ExportGguf(const std::string& model_dir, const std::string& out_path,
+                  const GgufExportOptions& options) {
+  KVFORK_ASSIGN_OR_RETURN(ModelConfig c, LoadModelConfig(model_dir + "/config.json"));
+  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsCheckpoint> ckpt,
+                          SafetensorsCheckpoint::Open(model_dir));
+  const bool llama = c.arch == Architecture::kLlama;
+  const std::string arch = llama ? "llama" : "qwen3";
+
+  GgufWriter w;
+  w.Set("general.architecture", GgufValue::String(arch));
+  std::string name = options.name;
+  if (name.empty()) name = std::filesystem::path(model_dir).lexically_normal().filename().string();
+  if (name.empty()) name = std::filesystem::path(model_dir).parent_path().filename().string();
+  w.Set("general.name", GgufValue::String(name));
+  w.Set("general.file_type", GgufValue::U32(FileType(options.dtype)));
+  auto u32 = [&](const std::string& key, int64_t v) {
+    w.Set(arch + "." + key, GgufValue::U32(static_cast<uint32_t>(v)));
+  };
+  u32("block_count", c.num_layers);
+  u32("context_length", c.max_position_embeddings);
+  u32("embedding_length", c.hidden_size);
+  u32("feed_forward_length", c.intermediate_size);
+  u32("attention.head_count", c.num_heads);
+  u32("attention.head_count_kv", c.num_kv_heads);
+  w.Set(arch + ".rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
+  w.Set(arch + ".attention.layer_norm_rms_epsilon",
+        GgufValue::F32(static_cast<float>(c.rms_norm_eps)));
+  u32("attention.key_length", c.head_dim);
+  u32("attention.value_length", c.head_dim);
+  u32("vocab_size", c.vocab_size);
+  if (llama) u32("rope.dimension_count", c.head_dim);
+
+  if (!options.vocab_gguf.empty()) {
+    KVFORK_RETURN_IF_ERROR(AddTokenizerFromGguf(options.vocab_gguf, c, &w));
+  } else {
+    std::string pre = options.tokenizer_pre;
+    if (pre.empty()) pre = llama ? "llama-bpe" : "qwen2";
+    const std::string dir = options.tokenizer_dir.empty() ? model_dir : options.tokenizer_dir;
+    KVFORK_RETURN_IF_ERROR(AddTokenizerFromJson(dir, c, pre, &w));
+  }
+
+  // Tensors. Each keeps a pointer into the checkpoint's mmap, which outlives w.Write().
+  auto add = [&](const std::string& hf_name, const std::string& gguf_name,
+                 std::vector<int64_t> expect_shape,
+                 std::shared_ptr<std::vector<int64_t>> row_map) -> Status {
+    const TensorInfo* t = ckpt->Find(hf_name);
+    if (t == nullptr) return NotFoundError(model_dir + ": tensor " + hf_name + " is missing");
+    if (t->shape != expect_shape) {
+      TensorInfo want;
+      want.shape = expect_shape;
+      return InvalidArgumentError(t->file + ": tensor " + hf_name + " has shape " +
+                                  t->ShapeString() + ", expected " + want.ShapeString());
+    }
+    GgmlType type = expect_shape.size() == 1 ? GgmlType::kF32 : options.dtype;
+    std::vector<int64_t> ne(expect_shape.rbegin(), expect_shape.rend());
+    return w.AddTensor(gguf_name, type, ne, [t, type, row_map](uint8_t* dst) {
+      return CopyTensor(*t, type, row_map.get(), dst);
+    });
+  };
+  const int64_t H = c.hidden_size, D = c.head_dim, F = c.intermediate_size;
+  KVFORK_RETURN_IF_ERROR(add("model.embed_tokens.weight", "token_embd.weight", {c.vocab_size, H}, nullptr));
+  if (c.rope_scaling.type == RopeScaling::Type::kLlama3) {
+    // LlamaModel.generate_extra_tensors: llama.cpp divides each pair's base
+    // frequency by this factor, which equals HF's llama3 inv_freq rescaling.
+    const RopeScaling& s = c.rope_scaling;
+    auto factors = std::make_shared<std::vector<float>>();
+    const double kPi = 3.14159265358979323846;
+    for (int64_t i = 0; i < D / 2; ++i) {
+      float freq = static_cast<float>(1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / D));
+      double wavelen = 2 * kPi / freq;
+      double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+      double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+      double f;
+      if (wavelen < high_wavelen) {
+        f = 1;
+      } else if (wavelen > low_wavelen) {
+        f = s.factor;
+      } else {
+        double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
+                        (s.high_freq_factor - s.low_freq_factor);
+        f = 1 / ((1 - smooth) / s.factor + smooth);
+      }
+      factors->push_back(static_cast<float>(f));
+    }
+    KVFORK_RETURN_IF_ERROR(w.AddTensor("rope_freqs.weight", GgmlType::kF32, {D / 2},
+                                       [factors](uint8_t* dst) {
+                                         std::memcpy(dst, factors->data(), factors->size() * 4);
+                                         return OkStatus();
+                                       }));
+  }
+  std::shared_ptr<std::vector<int64_t>> q_perm, k_perm;
+  if (llama) {
+    q_perm = std::make_shared<std::vector<int64_t>>(LlamaRopePermutation(c.num_heads, D));
+    k_perm = std::make_shared<std::vector<int64_t>>(LlamaRopePermutation(c.num_kv_heads, D));
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string hf = "model.layers." + std::to_string(l) + ".";
+    const std::string g = "blk." + std::to_string(l) + ".";
+    KVFORK_RETURN_IF_ERROR(add(hf + "input_layernorm.weight", g + "attn_norm.weight", {H}, nullptr));
+    KVFORK_RETURN_IF_ERROR(add(hf + "self_attn.q_proj.weight", g + "attn_q.weight", {c.num_heads * D, H}, q_perm));
+    KVFORK_RETURN_IF_ERROR(add(hf + "self_attn.k_proj.weight", g + "attn_k.weight", {c.num_kv_heads * D, H}, k_perm));
+    KVFORK_RETURN_IF_ERROR(add(hf + "self_attn.v_proj.weight", g + "attn_v.weight", {c.num_kv_heads * D, H}, nullptr));
+    KVFORK_RETURN_IF_ERROR(add(hf + "self_attn.o_proj.weight", g + "attn_output.weight", {H, c.num_heads * D}, nullptr));
+    if (!llama) {
+      KVFORK_RETURN_IF_ERROR(add(hf + "self_attn.q_norm.weight", g + "attn_q_norm.weight", {D}, nullptr));
+      KVFORK_RETURN_IF_ERROR(add(hf + "self_attn.k_norm.weight", g + "attn_k_norm.weight", {D}, nullptr));
+    }
+    KVFORK_RETURN_IF_ERROR(add(hf + "post_attention_layernorm.weight", g + "ffn_norm.weight", {H}, nullptr));
+    KVFORK_RETURN_IF_ERROR(add(hf + "mlp.gate_proj.weight", g + "ffn_gate.weight", {F, H}, nullptr));
+    KVFORK_RETURN_IF_ERROR(add(hf + "mlp.up_proj.weight", g + "ffn_up.weight", {F, H}, nullptr));
+    KVFORK_RETURN_IF_ERROR(add(hf + "mlp.down_proj.weight", g + "ffn_down.weight", {H, F}, nullptr));
+  }
+  KVFORK_RETURN_IF_ERROR(add("model.norm.weight", "output_norm.weight", {H}, nullptr));
+  // Tied models reuse token_embd for the output projection (llama.cpp does
+  // the same when "output" is absent), so lm_head is not written even if a
+  // checkpoint carries a copy.
+  if (!c.tie_word_embeddings)
+    KVFORK_RETURN_IF_ERROR(add("lm_head.weight", "output.weight", {c.vocab_size, H}, nullptr));
+  return w.Write(out_path).WithContext("writing " + out_path);
+}
+
+}  // namespace kvfork

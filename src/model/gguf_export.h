@@ -1,0 +1,52 @@
+// Converts a kvfork / Hugging Face model directory (config.json, safetensors,
+// tokenizer.json) into a GGUF v3 file that llama.cpp loads, doing what
+// llama.cpp's convert_hf_to_gguf.py does for LlamaForCausalLM and
+// Qwen3ForCausalLM:
+//   - hyperparameters as {arch}.* keys (arch "llama" or "qwen3");
+//   - tensors renamed (token_embd, blk.N.attn_q, ..., output_norm, output;
+//     output omitted when the embeddings are tied);
+//   - for llama, Q and K rows permuted from HF's rotate-half order back to
+//     llama.cpp's interleaved pairs (LlamaModel.permute); qwen3 uses NeoX
+//     RoPE and is written unpermuted;
+//   - for llama3 rope scaling, a rope_freqs tensor of per-pair factors;
+//   - tokenizer.* keys built from tokenizer.json/tokenizer_config.json as
+//     the converter's _set_vocab_gpt2 + SpecialVocab do, or copied verbatim
+//     from a llama.cpp vocab GGUF.
+// 1-D tensors (norms, rope_freqs) stay F32 whatever the dtype, as in the
+// converter. Cost: reads every weight once; memory is one tensor at a time.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+#include "model/gguf_writer.h"
+
+namespace kvfork {
+
+struct GgufExportOptions {
+  // Element type of the 2-D weights: F32 (default), F16 or BF16.
+  GgmlType dtype = GgmlType::kF32;
+  // Directory holding tokenizer.json and tokenizer_config.json; empty = the
+  // model directory.
+  std::string tokenizer_dir;
+  // If set, the tokenizer.* keys are copied from this GGUF (one of
+  // llama.cpp's models/ggml-vocab-*.gguf) instead of built from tokenizer.json.
+  std::string vocab_gguf;
+  // tokenizer.ggml.pre; empty = by architecture ("llama-bpe" for llama,
+  // "qwen2" for qwen3: what convert_hf_to_gguf's hash detection yields for
+  // the Llama 3 and Qwen 2/3 tokenizers).
+  std::string tokenizer_pre;
+  // general.name; empty = the model directory's base name.
+  std::string name;
+};
+
+// Writes out_path. Errors name the file, field or tensor at fault.
+Status ExportGguf(const std::string& model_dir, const std::string& out_path,
+                  const GgufExportOptions& options);
+
+// Row permutation LlamaModel.permute applies to a [n_head * head_dim, cols]
+// Q or K weight: GGUF row h*head_dim + 2*i + j = HF row h*head_dim + j*head_dim/2 + i.
+// Returns, for each output row, its source row.
+std::vector<int64_t> LlamaRopePermutation(int64_t n_head, int64_t head_dim);
+
+}  // namespace kvfork

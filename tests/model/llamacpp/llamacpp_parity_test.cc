@@ -1,0 +1,235 @@
+// Parity with llama.cpp: a tiny random f32 model is exported to GGUF, run by
+// llama.cpp (node-llama-cpp, tests/model/llamacpp/logits.mjs) and by
+// kvfork's Model::Forward on the same token ids, and the two must agree:
+//   - the greedy continuation of 32 tokens is identical;
+//   - every row of logits (each prompt position and each greedy step) is
+//     within kRelTol relative: max_i |kvfork_i - llama_i| / max_i |llama_i|.
+// Both sides run f32 weights and an f32 KV cache (llama.cpp's default f16
+// cache alone costs ~1e-3).
+// Covers Llama (permuted Q/K, GQA, untied output), Llama with llama3 rope
+// scaling (rope_freqs tensor) and Qwen3 (NeoX RoPE, q/k norms, tied output).
+// Fixed seeds and 2 threads on both sides.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/thread_pool.h"
+#include "model/gguf_export.h"
+#include "model/gguf_reader.h"
+#include "model/model.h"
+#include "model/random_model.h"
+#include "test_env.h"
+
+namespace kvfork {
+namespace {
+
+namespace fs = std::filesystem;
+using kvfork::testing::CacheDir;
+using kvfork::testing::SourceDir;
+
+constexpr int kSteps = 32;
+constexpr int kThreads = 2;
+// The brief asks 1e-3; with f32 weights and f32 KV on both sides we measure
+// ~2e-6, so 1e-4 still leaves 50x headroom and catches subtler mistakes.
+constexpr double kRelTol = 1e-4;
+
+struct Case {
+  std::string name;
+  Architecture arch;
+  bool rope_scaling;
+  bool tied;
+  uint64_t seed;
+};
+
+fs::path WorkDir(const std::string& name) {
+  fs::path d = fs::path(kvfork::testing::BuildDir()) / "test-data" / "llamacpp" / name;
+  fs::create_directories(d);
+  return d;
+}
+
+std::string TokenizerDir(Architecture arch) {
+  return arch == Architecture::kLlama ? kvfork::testing::LlamaTokenizerDir()
+                                      : kvfork::testing::QwenTokenizerDir();
+}
+
+RandomModelOptions Options(const Case& c) {
+  RandomModelOptions o;
+  o.arch = c.arch;
+  o.shape = "tiny";
+  // head_dim 32: llama.cpp's CPU kernels want head_dim >= 32.
+  o.hidden_size = c.arch == Architecture::kLlama ? 128 : 64;
+  o.intermediate_size = 192;
+  o.num_layers = 2;
+  o.num_heads = 4;
+  o.num_kv_heads = 2;
+  o.head_dim = 32;
+  o.seed = c.seed;
+  o.dtype = DType::kF32;
+  o.tokenizer_dir = TokenizerDir(c.arch);
+  o.tie_word_embeddings = c.tied;
+  o.rope_scaling = c.rope_scaling;
+  return o;
+}
+
+struct Reference {
+  int64_t vocab_size = 0;
+  std::vector<int32_t> greedy;
+  std::vector<float> logits;  // [prompt rows + steps - 1, vocab]
+};
+
+// Runs logits.mjs; the JSON and binary logits go to files in dir.
+StatusOr<Reference> RunLlamaCpp(const fs::path& gguf, const std::vector<int32_t>& prompt,
+                                const fs::path& dir) {
+  std::string tokens;
+  for (size_t i = 0; i < prompt.size(); ++i) tokens += (i ? "," : "") + std::to_string(prompt[i]);
+  const fs::path json_path = dir / "llamacpp.json", bin_path = dir / "llamacpp.f32";
+  const std::string cmd = "cd '" + kvfork::testing::NodeToolsDir() + "' && node '" + SourceDir() +
+                          "/tests/model/llamacpp/logits.mjs' --model '" + gguf.string() +
+                          "' --tokens " + tokens + " --steps " + std::to_string(kSteps) +
+                          " --threads " + std::to_string(kThreads) + " --out '" +
+                          json_path.string() + "' --logits-out '" + bin_path.string() + "'";
+  if (std::system(cmd.c_str()) != 0) return InternalError("failed: " + cmd);
+  std::ifstream jin(json_path);
+  std::stringstream ss;
+  ss << jin.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded()) return DataLossError(json_path.string() + ": not JSON");
+  Reference r;
+  r.vocab_size = j.value("vocab_size", 0);
+  for (const auto& t : j.at("greedy")) r.greedy.push_back(t.get<int32_t>());
+  const int64_t rows = j.value("num_rows", 0);
+  r.logits.resize(static_cast<size_t>(rows * r.vocab_size));
+  std::ifstream bin(bin_path, std::ios::binary);
+  bin.read(reinterpret_cast<char*>(r.logits.data()),
+           static_cast<std::streamsize>(r.logits.size() * 4));
+  if (static_cast<size_t>(bin.gcount()) != r.logits.size() * 4)
+    return DataLossError(bin_path.string() + ": short");
+  return r;
+}
+
+// kvfork: prefill the prompt with all_logits, then greedy decode one token at
+// a time, on one sequence with f32 KV. Returns the same rows as Reference.
+struct Ours {
+  std::vector<int32_t> greedy;
+  std::vector<float> logits;
+};
+
+StatusOr<Ours> RunKvfork(const fs::path& model_dir, const std::vector<int32_t>& prompt) {
+  ModelLoadOptions lo;
+  lo.show_progress = false;
+  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(model_dir.string(), lo));
+  const int64_t vocab = model->config().vocab_size;
+  KvLayout layout = model->MakeKvLayout(KvDType::kF32, 16);
+  const int64_t total = static_cast<int64_t>(prompt.size()) + kSteps;
+  const int64_t num_blocks = (total + layout.block_size - 1) / layout.block_size;
+  std::vector<std::vector<uint8_t>> storage(num_blocks, std::vector<uint8_t>(layout.BlockBytes()));
+  std::vector<uint8_t*> table;
+  for (auto& b : storage) table.push_back(b.data());
+  ThreadPool pool(kThreads);
+
+  Ours out;
+  ForwardBatch batch;
+  batch.tokens = prompt;
+  batch.seqs.push_back({static_cast<int64_t>(prompt.size()), 0, table.data(), true});
+  std::vector<float> logits;
+  KVFORK_RETURN_IF_ERROR(model->Forward(batch, layout, pool, &logits));
+  out.logits = logits;
+  int64_t pos = static_cast<int64_t>(prompt.size());
+  for (int k = 0; k < kSteps; ++k) {
+    const float* last = out.logits.data() + (out.logits.size() - vocab);
+    const int32_t tok = static_cast<int32_t>(std::max_element(last, last + vocab) - last);
+    out.greedy.push_back(tok);
+    if (k + 1 == kSteps) break;
+    batch.tokens = {tok};
+    batch.seqs[0] = {1, pos++, table.data(), false};
+    KVFORK_RETURN_IF_ERROR(model->Forward(batch, layout, pool, &logits));
+    out.logits.insert(out.logits.end(), logits.begin(), logits.end());
+  }
+  return out;
+}
+
+class LlamaCppParity : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LlamaCppParity, GreedyAndLogitsMatch) {
+  const Case& c = GetParam();
+  const fs::path dir = WorkDir(c.name);
+  const fs::path model_dir = dir / "model";
+  ASSERT_TRUE(WriteRandomModel(Options(c), model_dir.string()).ok());
+  const fs::path gguf = dir / "model.gguf";
+  Status st = ExportGguf(model_dir.string(), gguf.string(), GgufExportOptions());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+
+  // The exported file says what llama.cpp will build.
+  auto r = GgufReader::Open(gguf.string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->FindTensor("rope_freqs.weight") != nullptr, c.rope_scaling);
+  EXPECT_EQ(r->FindTensor("output.weight") != nullptr, !c.tied);
+  EXPECT_EQ(r->FindTensor("blk.0.attn_q_norm.weight") != nullptr, c.arch == Architecture::kQwen3);
+
+  // Fixed prompt of ordinary (non-special) token ids; llama.cpp adds no BOS
+  // to a token-id prompt, so both sides see exactly these.
+  const std::vector<int32_t> prompt = {791, 6460, 14198, 38766, 11, 323, 264, 2697, 315, 1403, 13};
+  auto ref = RunLlamaCpp(gguf, prompt, dir);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  auto ours = RunKvfork(model_dir, prompt);
+  ASSERT_TRUE(ours.ok()) << ours.status().ToString();
+
+  const int64_t vocab = ref->vocab_size;
+  const size_t rows = prompt.size() + kSteps - 1;
+  ASSERT_EQ(ref->logits.size(), rows * vocab);
+  ASSERT_EQ(ours->logits.size(), rows * vocab);
+  EXPECT_EQ(ours->greedy, ref->greedy);
+
+  // Rows are compared where both sides saw the same tokens: all prompt rows,
+  // and greedy rows up to the first divergence (after it, inputs differ).
+  // Row prompt.size() + k follows greedy token k.
+  size_t compare_rows = prompt.size();
+  for (size_t k = 0; k + 1 < static_cast<size_t>(kSteps); ++k) {
+    if (k >= ours->greedy.size() || k >= ref->greedy.size() || ours->greedy[k] != ref->greedy[k])
+      break;
+    ++compare_rows;
+  }
+  double worst_rel = 0, worst_abs = 0, min_gap = 1e30;
+  for (size_t row = 0; row < compare_rows; ++row) {
+    const float* a = ours->logits.data() + row * vocab;
+    const float* b = ref->logits.data() + row * vocab;
+    double max_diff = 0, max_ref = 0, top1 = -1e30, top2 = -1e30;
+    for (int64_t i = 0; i < vocab; ++i) {
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+      max_ref = std::max(max_ref, std::fabs(static_cast<double>(b[i])));
+      if (b[i] > top1) {
+        top2 = top1;
+        top1 = b[i];
+      } else if (b[i] > top2) {
+        top2 = b[i];
+      }
+    }
+    const double rel = max_diff / std::max(max_ref, 1e-30);
+    EXPECT_LE(rel, kRelTol) << "row " << row << " max |diff| " << max_diff << " max |ref| " << max_ref;
+    worst_rel = std::max(worst_rel, rel);
+    worst_abs = std::max(worst_abs, max_diff);
+    if (row + 1 >= prompt.size()) min_gap = std::min(min_gap, top1 - top2);
+  }
+  std::printf("[%s] rows %zu vocab %lld: max |diff| %.3g, max rel %.3g, "
+              "min top-1/top-2 gap on greedy rows %.3g\n",
+              c.name.c_str(), compare_rows, static_cast<long long>(vocab), worst_abs, worst_rel,
+              min_gap);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, LlamaCppParity,
+    ::testing::Values(Case{"llama", Architecture::kLlama, false, false, 11},
+                      Case{"llama_rope_scaling", Architecture::kLlama, true, true, 12},
+                      Case{"qwen3", Architecture::kQwen3, false, true, 13}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace kvfork
