@@ -85,6 +85,7 @@ class BpeTokenizer final : public Tokenizer {
   Status LoadConfigs(const std::string& tokenizer_config_json,
                      const std::string& generation_config_json);
   void EncodeText(std::string_view text, std::vector<int32_t>* ids) const;
+  void EncodeValid(std::string_view text, std::vector<int32_t>* ids) const;
 
   BpeModel model_;
   PreTokenizer pre_;
@@ -240,7 +241,33 @@ StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::Create(const std::string& tok
   return std::unique_ptr<Tokenizer>(std::move(t));
 }
 
+// Invalid UTF-8 bytes each become their single-byte token and cut the text:
+// the regexes and normalizers only ever see valid runs.
 void BpeTokenizer::EncodeText(std::string_view text, std::vector<int32_t>* ids) const {
+  size_t run = 0;
+  for (size_t i = 0; i < text.size();) {
+    if (static_cast<uint8_t>(text[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    utf8::Step st = utf8::DecodeAt(text, i);
+    if (st.valid) {
+      i += st.length;
+      continue;
+    }
+    if (run < i) EncodeValid(text.substr(run, i - run), ids);
+    for (size_t k = i; k < i + st.length; ++k) model_.Encode(text.substr(k, 1), ids);
+    i += st.length;
+    run = i;
+  }
+  if (run == 0) {
+    EncodeValid(text, ids);
+  } else if (run < text.size()) {
+    EncodeValid(text.substr(run), ids);
+  }
+}
+
+void BpeTokenizer::EncodeValid(std::string_view text, std::vector<int32_t>* ids) const {
   thread_local std::vector<std::string_view> pieces;
   std::deque<std::string> arena;
   std::string normalized;

@@ -6,3 +6,6 @@ kvfork_test(tokenizer_llama_cpp_vectors_test
 kvfork_test(tokenizer_goldens_test
   SOURCES goldens_test.cc
   LABELS unit LIBS kvfork_tokenizer)
+kvfork_test(tokenizer_test
+  SOURCES tokenizer_test.cc
+  LABELS unit LIBS kvfork_tokenizer)
