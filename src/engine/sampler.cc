@@ -70,12 +70,17 @@ SampleResult Sampler::Sample(std::span<const float> logits) {
   KVFORK_CHECK(vocab > 0);
   SampleResult result;
 
-  // log_softmax of the raw row (vLLM's default "raw logprobs").
-  float max_raw = -std::numeric_limits<float>::infinity();
-  for (float v : logits) max_raw = std::max(max_raw, v);
-  double sum_raw = 0.0;
-  for (float v : logits) sum_raw += std::exp(static_cast<double>(v - max_raw));
-  const double log_z = static_cast<double>(max_raw) + std::log(sum_raw);
+  // log_softmax of the raw row (vLLM's default "raw logprobs"); skipped
+  // when nobody asked, as it costs an exp per vocabulary entry.
+  const bool want_logprobs = params_.top_logprobs >= 0;
+  double log_z = 0.0;
+  if (want_logprobs) {
+    float max_raw = -std::numeric_limits<float>::infinity();
+    for (float v : logits) max_raw = std::max(max_raw, v);
+    double sum_raw = 0.0;
+    for (float v : logits) sum_raw += std::exp(static_cast<double>(v - max_raw));
+    log_z = static_cast<double>(max_raw) + std::log(sum_raw);
+  }
 
   scratch_.assign(logits.begin(), logits.end());
   ProcessLogits(&scratch_);
@@ -144,7 +149,8 @@ SampleResult Sampler::Sample(std::span<const float> logits) {
     }
   }
 
-  result.logprob = static_cast<float>(static_cast<double>(logits[result.token]) - log_z);
+  if (want_logprobs)
+    result.logprob = static_cast<float>(static_cast<double>(logits[result.token]) - log_z);
   if (params_.top_logprobs > 0) {
     std::vector<std::pair<float, int32_t>> top;
     top.reserve(vocab);

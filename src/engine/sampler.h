@@ -26,7 +26,7 @@ namespace kvfork {
 
 struct SampleResult {
   int32_t token = -1;
-  float logprob = 0.0f;                    // of token, log_softmax of the raw logits
+  float logprob = 0.0f;                    // of token, log_softmax of the raw logits (if asked)
   std::vector<TokenLogprob> top_logprobs;  // top_logprobs best, if asked (k >= 0)
 };
 
