@@ -21,10 +21,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "cli/flags.h"
@@ -48,8 +47,8 @@ struct Outcome {
   int64_t reused_tokens = 0;
   int64_t prompt_tokens = 0;
   int64_t peak_bytes = 0;
-  double ttft_cold_ms = 0;      // sibling 0
-  double ttft_warm_ms = 0;      // mean over siblings 1..N-1
+  double ttft_cold_ms = 0;  // sibling 0
+  double ttft_warm_ms = 0;  // mean over siblings 1..N-1
   double total_ms = 0;
   int64_t tail_copied = 0;
 };
@@ -72,8 +71,7 @@ StatusOr<SeqId> Prefill(Model& model, KvCache& kv, ThreadPool& pool,
                         const std::vector<int32_t>& prompt, int64_t* reused, double* ms) {
   Timer t;
   PrefixMatch m;
-  KVFORK_ASSIGN_OR_RETURN(SeqId seq,
-                          kv.Admit(prompt, "", static_cast<int64_t>(prompt.size()), &m));
+  KVFORK_ASSIGN_OR_RETURN(SeqId seq, kv.Admit(prompt, "", static_cast<int64_t>(prompt.size()), &m));
   ForwardBatch batch;
   batch.tokens.assign(prompt.begin() + m.num_reused_tokens, prompt.end());
   ForwardSeq fs;
@@ -194,26 +192,27 @@ int RunBenchKv(int argc, char** argv) {
   const double ideal_dense = n * static_cast<double>(*shared + *suffix) * bpt;
   const double ideal_none = (n - 1) * static_cast<double>(*shared + *suffix) * bpt;
 
-  std::printf("bench kv: model %s/%s, kv %s, block %lld, %lld threads; prefix %lld + %lld x %lld "
-              "suffix tokens; %.0f KV bytes/token\n",
-              arch_name->c_str(), shape->c_str(), KvDTypeName(*dtype),
-              static_cast<long long>(*block_size), static_cast<long long>(*threads),
-              static_cast<long long>(*shared), static_cast<long long>(*siblings),
-              static_cast<long long>(*suffix), bpt);
+  std::printf(
+      "bench kv: model %s/%s, kv %s, block %lld, %lld threads; prefix %lld + %lld x %lld "
+      "suffix tokens; %.0f KV bytes/token\n",
+      arch_name->c_str(), shape->c_str(), KvDTypeName(*dtype), static_cast<long long>(*block_size),
+      static_cast<long long>(*threads), static_cast<long long>(*shared),
+      static_cast<long long>(*siblings), static_cast<long long>(*suffix), bpt);
   std::printf("\n%-20s %10s %8s %12s %12s %11s %11s %10s\n", "config", "reused", "of prompt",
               "peak KV MiB", "ideal MiB", "TTFT cold", "TTFT warm", "total s");
   nlohmann::json rows = nlohmann::json::array();
   for (const Config& c : configs) {
     auto r = RunConfig(c, **model, layout, pool, prompts);
     if (!r.ok()) return Fail(r.status().WithContext(c.name));
-    double ideal = !c.prefix_cache ? ideal_none
+    double ideal = !c.prefix_cache                  ? ideal_none
                    : c.backend == KvBackend::kDense ? ideal_dense
                                                     : ideal_paged;
-    std::printf("%-20s %10lld %7.1f%% %12.2f %12.2f %9.1fms %9.1fms %10.2f\n", c.name,
-                static_cast<long long>(r->reused_tokens),
-                100.0 * static_cast<double>(r->reused_tokens) / static_cast<double>(r->prompt_tokens),
-                static_cast<double>(r->peak_bytes) / (1 << 20), ideal / (1 << 20),
-                r->ttft_cold_ms, r->ttft_warm_ms, r->total_ms * 1e-3);
+    std::printf(
+        "%-20s %10lld %7.1f%% %12.2f %12.2f %9.1fms %9.1fms %10.2f\n", c.name,
+        static_cast<long long>(r->reused_tokens),
+        100.0 * static_cast<double>(r->reused_tokens) / static_cast<double>(r->prompt_tokens),
+        static_cast<double>(r->peak_bytes) / (1 << 20), ideal / (1 << 20), r->ttft_cold_ms,
+        r->ttft_warm_ms, r->total_ms * 1e-3);
     rows.push_back({{"config", c.name},
                     {"backend", KvBackendName(c.backend)},
                     {"prefix_cache", c.prefix_cache},
@@ -229,11 +228,16 @@ int RunBenchKv(int argc, char** argv) {
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
-  nlohmann::json out = {{"arch", *arch_name},     {"shape", *shape},
-                        {"kv_dtype", KvDTypeName(*dtype)}, {"block_size", *block_size},
-                        {"threads", *threads},    {"shared_tokens", *shared},
-                        {"suffix_tokens", *suffix}, {"siblings", *siblings},
-                        {"kv_bytes_per_token", bpt}, {"results", rows}};
+  nlohmann::json out = {{"arch", *arch_name},
+                        {"shape", *shape},
+                        {"kv_dtype", KvDTypeName(*dtype)},
+                        {"block_size", *block_size},
+                        {"threads", *threads},
+                        {"shared_tokens", *shared},
+                        {"suffix_tokens", *suffix},
+                        {"siblings", *siblings},
+                        {"kv_bytes_per_token", bpt},
+                        {"results", rows}};
   const std::filesystem::path path(*json_path);
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
   std::ofstream f(path);

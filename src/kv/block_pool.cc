@@ -7,8 +7,7 @@
 
 namespace kvfork {
 
-StatusOr<std::unique_ptr<BlockPool>> BlockPool::Create(const KvLayout& layout,
-                                                       int64_t num_blocks) {
+StatusOr<std::unique_ptr<BlockPool>> BlockPool::Create(const KvLayout& layout, int64_t num_blocks) {
   if (num_blocks <= 0) {
     return InvalidArgumentError("KV pool needs at least one block, got " +
                                 std::to_string(num_blocks));
@@ -59,8 +58,8 @@ BlockId BlockPool::Allocate() {
 }
 
 void BlockPool::Free(BlockId id) {
-  KVFORK_CHECK_MSG(!is_free_[id] && refcount_[id] == 0, "freeing block " + std::to_string(id) +
-                                                            " that is free or referenced");
+  KVFORK_CHECK_MSG(!is_free_[id] && refcount_[id] == 0,
+                   "freeing block " + std::to_string(id) + " that is free or referenced");
   is_free_[id] = 1;
   free_list_.push_back(id);
 }

@@ -62,7 +62,7 @@ class BlockPool {
   KvLayout layout_;
   int64_t num_blocks_;
   size_t block_bytes_;
-  uint8_t* base_;     // owned mapping of map_bytes_
+  uint8_t* base_;  // owned mapping of map_bytes_
   size_t map_bytes_;
   std::vector<BlockId> free_list_;  // LIFO: recently freed (warm) blocks first
   std::vector<uint8_t> is_free_;    // [num_blocks]

@@ -65,14 +65,14 @@ class DenseKvCache final : public KvCache {
     SeqId seq = 0;                // kRunning: its sequence
     std::vector<int32_t> tokens;  // tokens with K/V written
     std::string salt;
-    int64_t reserved = 0;         // kRunning: positions reserved
+    int64_t reserved = 0;  // kRunning: positions reserved
     int64_t reused = 0;
     uint64_t tick = 0;            // last use, for snapshot LRU
     std::vector<uint8_t*> table;  // [slot_blocks] consecutive block addresses
   };
 
-  DenseKvCache(const KvCacheOptions& options, std::unique_ptr<BlockPool> pool,
-               int64_t slot_blocks, int64_t num_slots);
+  DenseKvCache(const KvCacheOptions& options, std::unique_ptr<BlockPool> pool, int64_t slot_blocks,
+               int64_t num_slots);
   // Best snapshot for prompt: {slot, tokens} or {-1, 0}.
   std::pair<int64_t, int64_t> BestSnapshot(std::span<const int32_t> prompt,
                                            std::string_view salt) const;

@@ -27,8 +27,8 @@ StatusOr<KvDType> ParseKvDType(std::string_view name) {
   if (name == "bf16") return KvDType::kBf16;
   if (name == "f32") return KvDType::kF32;
   if (name == "int8") return KvDType::kInt8;
-  return InvalidArgumentError("--kv-dtype: expected bf16, f32 or int8, got '" +
-                              std::string(name) + "'");
+  return InvalidArgumentError("--kv-dtype: expected bf16, f32 or int8, got '" + std::string(name) +
+                              "'");
 }
 
 StatusOr<bool> ParseOnOff(std::string_view flag, std::string_view value) {
@@ -79,8 +79,7 @@ StatusOr<int64_t> ResolveNumBlocks(const KvCacheOptions& options) {
   int64_t blocks = bytes / block_bytes;
   if (blocks <= 0) {
     return InvalidArgumentError("--kv-cache-mib: " + std::to_string(bytes >> 20) +
-                                " MiB holds no block of " + std::to_string(block_bytes) +
-                                " bytes");
+                                " MiB holds no block of " + std::to_string(block_bytes) + " bytes");
   }
   if (options.cache_mib == 0) {
     KVFORK_LOG(kInfo) << "KV cache: " << (bytes >> 20) << " MiB (a quarter of available memory), "

@@ -90,11 +90,11 @@ struct KvCacheStats {
   int64_t blocks_cached = 0;  // now: refcount 0, kept for reuse (paged: in the
                               // index; dense: snapshot slots' blocks)
   int64_t block_bytes = 0;
-  int64_t num_sequences = 0;  // now: admitted and not released
-  int64_t queries_tokens = 0;      // sum of prompt lengths given to Admit
-  int64_t hits_tokens = 0;         // sum of num_reused_tokens of those admits
-  int64_t tail_copied_tokens = 0;  // of hits_tokens, tokens reused by copying
-  int64_t evictions = 0;           // blocks (paged) or snapshots' blocks (dense) evicted
+  int64_t num_sequences = 0;         // now: admitted and not released
+  int64_t queries_tokens = 0;        // sum of prompt lengths given to Admit
+  int64_t hits_tokens = 0;           // sum of num_reused_tokens of those admits
+  int64_t tail_copied_tokens = 0;    // of hits_tokens, tokens reused by copying
+  int64_t evictions = 0;             // blocks (paged) or snapshots' blocks (dense) evicted
   int64_t peak_used_blocks = 0;      // max of blocks_used
   int64_t peak_resident_blocks = 0;  // max of blocks_used + blocks_cached
   int64_t peak_used_bytes() const { return peak_used_blocks * block_bytes; }

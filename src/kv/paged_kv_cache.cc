@@ -55,8 +55,8 @@ PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, int s
   if (options_.tail_copy) {
     int64_t max_tail = std::min(bs, limit - k * bs);
     if (max_tail > 0) {
-      auto [src, n] = index_->BestPrefix(parent, salt_id, prompt.data() + k * bs,
-                                         static_cast<int>(max_tail));
+      auto [src, n] =
+          index_->BestPrefix(parent, salt_id, prompt.data() + k * bs, static_cast<int>(max_tail));
       plan.tail_src = src;
       plan.tail_tokens = n;
     }
@@ -119,8 +119,8 @@ StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string
   const int64_t positions = std::max(reserve_tokens, reused);
   if (positions > max_sequence_tokens()) {
     return OutOfRangeError("KV admit: " + std::to_string(positions) +
-                           " positions exceed the pool's " +
-                           std::to_string(max_sequence_tokens()) + " tokens");
+                           " positions exceed the pool's " + std::to_string(max_sequence_tokens()) +
+                           " tokens");
   }
   const int64_t new_blocks = CeilDiv(positions, bs) - shared;
   // Matched blocks that are cached now will be pinned, so they do not count
@@ -129,11 +129,11 @@ StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string
   for (BlockId b : plan.shared) pinned += pool_->refcount(b) == 0;
   if (plan.tail_src != kNoBlock) pinned += pool_->refcount(plan.tail_src) == 0;
   if (new_blocks > AvailableBlocks() - pinned) {
-    return ResourceExhaustedError(
-        "KV cache out of blocks: admitting a " + std::to_string(prompt.size()) +
-        "-token prompt needs " + std::to_string(new_blocks) + " new blocks, " +
-        std::to_string(AvailableBlocks() - pinned) + " free or evictable of " +
-        std::to_string(pool_->num_blocks()));
+    return ResourceExhaustedError("KV cache out of blocks: admitting a " +
+                                  std::to_string(prompt.size()) + "-token prompt needs " +
+                                  std::to_string(new_blocks) + " new blocks, " +
+                                  std::to_string(AvailableBlocks() - pinned) +
+                                  " free or evictable of " + std::to_string(pool_->num_blocks()));
   }
   Sequence s;
   s.salt_id = salt_id;
@@ -177,8 +177,8 @@ Status PagedKvCache::Reserve(SeqId seq, int64_t num_positions) {
   Sequence& s = Get(seq);
   if (num_positions > max_sequence_tokens()) {
     return OutOfRangeError("KV reserve: " + std::to_string(num_positions) +
-                           " positions exceed the pool's " +
-                           std::to_string(max_sequence_tokens()) + " tokens");
+                           " positions exceed the pool's " + std::to_string(max_sequence_tokens()) +
+                           " tokens");
   }
   int64_t need = BlocksNeeded(seq, num_positions);
   if (need == 0) return OkStatus();

@@ -38,8 +38,8 @@ int PrefixIndex::FindSalt(std::string_view salt) const {
 }
 
 uint64_t PrefixIndex::ChildHash(BlockId parent, int salt_id, const int32_t* tokens, int n) const {
-  uint64_t h = parent == kNoBlock ? Mix(0x5a17ull ^ static_cast<uint64_t>(salt_id))
-                                  : nodes_[parent].hash;
+  uint64_t h =
+      parent == kNoBlock ? Mix(0x5a17ull ^ static_cast<uint64_t>(salt_id)) : nodes_[parent].hash;
   for (int i = 0; i < n; ++i) h = Mix(h ^ static_cast<uint32_t>(tokens[i]));
   return h;
 }
@@ -68,8 +68,8 @@ BlockId PrefixIndex::FindFull(BlockId parent, int salt_id, const int32_t* tokens
   return kNoBlock;
 }
 
-std::pair<BlockId, int> PrefixIndex::BestPrefix(BlockId parent, int salt_id,
-                                                const int32_t* tokens, int max_tokens) const {
+std::pair<BlockId, int> PrefixIndex::BestPrefix(BlockId parent, int salt_id, const int32_t* tokens,
+                                                int max_tokens) const {
   std::pair<BlockId, int> best{kNoBlock, 0};
   for (BlockId c : Children(parent, salt_id)) {
     const Node& n = nodes_[c];
@@ -207,8 +207,8 @@ Status PrefixIndex::Check() const {
     const std::vector<BlockId>& sib = Children(n.parent, n.salt_id);
     if (std::count(sib.begin(), sib.end(), id) != 1)
       return InternalError(b() + ": not exactly once among its parent's children");
-    if (n.hash != ChildHash(n.parent, n.salt_id, n.tokens.data(),
-                            static_cast<int>(n.tokens.size())))
+    if (n.hash !=
+        ChildHash(n.parent, n.salt_id, n.tokens.data(), static_cast<int>(n.tokens.size())))
       return InternalError(b() + ": stale hash");
     if (n.full && FindFull(n.parent, n.salt_id, n.tokens.data()) != id)
       return InternalError(b() + ": full block not found by its key (duplicate or missing)");

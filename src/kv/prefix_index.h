@@ -106,7 +106,7 @@ class PrefixIndex {
 
   BlockPool* pool_;
   int block_size_;
-  std::vector<Node> nodes_;  // [num_blocks]
+  std::vector<Node> nodes_;                                      // [num_blocks]
   std::unordered_map<int, std::vector<BlockId>> root_children_;  // by salt id
   std::unordered_multimap<uint64_t, BlockId> full_by_hash_;
   std::set<std::pair<uint64_t, BlockId>> lru_;  // cached leaves by tick

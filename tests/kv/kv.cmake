@@ -4,3 +4,7 @@ kvfork_test(kv_cache_test
 kvfork_test(kv_parity_test
   SOURCES kv_parity_test.cc
   LABELS model LIBS kvfork_kv kvfork_model kvfork_kernels kvfork_core)
+# The property test at 1M operations per configuration (~10 s of CPU).
+kvfork_script_test(kv_property_slow_test
+  COMMAND env KVFORK_KV_PROPERTY_OPS=1000000 $<TARGET_FILE:kv_cache_test> --gtest_filter=*KvProperty*
+  LABELS slow)

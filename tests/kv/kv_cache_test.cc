@@ -29,9 +29,9 @@ std::unique_ptr<PagedKvCache> MakePaged(int64_t blocks, bool tail_copy = true,
   return std::move(c).value();
 }
 
-#define EXPECT_CHECK_OK(cache) \
-  do {                         \
-    Status s = (cache).Check(); \
+#define EXPECT_CHECK_OK(cache)           \
+  do {                                   \
+    Status s = (cache).Check();          \
     EXPECT_TRUE(s.ok()) << s.ToString(); \
   } while (0)
 
@@ -230,7 +230,7 @@ TEST(PagedKvCache, SaltIsolatesPrefixes) {
 
 TEST(PagedKvCache, PoolExhaustionIsAllOrNothing) {
   auto c = MakePaged(8);
-  SeqId a = Prefill(*c, Range(1, 24));  // 6 blocks, referenced
+  SeqId a = Prefill(*c, Range(1, 24));       // 6 blocks, referenced
   SeqId small = Prefill(*c, Range(300, 4));  // 1 block: 1 left free
   KvCacheStats before = c->Stats();
   StatusOr<SeqId> b = c->Admit(Range(100, 12), "", 12, nullptr);  // needs 3
@@ -372,8 +372,7 @@ TEST(DenseKvCache, SnapshotPrefixIsCopied) {
   StatusOr<SeqId> x = c->Admit(Range(1, 4), "", 4, nullptr);  // takes the snapshot over
   ASSERT_TRUE(x.ok());
   EXPECT_EQ(c->NumReusedTokens(*x), 3);
-  EXPECT_EQ(c->Admit(Range(1, 4), "", 4, nullptr).status().code(),
-            StatusCode::kResourceExhausted);
+  EXPECT_EQ(c->Admit(Range(1, 4), "", 4, nullptr).status().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(c->Reserve(b, 33).code(), StatusCode::kOutOfRange);
   c->Release(b);
   c->Release(*f);

@@ -46,8 +46,8 @@ std::vector<Result> Serve(Model& model, KvCache& kv, const std::vector<Req>& req
   std::vector<SeqId> seqs;
   for (size_t i = 0; i < reqs.size(); ++i) {
     PrefixMatch m;
-    auto s = kv.Admit(reqs[i].prompt, reqs[i].salt, static_cast<int64_t>(reqs[i].prompt.size()),
-                      &m);
+    auto s =
+        kv.Admit(reqs[i].prompt, reqs[i].salt, static_cast<int64_t>(reqs[i].prompt.size()), &m);
     KVFORK_CHECK_MSG(s.ok(), s.status().ToString());
     seqs.push_back(*s);
     out[i].reused = m.num_reused_tokens;
@@ -125,8 +125,7 @@ class Parity : public ::testing::TestWithParam<std::tuple<Architecture, KvDType>
     std::filesystem::remove_all(dir_, ec);
   }
 
-  std::unique_ptr<KvCache> Cache(KvBackend backend, int64_t blocks = 256,
-                                 bool tail_copy = true) {
+  std::unique_ptr<KvCache> Cache(KvBackend backend, int64_t blocks = 256, bool tail_copy = true) {
     KvCacheOptions o;
     o.layout = layout_;
     o.num_blocks = blocks;
