@@ -5,6 +5,7 @@
 // the construct and the template line.
 #pragma once
 
+#include <ctime>
 #include <memory>
 #include <string>
 
@@ -26,7 +27,16 @@ class ChatTemplate {
   // context holds the template's variables, as transformers passes them:
   // {"messages": [...], "add_generation_prompt": bool, "tools": [...] (optional),
   //  "bos_token": "...", "eos_token": "...", "enable_thinking": bool (Qwen3), ...}
+  // nlohmann::json sorts object keys, so a tool schema printed with tojson
+  // comes out in sorted order; use RenderOrdered to match Python, whose dicts
+  // keep the request's order.
   StatusOr<std::string> Render(const nlohmann::json& context) const;
+  // As Render, keeping the key order of the caller's objects (parse the
+  // request with nlohmann::ordered_json).
+  StatusOr<std::string> RenderOrdered(const nlohmann::ordered_json& context) const;
+  // As RenderOrdered with strftime_now() formatting `now` instead of the
+  // current time (reproducible prompts, tests).
+  StatusOr<std::string> RenderAt(const nlohmann::ordered_json& context, std::time_t now) const;
 
  private:
   struct Impl;
