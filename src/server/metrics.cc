@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace kvfork::server {
 
@@ -46,7 +47,11 @@ std::string FormatValue(double v) {
   if (v == std::floor(v) && std::fabs(v) < 1e15) {
     std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(v));
   } else {
-    std::snprintf(buf, sizeof(buf), "%.17g", v);
+    // Shortest text that reads back as the same double (0.04, not 0.04000000000000001).
+    for (int precision = 6; precision <= 17; ++precision) {
+      std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
+      if (std::strtod(buf, nullptr) == v) break;
+    }
   }
   return buf;
 }

@@ -325,7 +325,7 @@ std::optional<ApiError> ParseMessages(const json& messages, json* out) {
         if (type == part.end() || !type->is_string())
           return InvalidField(pf + ".type", "'" + pf + ".type' must be a string");
         if (*type != "text")
-          return InvalidField(pf + ".type", "content part type '" + type->get<std::string>() +
+          return InvalidField(pf + ".type", "'" + pf + ".type': content part type '" + type->get<std::string>() +
                                                 "' is not supported (only 'text')");
         auto t = part.find("text");
         if (t == part.end() || !t->is_string()) return InvalidField(pf + ".text", "'" + pf + ".text' must be a string");

@@ -1,0 +1,196 @@
+// `kvfork serve --model DIR`: the OpenAI-compatible HTTP server.
+//
+// Order of start-up: bind the port first (so /health can answer 503 while the
+// model loads), then load the model and tokenizer, start the engine, attach.
+// SIGTERM/SIGINT are taken by a sigwait thread: stop taking requests, let
+// running ones finish for up to --drain-seconds, cancel the rest, exit 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "cli/command.h"
+#include "cli/flags.h"
+#include "core/cpu_features.h"
+#include "core/logging.h"
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/auth.h"
+#include "server/http_server.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvfork::cli {
+namespace {
+
+struct ServeConfig {
+  std::string model_dir;
+  server::ServerOptions server;
+  EngineOptions engine;
+  double drain_seconds = 30.0;
+};
+
+StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
+  KVFORK_ASSIGN_OR_RETURN(Flags flags,
+                          Flags::Parse(argc, argv, {"no-prefix-cache", "log-prompts"}));
+  ServeConfig c;
+  KVFORK_ASSIGN_OR_RETURN(c.model_dir, flags.GetRequiredString("model"));
+  KVFORK_ASSIGN_OR_RETURN(c.server.host, flags.GetString("host", "127.0.0.1"));
+  KVFORK_ASSIGN_OR_RETURN(int64_t port, flags.GetInt("port", 8080));
+  const char* env_key = std::getenv("KVFORK_API_KEY");
+  KVFORK_ASSIGN_OR_RETURN(std::string keys,
+                          flags.GetString("api-key", env_key != nullptr ? env_key : ""));
+  KVFORK_ASSIGN_OR_RETURN(double body_mib, flags.GetDouble("max-body-mib", 16.0));
+  KVFORK_ASSIGN_OR_RETURN(c.server.max_prompt_tokens, flags.GetInt("max-prompt-tokens", 0));
+  KVFORK_ASSIGN_OR_RETURN(int64_t http_threads, flags.GetInt("http-threads", 0));
+  KVFORK_ASSIGN_OR_RETURN(std::string name, flags.GetString("served-model-name", ""));
+  c.server.log_prompts = flags.GetBool("log-prompts");
+  KVFORK_ASSIGN_OR_RETURN(c.drain_seconds, flags.GetDouble("drain-seconds", 30.0));
+
+  EngineOptions& e = c.engine;
+  KVFORK_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", ThreadPool::DefaultThreads()));
+  KVFORK_ASSIGN_OR_RETURN(e.max_queue, flags.GetInt("max-queue", e.max_queue));
+  KVFORK_ASSIGN_OR_RETURN(e.kv_backend, flags.GetString("kv-backend", e.kv_backend));
+  KVFORK_ASSIGN_OR_RETURN(e.kv_dtype, flags.GetString("kv-dtype", e.kv_dtype));
+  KVFORK_ASSIGN_OR_RETURN(int64_t block_size, flags.GetInt("kv-block-size", e.kv_block_size));
+  KVFORK_ASSIGN_OR_RETURN(e.kv_cache_mib, flags.GetInt("kv-cache-mib", e.kv_cache_mib));
+  KVFORK_ASSIGN_OR_RETURN(e.kv_blocks, flags.GetInt("kv-blocks", e.kv_blocks));
+  e.prefix_cache = !flags.GetBool("no-prefix-cache");
+  KVFORK_ASSIGN_OR_RETURN(std::string tail, flags.GetString("prefix-tail-copy", "on"));
+  KVFORK_ASSIGN_OR_RETURN(e.max_num_seqs, flags.GetInt("max-num-seqs", e.max_num_seqs));
+  KVFORK_ASSIGN_OR_RETURN(e.max_num_batched_tokens,
+                          flags.GetInt("max-num-batched-tokens", e.max_num_batched_tokens));
+  KVFORK_ASSIGN_OR_RETURN(e.schedule, flags.GetString("schedule", e.schedule));
+  KVFORK_RETURN_IF_ERROR(flags.Finish());
+
+  if (port < 0 || port > 65535)
+    return InvalidArgumentError("--port must be in [0, 65535], got " + std::to_string(port));
+  c.server.port = static_cast<int>(port);
+  if (!(body_mib > 0)) return InvalidArgumentError("--max-body-mib must be positive");
+  c.server.max_body_bytes = static_cast<int64_t>(body_mib * 1024 * 1024);
+  if (c.drain_seconds < 0) return InvalidArgumentError("--drain-seconds must be >= 0");
+  if (threads < 1) return InvalidArgumentError("--threads must be >= 1");
+  e.threads = static_cast<int>(threads);
+  if (e.max_queue < 1) return InvalidArgumentError("--max-queue must be >= 1");
+  if (block_size < 1 || block_size > 4096)
+    return InvalidArgumentError("--kv-block-size must be in [1, 4096]");
+  e.kv_block_size = static_cast<int>(block_size);
+  if (tail != "on" && tail != "off")
+    return InvalidArgumentError("--prefix-tail-copy must be on or off, got '" + tail + "'");
+  e.prefix_tail_copy = tail == "on";
+  c.server.api_keys = server::SplitKeys(keys);
+  // One HTTP thread per connection that may be open at once: every running
+  // and queued request plus a margin for /metrics, /health and refusals.
+  c.server.http_threads = http_threads > 0
+                              ? static_cast<int>(http_threads)
+                              : static_cast<int>(std::min<int64_t>(
+                                    512, e.max_num_seqs + e.max_queue + 16));
+  if (name.empty()) {
+    std::filesystem::path p(c.model_dir);
+    name = (p.has_filename() ? p.filename() : p.parent_path().filename()).string();
+  }
+  c.server.model_name = name;
+  return c;
+}
+
+std::atomic<bool> g_ready{false};
+
+Status Serve(int argc, char** argv) {
+  KVFORK_ASSIGN_OR_RETURN(ServeConfig c, ParseServeFlags(argc, argv));
+
+  // Signals go to the sigwait thread only: block them before any thread starts.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a closed client socket is a failed write, not a crash
+
+  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<server::HttpServer> http,
+                          server::HttpServer::Start(c.server));
+  const std::string url = "http://" + c.server.host + ":" + std::to_string(http->port());
+
+  std::atomic<int> got_signal{0};
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    got_signal.store(sig);
+    if (!g_ready.load()) {
+      // Nothing runs yet: there is nothing to drain.
+      KVFORK_LOG(kInfo) << "signal " << sig << " while loading; exiting";
+      std::_Exit(0);
+    }
+  });
+  waiter.detach();
+
+  ModelLoadOptions load;
+  load.show_progress = false;
+  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(c.model_dir, load));
+  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(c.model_dir));
+  std::unique_ptr<ChatTemplate> chat_template;
+  if (!tokenizer->chat_template().empty()) {
+    StatusOr<ChatTemplate> t = ChatTemplate::Parse(tokenizer->chat_template());
+    if (t.ok()) {
+      chat_template = std::make_unique<ChatTemplate>(std::move(t).value());
+    } else {
+      KVFORK_LOG(kWarn) << "chat template not usable, /v1/chat/completions disabled: "
+                        << t.status().ToString();
+    }
+  }
+  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                          Engine::Create(c.engine, *model, *tokenizer));
+  server::ServingBackend backend;
+  backend.engine = engine.get();
+  backend.tokenizer = tokenizer.get();
+  backend.chat_template = chat_template.get();
+  http->Attach(backend);
+  g_ready.store(true);
+
+  const EngineStats stats = engine->Stats();
+  const ModelConfig& mc = model->config();
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "kvfork serve: model %s (%s, weights %s), kv %s %s, %lld blocks x %lld tokens = "
+                "%.1f MiB, context %lld, isa %s, threads %d, auth %s, listening on %s",
+                c.server.model_name.c_str(), c.model_dir.c_str(),
+                mc.torch_dtype.empty() ? "?" : mc.torch_dtype.c_str(),
+                c.engine.kv_backend.c_str(), c.engine.kv_dtype.c_str(),
+                static_cast<long long>(stats.blocks_total),
+                static_cast<long long>(c.engine.kv_block_size),
+                static_cast<double>(stats.blocks_total) * stats.block_bytes / (1024.0 * 1024.0),
+                static_cast<long long>(engine->max_context()), IsaName(ActiveIsa()),
+                c.engine.threads, c.server.api_keys.empty() ? "off" : "on", url.c_str());
+  std::fprintf(stderr, "%s\n", line);
+  std::fflush(stderr);
+
+  while (got_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  KVFORK_LOG(kInfo) << "signal " << got_signal.load() << ": draining for up to "
+                    << c.drain_seconds << " s";
+  const int64_t cancelled = http->Drain(c.drain_seconds);
+  engine->Shutdown();
+  KVFORK_LOG(kInfo) << "stopped (" << cancelled << " requests cancelled at the drain deadline)";
+  return OkStatus();
+}
+
+int RunServe(int argc, char** argv) {
+  Status s = Serve(argc, argv);
+  if (!s.ok()) {
+    std::fprintf(stderr, "kvfork serve: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+KVFORK_REGISTER_COMMAND(serve, "serve", "OpenAI-compatible HTTP server (--model DIR --port 8080)",
+                        RunServe);
+
+}  // namespace kvfork::cli

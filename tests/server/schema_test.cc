@@ -1,0 +1,175 @@
+// OpenAI request parsing: types, ranges, defaults, and that every error names
+// its field and has OpenAI's shape.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server/openai_schema.h"
+
+namespace kvfork::server {
+namespace {
+
+using nlohmann::json;
+
+SchemaLimits Limits() {
+  SchemaLimits l;
+  l.vocab_size = 1000;
+  return l;
+}
+
+std::optional<ApiError> Chat(const std::string& body, ParsedRequest* out) {
+  return ParseRequestBody(Endpoint::kChat, body, Limits(), out);
+}
+std::optional<ApiError> Completion(const std::string& body, ParsedRequest* out) {
+  return ParseRequestBody(Endpoint::kCompletion, body, Limits(), out);
+}
+
+const char* kMsg = R"("messages":[{"role":"user","content":"hi"}])";
+
+TEST(SchemaTest, ChatFieldsParsed) {
+  ParsedRequest p;
+  auto err = Chat(std::string("{") + kMsg +
+                      R"(,"model":"m","max_tokens":7,"temperature":0.5,"top_p":0.9,"top_k":-1,
+      "min_p":0.1,"n":3,"stop":["a","b"],"seed":42,"presence_penalty":1,"frequency_penalty":-1,
+      "repetition_penalty":1.1,"logit_bias":{"5":-100,"7":2.5},"logprobs":true,"top_logprobs":3,
+      "user":"u","cache_salt":"s","stream":true,"stream_options":{"include_usage":true},
+      "ignore_eos":true,"chat_template_kwargs":{"enable_thinking":false},"unknown_field":[1,2]})",
+                  &p);
+  ASSERT_FALSE(err) << err->ToJson();
+  EXPECT_EQ(p.model, "m");
+  EXPECT_TRUE(p.max_tokens_given);
+  EXPECT_EQ(p.sampling.max_tokens, 7);
+  EXPECT_DOUBLE_EQ(p.sampling.temperature, 0.5);
+  EXPECT_EQ(p.sampling.top_k, 0);
+  EXPECT_EQ(p.sampling.n, 3);
+  EXPECT_EQ(p.sampling.stop, (std::vector<std::string>{"a", "b"}));
+  ASSERT_TRUE(p.sampling.seed.has_value());
+  EXPECT_EQ(*p.sampling.seed, 42u);
+  EXPECT_FLOAT_EQ(p.sampling.logit_bias.at(5), -100.0f);
+  EXPECT_FLOAT_EQ(p.sampling.logit_bias.at(7), 2.5f);
+  EXPECT_EQ(p.sampling.top_logprobs, 3);
+  EXPECT_TRUE(p.sampling.ignore_eos);
+  EXPECT_TRUE(p.stream);
+  EXPECT_TRUE(p.include_usage);
+  EXPECT_EQ(p.cache_salt, "s");
+  EXPECT_EQ(p.chat_template_kwargs["enable_thinking"], false);
+  ASSERT_EQ(p.messages.size(), 1u);
+  EXPECT_EQ(p.messages[0]["content"], "hi");
+}
+
+TEST(SchemaTest, DefaultsWhenAbsentOrNull) {
+  ParsedRequest p;
+  ASSERT_FALSE(Chat(std::string("{") + kMsg + R"(,"temperature":null,"stop":null})", &p));
+  EXPECT_FALSE(p.max_tokens_given);
+  EXPECT_DOUBLE_EQ(p.sampling.temperature, 1.0);
+  EXPECT_EQ(p.sampling.n, 1);
+  EXPECT_EQ(p.sampling.top_logprobs, -1);
+  EXPECT_FALSE(p.stream);
+  EXPECT_TRUE(p.sampling.stop.empty());
+}
+
+TEST(SchemaTest, MaxCompletionTokensWins) {
+  ParsedRequest p;
+  ASSERT_FALSE(Chat(std::string("{") + kMsg + R"(,"max_tokens":3,"max_completion_tokens":9})", &p));
+  EXPECT_EQ(p.sampling.max_tokens, 9);
+}
+
+TEST(SchemaTest, ContentPartsJoinedAndDeveloperIsSystem) {
+  ParsedRequest p;
+  ASSERT_FALSE(Chat(R"({"messages":[{"role":"developer","content":"be brief"},
+      {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})",
+                    &p));
+  EXPECT_EQ(p.messages[0]["role"], "system");
+  EXPECT_EQ(p.messages[1]["content"], "ab");
+}
+
+TEST(SchemaTest, CompletionPromptForms) {
+  ParsedRequest p;
+  ASSERT_FALSE(Completion(R"({"prompt":"hello","logprobs":2,"echo":true})", &p));
+  ASSERT_EQ(p.prompts.size(), 1u);
+  EXPECT_EQ(p.prompts[0].text, "hello");
+  EXPECT_EQ(p.sampling.top_logprobs, 2);
+  EXPECT_TRUE(p.echo);
+  ASSERT_FALSE(Completion(R"({"prompt":[1,2,3]})", &p));
+  ASSERT_EQ(p.prompts.size(), 1u);
+  EXPECT_TRUE(p.prompts[0].is_tokens);
+  EXPECT_EQ(p.prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_FALSE(Completion(R"({"prompt":["a",[4,5]]})", &p));
+  ASSERT_EQ(p.prompts.size(), 2u);
+  EXPECT_FALSE(p.prompts[0].is_tokens);
+  EXPECT_TRUE(p.prompts[1].is_tokens);
+}
+
+struct BadCase {
+  Endpoint endpoint;
+  const char* body;
+  const char* param;  // expected "param"; "" = null
+};
+
+TEST(SchemaTest, BadRequestsNameTheField) {
+  const BadCase cases[] = {
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})", "temperature"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"temperature":3})", "temperature"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"top_p":0})", "top_p"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"n":1000})", "n"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"n":1.5})", "n"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-1})", "max_tokens"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"max_tokens":"9"})", "max_tokens"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stop":5})", "stop"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stop":["a",3]})", "stop[1]"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"seed":"x"})", "seed"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"abc":1}})", "logit_bias"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"5":500}})", "logit_bias.5"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"5000":1}})", "logit_bias"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":3})", "top_logprobs"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})", "stream_options"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"model":7})", "model"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"enable_thinking":"no"}})", "chat_template_kwargs.enable_thinking"},
+      {Endpoint::kChat, R"({"messages":[]})", "messages"},
+      {Endpoint::kChat, R"({"messages":"hi"})", "messages"},
+      {Endpoint::kChat, R"({})", "messages"},
+      {Endpoint::kChat, R"({"messages":[{"role":"wizard","content":"x"}]})", "messages[0].role"},
+      {Endpoint::kChat, R"({"messages":[{"content":"x"}]})", "messages[0].role"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user"}]})", "messages[0].content"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":5}]})", "messages[0].content"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", "messages[0].content[0].type"},
+      {Endpoint::kCompletion, R"({})", "prompt"},
+      {Endpoint::kCompletion, R"({"prompt":[]})", "prompt"},
+      {Endpoint::kCompletion, R"({"prompt":{"a":1}})", "prompt"},
+      {Endpoint::kCompletion, R"({"prompt":[1,-2]})", "prompt[1]"},
+      {Endpoint::kCompletion, R"({"prompt":[1,99999]})", "prompt[1]"},
+      {Endpoint::kCompletion, R"({"prompt":"x","logprobs":9})", "logprobs"},
+      {Endpoint::kCompletion, R"({"prompt":["a",7]})", "prompt[1]"},
+      {Endpoint::kChat, R"([1,2])", ""},
+      {Endpoint::kChat, R"({"messages": [)", ""},
+      {Endpoint::kChat, "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}", ""},
+  };
+  for (const BadCase& c : cases) {
+    ParsedRequest p;
+    auto err = ParseRequestBody(c.endpoint, c.body, Limits(), &p);
+    ASSERT_TRUE(err.has_value()) << c.body;
+    EXPECT_EQ(err->http_status, 400) << c.body;
+    EXPECT_EQ(err->param, c.param) << c.body << " -> " << err->ToJson();
+    json j = json::parse(err->ToJson());
+    ASSERT_TRUE(j.contains("error")) << c.body;
+    for (const char* k : {"message", "type", "param", "code"})
+      EXPECT_TRUE(j["error"].contains(k)) << c.body << " lacks " << k;
+    EXPECT_FALSE(j["error"]["message"].get<std::string>().empty());
+    if (*c.param != '\0') {
+      EXPECT_NE(j["error"]["message"].get<std::string>().find(c.param), std::string::npos)
+          << "message should name the field: " << j.dump();
+    }
+  }
+}
+
+TEST(SchemaTest, FromStatusMapsCodes) {
+  EXPECT_EQ(FromStatus(InvalidArgumentError("x")).http_status, 400);
+  EXPECT_EQ(FromStatus(OutOfRangeError("x")).code, "context_length_exceeded");
+  EXPECT_EQ(FromStatus(ResourceExhaustedError("x")).http_status, 429);
+  EXPECT_EQ(FromStatus(UnavailableError("x")).http_status, 503);
+  EXPECT_EQ(FromStatus(InternalError("x")).http_status, 500);
+}
+
+}  // namespace
+}  // namespace kvfork::server
