@@ -1,0 +1,118 @@
+// DESIGN.md invariant 1 at the model level: a sequence's logits are bitwise
+// equal alone vs in a batch with 7 others, in one prefill chunk vs chunks of
+// 1, 3 and 16, and at 1 vs 2 threads, on every ISA this CPU supports.
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "core/cpu_features.h"
+#include "model_test_util.h"
+
+namespace kvfork {
+namespace {
+
+constexpr int64_t kVocab = 256;
+
+std::vector<int32_t> Tokens(int64_t n, int64_t salt) {
+  std::vector<int32_t> t;
+  for (int64_t i = 0; i < n; ++i) t.push_back(static_cast<int32_t>((i * 31 + salt * 17 + 3) % kVocab));
+  return t;
+}
+
+// All logits of `ids` run in chunks of `chunk` tokens (0: one chunk), alone.
+std::vector<float> RunChunked(Model& m, const KvLayout& layout, const std::vector<int32_t>& ids,
+                              int64_t chunk, int threads) {
+  testing::LocalKv kv(layout, static_cast<int64_t>(ids.size()));
+  ThreadPool pool(threads);
+  std::vector<float> all, logits;
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (chunk <= 0) chunk = n;
+  for (int64_t start = 0; start < n; start += chunk) {
+    const int64_t len = std::min(chunk, n - start);
+    ForwardBatch b;
+    b.tokens.assign(ids.begin() + start, ids.begin() + start + len);
+    b.seqs = {{len, start, kv.blocks.data(), true}};
+    Status s = m.Forward(b, layout, pool, &logits);
+    KVFORK_CHECK_MSG(s.ok(), s.ToString());
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all;
+}
+
+// The same sequence as seq 3 of 8 in one batch, others of varied lengths,
+// some with cached context (decode-like), some wanting only the last row.
+std::vector<float> RunInBatch(Model& m, const KvLayout& layout, const std::vector<int32_t>& ids,
+                              int threads) {
+  ThreadPool pool(threads);
+  std::vector<std::unique_ptr<testing::LocalKv>> kvs;
+  std::vector<std::vector<int32_t>> seqs;
+  std::vector<int64_t> start(8, 0);
+  for (int s = 0; s < 8; ++s) {
+    seqs.push_back(s == 3 ? ids : Tokens(1 + 9 * s % 23, s));
+    kvs.push_back(std::make_unique<testing::LocalKv>(layout, 64));
+  }
+  // Give sequences 5 and 6 some context first, so they run as decode steps.
+  for (int s : {5, 6}) {
+    ForwardBatch pre;
+    pre.tokens = Tokens(10 + s, 100 + s);
+    pre.seqs = {{static_cast<int64_t>(pre.tokens.size()), 0, kvs[s]->blocks.data(), false}};
+    std::vector<float> ignored;
+    KVFORK_CHECK(m.Forward(pre, layout, pool, &ignored).ok());
+    start[s] = static_cast<int64_t>(pre.tokens.size());
+    seqs[s] = {static_cast<int32_t>(s)};
+  }
+  ForwardBatch b;
+  int64_t row0 = 0;
+  for (int s = 0; s < 8; ++s) {
+    b.tokens.insert(b.tokens.end(), seqs[s].begin(), seqs[s].end());
+    const bool all = s == 3 || s % 2 == 0;
+    b.seqs.push_back({static_cast<int64_t>(seqs[s].size()), start[s], kvs[s]->blocks.data(), all});
+    if (s < 3) row0 += all ? static_cast<int64_t>(seqs[s].size()) : 1;
+  }
+  std::vector<float> logits;
+  Status st = m.Forward(b, layout, pool, &logits);
+  KVFORK_CHECK_MSG(st.ok(), st.ToString());
+  return std::vector<float>(logits.begin() + row0 * kVocab,
+                            logits.begin() + (row0 + static_cast<int64_t>(ids.size())) * kVocab);
+}
+
+bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(ModelBatchInvariance, AloneBatchedChunkedThreads) {
+  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3}) {
+    testing::TempDir tmp;
+    ASSERT_TRUE(WriteRandomModel(testing::TinyOptions(arch, DType::kBf16, arch == Architecture::kQwen3,
+                                                      true, kVocab, 5),
+                                 tmp.Sub("m"))
+                    .ok());
+    ModelLoadOptions lo;
+    lo.show_progress = false;
+    auto model = Model::Load(tmp.Sub("m"), lo);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    const std::vector<int32_t> ids = Tokens(40, 1);
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+      if (!IsaSupported(isa)) continue;
+      SetActiveIsaForTesting(isa);
+      for (KvDType kv : {KvDType::kBf16, KvDType::kF32}) {
+        KvLayout layout = (*model)->MakeKvLayout(kv, 16);
+        const std::vector<float> base = RunChunked(**model, layout, ids, 0, 1);
+        ASSERT_EQ(base.size(), ids.size() * kVocab);
+        const std::string where = std::string(IsaName(isa)) + " kv " + KvDTypeName(kv);
+        EXPECT_TRUE(BitEqual(base, RunChunked(**model, layout, ids, 0, 2))) << where << " 2 threads";
+        for (int64_t chunk : {1, 3, 16})
+          for (int threads : {1, 2})
+            EXPECT_TRUE(BitEqual(base, RunChunked(**model, layout, ids, chunk, threads)))
+                << where << " chunk " << chunk << " threads " << threads;
+        for (int threads : {1, 2})
+          EXPECT_TRUE(BitEqual(base, RunInBatch(**model, layout, ids, threads)))
+              << where << " in a batch of 8, threads " << threads;
+      }
+    }
+    SetActiveIsaForTesting(BestSupportedIsa());
+  }
+}
+
+}  // namespace
+}  // namespace kvfork

@@ -1,0 +1,124 @@
+#include "model/model_config.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+namespace kvfork {
+namespace {
+
+const char* kGood = R"({
+  "architectures": ["LlamaForCausalLM"], "vocab_size": 1000, "hidden_size": 64,
+  "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+  "num_key_value_heads": 2, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+  "tie_word_embeddings": true, "eos_token_id": [7, 9], "bos_token_id": 1,
+  "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                   "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})";
+
+TEST(ModelConfig, ParsesLlama) {
+  auto c = ParseModelConfig(kGood, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->arch, Architecture::kLlama);
+  EXPECT_EQ(c->head_dim, 16);
+  EXPECT_EQ(c->num_kv_heads, 2);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int32_t>{7, 9}));
+  EXPECT_EQ(c->bos_token_id, 1);
+  EXPECT_EQ(c->rope_scaling.type, RopeScaling::Type::kLlama3);
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 8192);
+}
+
+std::string Replace(std::string s, const std::string& from, const std::string& to) {
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return s.replace(at, from.size(), to);
+}
+
+void ExpectError(const std::string& json, StatusCode code, const std::string& needle) {
+  auto c = ParseModelConfig(json, "/m/config.json");
+  ASSERT_FALSE(c.ok()) << json;
+  EXPECT_EQ(c.status().code(), code) << c.status().ToString();
+  EXPECT_NE(c.status().message().find(needle), std::string::npos) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("/m/config.json"), std::string::npos);
+}
+
+TEST(ModelConfig, ErrorsNameFileAndField) {
+  ExpectError("{not json", StatusCode::kInvalidArgument, "not valid JSON");
+  ExpectError(Replace(kGood, "\"hidden_size\": 64,", ""), StatusCode::kInvalidArgument,
+              "\"hidden_size\" is missing");
+  ExpectError(Replace(kGood, "\"hidden_size\": 64", "\"hidden_size\": \"64\""),
+              StatusCode::kInvalidArgument, "\"hidden_size\" must be an integer");
+  ExpectError(Replace(kGood, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"),
+              StatusCode::kInvalidArgument, "num_key_value_heads");
+  ExpectError(Replace(kGood, "LlamaForCausalLM", "MistralForCausalLM"),
+              StatusCode::kUnimplemented, "MistralForCausalLM");
+  ExpectError(Replace(kGood, "\"rope_type\": \"llama3\"", "\"rope_type\": \"yarn\""),
+              StatusCode::kUnimplemented, "yarn");
+  ExpectError(Replace(kGood, "\"factor\": 32.0,", ""), StatusCode::kInvalidArgument,
+              "rope_scaling.factor");
+  ExpectError(Replace(kGood, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"attention_bias\": true"),
+              StatusCode::kUnimplemented, "attention_bias");
+  ExpectError(Replace(kGood, "\"vocab_size\": 1000", "\"vocab_size\": 0"),
+              StatusCode::kInvalidArgument, "vocab_size");
+}
+
+TEST(ModelConfig, MissingFile) {
+  auto c = LoadModelConfig("/nonexistent/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(c.status().message().find("/nonexistent/config.json"), std::string::npos);
+}
+
+TEST(ModelConfig, Qwen3HeadDimDefaultsAsTransformers) {
+  std::string j = Replace(kGood, "LlamaForCausalLM", "Qwen3ForCausalLM");
+  auto c = ParseModelConfig(j, "config.json");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->head_dim, 128);
+  c = ParseModelConfig(Replace(j, "\"hidden_size\": 64", "\"hidden_size\": 64, \"head_dim\": 32"),
+                       "config.json");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->head_dim, 32);
+}
+
+// transformers' _compute_llama3_parameters, written out for head_dim 128,
+// theta 500000, factor 32, low 1, high 4, original 8192 (Llama 3.2).
+TEST(ModelConfig, Llama3RopeScaling) {
+  ModelConfig c;
+  c.head_dim = 128;
+  c.rope_theta = 500000.0;
+  c.rope_scaling.type = RopeScaling::Type::kLlama3;
+  c.rope_scaling.factor = 32;
+  c.rope_scaling.low_freq_factor = 1;
+  c.rope_scaling.high_freq_factor = 4;
+  c.rope_scaling.original_max_position_embeddings = 8192;
+  std::vector<float> f = c.RopeInvFreq();
+  ASSERT_EQ(f.size(), 64u);
+  int high = 0, medium = 0, low = 0;
+  for (int i = 0; i < 64; ++i) {
+    double inv = 1.0 / std::pow(500000.0, 2.0 * i / 128);
+    double wavelen = 2 * M_PI / inv;
+    double expect;
+    if (wavelen < 8192 / 4.0) {
+      expect = inv;
+      ++high;
+    } else if (wavelen > 8192 / 1.0) {
+      expect = inv / 32;
+      ++low;
+    } else {
+      double smooth = (8192 / wavelen - 1) / (4 - 1);
+      expect = (1 - smooth) * inv / 32 + smooth * inv;
+      ++medium;
+    }
+    EXPECT_NEAR(f[i], expect, 1e-7 * expect) << i;
+  }
+  EXPECT_GT(high, 0);
+  EXPECT_GT(medium, 0);
+  EXPECT_GT(low, 0);
+  c.rope_scaling.type = RopeScaling::Type::kNone;
+  f = c.RopeInvFreq();
+  EXPECT_FLOAT_EQ(f[0], 1.0f);
+  EXPECT_NEAR(f[63], 1.0 / std::pow(500000.0, 126.0 / 128), 1e-12);
+}
+
+}  // namespace
+}  // namespace kvfork
