@@ -60,5 +60,4 @@ test('32 concurrent streams, 8 disconnect mid-stream', async () => {
   assert.equal(stats.blocks_free + stats.blocks_cached, stats.blocks_total);
   const m = parsePrometheus(await (await fetch(server.url + '/metrics')).text());
   assert.equal(metricSum(m, 'kvfork_client_disconnects_total') - disconnectsBefore, dropping.size);
-  assert.ok(metricSum(m, 'vllm:request_success_total{model_name="' + model + '",finished_reason="abort"}') >= 1);
 });
