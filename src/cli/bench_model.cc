@@ -1,0 +1,313 @@
+// `kvfork bench model`: one sequence's prefill and decode through the whole
+// model, against the machine's limits measured in the same run.
+//
+//   prefill   --prompt-tokens tokens in one Forward call; achieved FLOP/s =
+//             (2 * matmul params * tokens + the lm head for the last token +
+//             causal attention 2 * layers * heads * head_dim * T * (T + 1))
+//             / seconds, against the peak FLOP rate for bf16 GEMM
+//   decode    --decode-tokens greedy steps of one token each; tok/s against
+//             bandwidth / weight bytes one step reads (every matrix once and
+//             one embedding row; the KV cache read is reported, not counted)
+//
+// Without --model, writes random bf16 weights of --shape (model/random_model.h)
+// to a temporary directory and removes it afterwards.
+//
+// Flags: --shape qwen3-0.6b|llama-3.2-1b, --model DIR, --threads N (default all
+//        cores), --prompt-tokens N (512), --decode-tokens N (32),
+//        --json PATH (bench/results/model.json).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/bench_limits.h"
+#include "cli/command.h"
+#include "cli/flags.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "core/timer.h"
+#include "model/decoder.h"
+#include "model/model.h"
+#include "model/random_model.h"
+
+namespace kvfork::cli {
+namespace {
+
+struct Options {
+  std::string shape;
+  std::string model_dir;  // empty: random weights
+  std::string tokenizer_dir;
+  int threads = 1;
+  int64_t prompt_tokens = 512;
+  int64_t decode_tokens = 32;
+  std::string json_path;
+};
+
+StatusOr<Options> ParseOptions(int argc, char** argv) {
+  KVFORK_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(argc, argv, {}));
+  Options o;
+  KVFORK_ASSIGN_OR_RETURN(o.shape, flags.GetString("shape", "qwen3-0.6b"));
+  KVFORK_ASSIGN_OR_RETURN(o.model_dir, flags.GetString("model", ""));
+  KVFORK_ASSIGN_OR_RETURN(o.tokenizer_dir, flags.GetString("tokenizer", ""));
+  KVFORK_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", ThreadPool::DefaultThreads()));
+  KVFORK_ASSIGN_OR_RETURN(o.prompt_tokens, flags.GetInt("prompt-tokens", 512));
+  KVFORK_ASSIGN_OR_RETURN(o.decode_tokens, flags.GetInt("decode-tokens", 32));
+  KVFORK_ASSIGN_OR_RETURN(o.json_path, flags.GetString("json", "bench/results/model.json"));
+  KVFORK_RETURN_IF_ERROR(flags.Finish());
+  if (o.shape != "qwen3-0.6b" && o.shape != "llama-3.2-1b")
+    return InvalidArgumentError("--shape must be qwen3-0.6b or llama-3.2-1b, got \"" + o.shape +
+                                "\"");
+  if (threads < 1 || threads > 1024)
+    return InvalidArgumentError("--threads must be in [1, 1024], got " + std::to_string(threads));
+  o.threads = static_cast<int>(threads);
+  if (o.prompt_tokens < 1 || o.prompt_tokens > 1 << 20)
+    return InvalidArgumentError("--prompt-tokens must be in [1, 1048576], got " +
+                                std::to_string(o.prompt_tokens));
+  if (o.decode_tokens < 1 || o.decode_tokens > 1 << 20)
+    return InvalidArgumentError("--decode-tokens must be in [1, 1048576], got " +
+                                std::to_string(o.decode_tokens));
+  return o;
+}
+
+// Removes the random model's directory when the benchmark ends.
+struct TempDir {
+  std::filesystem::path path;
+  ~TempDir() {
+    if (path.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+// Writes random bf16 weights of the shape into a fresh temporary directory.
+Status MakeRandomModel(const Options& o, TempDir* dir) {
+  RandomModelOptions r;
+  r.arch = o.shape == "qwen3-0.6b" ? Architecture::kQwen3 : Architecture::kLlama;
+  r.shape = o.shape;
+  r.dtype = DType::kBf16;
+  r.seed = 1;
+  // The tokenizer is not used here; it is copied only so the directory is a
+  // complete model, when the repository's copy is found from the cwd.
+  std::string tok = o.tokenizer_dir;
+  if (tok.empty()) {
+    tok = r.arch == Architecture::kQwen3 ? ".cache/npm/tokenizer-qwen3/package/models"
+                                         : ".cache/npm/tokenizer-llama3/package/models";
+    if (!std::filesystem::exists(std::filesystem::path(tok) / "tokenizer.json")) tok.clear();
+  }
+  r.tokenizer_dir = tok;
+  dir->path = std::filesystem::temp_directory_path() /
+              ("kvfork-bench-model-" + std::to_string(getpid()));
+  Timer t;
+  KVFORK_RETURN_IF_ERROR(WriteRandomModel(r, dir->path.string()));
+  std::fprintf(stderr, "wrote random %s weights to %s (%.1f s)\n", o.shape.c_str(),
+               dir->path.c_str(), t.Seconds());
+  return OkStatus();
+}
+
+// Owns a contiguous run of KV blocks for one sequence and its block table.
+struct BlockTable {
+  std::unique_ptr<uint8_t, decltype(&std::free)> memory{nullptr, &std::free};
+  std::vector<uint8_t*> blocks;
+};
+
+StatusOr<BlockTable> AllocateBlocks(const KvLayout& layout, int64_t tokens) {
+  const int64_t n = (tokens + layout.block_size - 1) / layout.block_size;
+  const size_t block_bytes = layout.BlockBytes();  // a multiple of 64
+  BlockTable t;
+  t.memory.reset(static_cast<uint8_t*>(std::aligned_alloc(64, block_bytes * n)));
+  if (t.memory == nullptr)
+    return ResourceExhaustedError("cannot allocate " + std::to_string(block_bytes * n) +
+                                  " bytes of KV blocks");
+  for (int64_t i = 0; i < n; ++i) t.blocks.push_back(t.memory.get() + i * block_bytes);
+  return t;
+}
+
+int32_t Argmax(const std::vector<float>& logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+struct Row {
+  std::string metric, unit;
+  double value = 0, limit = 0;  // limit 0: none
+};
+
+Status BenchModel(int argc, char** argv) {
+  KVFORK_ASSIGN_OR_RETURN(Options o, ParseOptions(argc, argv));
+  ThreadPool pool(o.threads);
+  const Isa isa = ActiveIsa();
+
+  // Limits first, before the model's pages compete for the cache.
+  const double bw = MeasureBandwidth(pool, 0.3);
+  const PeakFlops peak = MeasurePeakFlops(pool, 0.3);
+  const double peak_gemm = peak.ForBf16Gemm();
+
+  TempDir temp;
+  std::string dir = o.model_dir;
+  if (dir.empty()) {
+    KVFORK_RETURN_IF_ERROR(MakeRandomModel(o, &temp));
+    dir = temp.path.string();
+  }
+  ModelLoadOptions load_options;
+  load_options.show_progress = false;
+  Timer load_timer;
+  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(dir, load_options));
+  const double load_s = load_timer.Seconds();
+  const ModelConfig& c = model->config();
+  const auto* decoder = dynamic_cast<const Decoder*>(model.get());
+  if (decoder == nullptr) return InternalError("Model::Load returned something not a Decoder");
+  const ModelWeights& w = decoder->weights();
+
+  const int64_t total = o.prompt_tokens + o.decode_tokens;
+  if (c.max_position_embeddings > 0 && total > c.max_position_embeddings)
+    return InvalidArgumentError("--prompt-tokens + --decode-tokens = " + std::to_string(total) +
+                                " exceeds max_position_embeddings " +
+                                std::to_string(c.max_position_embeddings));
+  const KvLayout layout = model->MakeKvLayout(KvDType::kBf16, 16);
+  KVFORK_ASSIGN_OR_RETURN(BlockTable table, AllocateBlocks(layout, total));
+
+  // Deterministic prompt of random ids.
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> token_dist(0, static_cast<int32_t>(c.vocab_size - 1));
+  ForwardBatch prefill;
+  for (int64_t i = 0; i < o.prompt_tokens; ++i) prefill.tokens.push_back(token_dist(rng));
+  prefill.seqs.push_back({o.prompt_tokens, 0, table.blocks.data(), false});
+  std::vector<float> logits;
+
+  // Warm-up: one token touches every weight page (the mmap faults them in)
+  // and sizes nothing large; the prefill below overwrites its K/V.
+  {
+    ForwardBatch warm;
+    warm.tokens = {prefill.tokens[0]};
+    warm.seqs.push_back({1, 0, table.blocks.data(), false});
+    KVFORK_RETURN_IF_ERROR(model->Forward(warm, layout, pool, &logits));
+  }
+
+  Timer prefill_timer;
+  KVFORK_RETURN_IF_ERROR(model->Forward(prefill, layout, pool, &logits));
+  const double prefill_s = prefill_timer.Seconds();
+
+  std::vector<int32_t> generated;
+  int32_t next = Argmax(logits);
+  Timer decode_timer;
+  for (int64_t i = 0; i < o.decode_tokens; ++i) {
+    ForwardBatch step;
+    step.tokens = {next};
+    step.seqs.push_back({1, o.prompt_tokens + i, table.blocks.data(), false});
+    KVFORK_RETURN_IF_ERROR(model->Forward(step, layout, pool, &logits));
+    generated.push_back(next);
+    next = Argmax(logits);
+  }
+  const double decode_s = decode_timer.Seconds();
+
+  // FLOPs of the prefill: every layer matrix for every token, the lm head for
+  // the last token only (all_logits is false), and causal attention (QK^T and
+  // PV over positions [0, t] for token t).
+  const double H = static_cast<double>(c.hidden_size), I = static_cast<double>(c.intermediate_size);
+  const double qd = static_cast<double>(c.num_heads * c.head_dim);
+  const double kvd = static_cast<double>(c.num_kv_heads * c.head_dim);
+  const double layer_params = static_cast<double>(c.num_layers) * (2 * H * qd + 2 * H * kvd + 3 * H * I);
+  const double lm_head_params = static_cast<double>(c.vocab_size) * H;
+  const double T = static_cast<double>(o.prompt_tokens);
+  const double attn_flops = 2.0 * static_cast<double>(c.num_layers) * qd * T * (T + 1);
+  const double prefill_flops = 2 * layer_params * T + 2 * lm_head_params + attn_flops;
+  const double prefill_flop_rate = prefill_flops / prefill_s;
+  const double prefill_tok_s = T / prefill_s;
+  // Tokens per second the peak allows at this prompt length (same FLOP count).
+  const double prefill_tok_limit = peak_gemm * T / prefill_flops;
+
+  const double weight_bytes = static_cast<double>(w.decode_bytes_per_token) +
+                              H * static_cast<double>(DTypeSize(w.embed_tokens.dtype));
+  const double decode_tok_s = static_cast<double>(o.decode_tokens) / decode_s;
+  const double decode_tok_limit = bw / weight_bytes;
+  // Mean KV bytes a decode step reads (positions [0, pos] at step pos).
+  const double kv_bytes_mean = static_cast<double>(layout.BytesPerToken()) *
+                               (T + 1 + static_cast<double>(o.decode_tokens - 1) / 2);
+
+  const Row rows[] = {
+      {"read bandwidth", "GB/s", bw * 1e-9, 0},
+      {"peak bf16 gemm", "GFLOP/s", peak_gemm * 1e-9, 0},
+      {"prefill", "tok/s", prefill_tok_s, prefill_tok_limit},
+      {"prefill", "GFLOP/s", prefill_flop_rate * 1e-9, peak_gemm * 1e-9},
+      {"decode", "tok/s", decode_tok_s, decode_tok_limit},
+      {"decode weights", "GB/s", decode_tok_s * weight_bytes * 1e-9, bw * 1e-9},
+  };
+  std::printf("%s (%s), %d threads, isa %s, %lld prompt + %lld decode tokens\n", o.shape.c_str(),
+              o.model_dir.empty() ? "random bf16" : o.model_dir.c_str(), o.threads, IsaName(isa),
+              static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.decode_tokens));
+  std::printf("load %.2f s, %lld params, %.1f MB weights read per decode step\n", load_s,
+              static_cast<long long>(w.num_params), weight_bytes * 1e-6);
+  std::printf("\n%-16s %-8s %12s %12s %9s\n", "metric", "unit", "value", "limit", "fraction");
+  nlohmann::json json_rows = nlohmann::json::array();
+  for (const Row& r : rows) {
+    if (r.limit > 0)
+      std::printf("%-16s %-8s %12.2f %12.2f %8.1f%%\n", r.metric.c_str(), r.unit.c_str(), r.value,
+                  r.limit, 100.0 * r.value / r.limit);
+    else
+      std::printf("%-16s %-8s %12.2f %12s %9s\n", r.metric.c_str(), r.unit.c_str(), r.value, "-",
+                  "-");
+    json_rows.push_back({{"metric", r.metric},
+                         {"unit", r.unit},
+                         {"value", r.value},
+                         {"limit", r.limit > 0 ? nlohmann::json(r.limit) : nlohmann::json()},
+                         {"fraction", r.limit > 0 ? nlohmann::json(r.value / r.limit)
+                                                  : nlohmann::json()}});
+  }
+  std::printf("\nprefill %.3f s, decode %.2f ms/token\n", prefill_s,
+              decode_s * 1e3 / static_cast<double>(o.decode_tokens));
+
+  nlohmann::json out;
+  out["shape"] = o.shape;
+  out["model"] = o.model_dir.empty() ? nlohmann::json("random bf16") : nlohmann::json(o.model_dir);
+  out["isa"] = IsaName(isa);
+  out["threads"] = o.threads;
+  out["prompt_tokens"] = o.prompt_tokens;
+  out["decode_tokens"] = o.decode_tokens;
+  out["load_s"] = load_s;
+  out["num_params"] = w.num_params;
+  out["read_bandwidth_gbps"] = bw * 1e-9;
+  out["peak_f32_gflops"] = peak.f32 * 1e-9;
+  out["peak_bf16_gflops"] = peak.bf16 * 1e-9;
+  out["peak_for_bf16_gemm_gflops"] = peak_gemm * 1e-9;
+  out["prefill_s"] = prefill_s;
+  out["prefill_flops"] = prefill_flops;
+  out["decode_s"] = decode_s;
+  out["decode_weight_bytes_per_token"] = weight_bytes;
+  out["decode_kv_bytes_per_token_mean"] = kv_bytes_mean;
+  out["generated_tokens"] = generated;
+  out["rows"] = json_rows;
+  const std::filesystem::path path(o.json_path);
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  std::ofstream f(path);
+  if (!f) return InvalidArgumentError("--json: cannot write " + path.string());
+  f << out.dump(2) << "\n";
+  std::printf("wrote %s\n", path.c_str());
+  return OkStatus();
+}
+
+int Run(int argc, char** argv) {
+  Status s = BenchModel(argc, argv);
+  if (!s.ok()) {
+    std::fprintf(stderr,
+                 "kvfork bench model: %s\nusage: kvfork bench model --shape "
+                 "qwen3-0.6b|llama-3.2-1b [--model DIR] [--threads N] [--prompt-tokens 512] "
+                 "[--decode-tokens 32] [--json PATH]\n",
+                 s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+KVFORK_REGISTER_BENCHMARK(model, "model", "prefill and decode of one sequence vs the limits", Run);
+
+}  // namespace kvfork::cli
