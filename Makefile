@@ -27,8 +27,13 @@ $(DEFAULT_MODEL)/config.json:
 
 model: build $(DEFAULT_MODEL)/config.json
 
+PORT ?= 8080
+
 run: model
-	$(KVFORK) generate --model $(DEFAULT_MODEL) --prompt-ids 9707,11,1879,0 --max-tokens 32
+	@echo "kvfork: serving $(DEFAULT_MODEL) on http://127.0.0.1:$(PORT) -- try:"
+	@echo "  curl -s http://127.0.0.1:$(PORT)/v1/chat/completions -H 'Content-Type: application/json' \\"
+	@echo "    -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":32}'"
+	$(KVFORK) serve --model $(DEFAULT_MODEL) --port $(PORT)
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)

@@ -2,13 +2,19 @@
 // token ids of TEXT (the positional arguments joined by spaces; "-" reads
 // stdin) with the tokenizer of model directory DIR. Without --ids, one line
 // per token: id, then the token's bytes as a quoted, escaped string.
+// `--chat FILE.json` renders a conversation with the model's chat template
+// instead: FILE holds a messages list, or an object of template variables
+// ({"messages": [...], "tools": [...], "enable_thinking": false, ...}); the
+// rendered prompt is printed, or its ids with --ids.
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <string>
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -39,20 +45,49 @@ std::string Quote(const std::string& bytes) {
   return out + "\"";
 }
 
+// The template variables of a --chat file, with the tokenizer's special
+// tokens and add_generation_prompt filled in where the file has none.
+StatusOr<nlohmann::ordered_json> LoadChatContext(const std::string& path, const Tokenizer& tok,
+                                                 bool add_generation_prompt) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError("--chat: cannot open " + path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  nlohmann::ordered_json doc =
+      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return InvalidArgumentError("--chat: " + path + " is not valid JSON");
+  nlohmann::ordered_json context;
+  if (doc.is_array()) {
+    context["messages"] = doc;
+  } else if (doc.is_object() && doc.contains("messages") && doc["messages"].is_array()) {
+    context = doc;
+  } else {
+    return InvalidArgumentError("--chat: " + path +
+                                " must hold a messages list or an object with \"messages\"");
+  }
+  if (!context.contains("add_generation_prompt"))
+    context["add_generation_prompt"] = add_generation_prompt;
+  if (!context.contains("bos_token")) context["bos_token"] = tok.bos_token();
+  if (!context.contains("eos_token")) context["eos_token"] = tok.eos_token();
+  return context;
+}
+
 int RunTokenize(int argc, char** argv) {
-  auto flags = Flags::Parse(argc, argv, {"ids", "add-special", "help"});
+  auto flags = Flags::Parse(argc, argv, {"ids", "add-special", "add-generation-prompt", "help"});
   if (!flags.ok()) {
     std::fprintf(stderr, "tokenize: %s\n", flags.status().ToString().c_str());
     return 2;
   }
   if (flags->GetBool("help")) {
     std::printf(
-        "usage: kvfork tokenize --model DIR [--ids] [--add-special] TEXT...  (TEXT \"-\": stdin)\n");
+        "usage: kvfork tokenize --model DIR [--ids] [--add-special] TEXT...  (TEXT \"-\": stdin)\n"
+        "       kvfork tokenize --model DIR [--ids] --chat FILE.json [--add-generation-prompt]\n");
     return 0;
   }
   auto model = flags->GetRequiredString("model");
   const bool ids_only = flags->GetBool("ids");
   const bool add_special = flags->GetBool("add-special");
+  const bool add_generation_prompt = flags->GetBool("add-generation-prompt");
+  auto chat_file = flags->GetString("chat", "");
   Status finish = flags->Finish();
   if (!model.ok() || !finish.ok()) {
     std::fprintf(stderr, "tokenize: %s\n",
@@ -72,6 +107,34 @@ int RunTokenize(int argc, char** argv) {
   if (!tok.ok()) {
     std::fprintf(stderr, "tokenize: %s\n", tok.status().ToString().c_str());
     return 1;
+  }
+  if (!chat_file->empty()) {
+    auto context = LoadChatContext(*chat_file, **tok, add_generation_prompt);
+    if (!context.ok()) {
+      std::fprintf(stderr, "tokenize: %s\n", context.status().ToString().c_str());
+      return 1;
+    }
+    if ((*tok)->chat_template().empty()) {
+      std::fprintf(stderr, "tokenize: %s has no chat_template in tokenizer_config.json\n",
+                   model->c_str());
+      return 1;
+    }
+    auto tmpl = ChatTemplate::Parse((*tok)->chat_template());
+    if (!tmpl.ok()) {
+      std::fprintf(stderr, "tokenize: chat template: %s\n", tmpl.status().ToString().c_str());
+      return 1;
+    }
+    auto rendered = tmpl->RenderOrdered(*context);
+    if (!rendered.ok()) {
+      std::fprintf(stderr, "tokenize: chat template: %s\n", rendered.status().ToString().c_str());
+      return 1;
+    }
+    if (!ids_only) {
+      std::fwrite(rendered->data(), 1, rendered->size(), stdout);
+      return 0;
+    }
+    // The template writes the special tokens itself (BOS included).
+    text = *rendered;
   }
   const std::vector<int32_t> ids = (*tok)->Encode(text, add_special);
   if (ids_only) {

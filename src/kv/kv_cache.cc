@@ -82,8 +82,19 @@ StatusOr<int64_t> ResolveNumBlocks(const KvCacheOptions& options) {
                                 " MiB holds no block of " + std::to_string(block_bytes) + " bytes");
   }
   if (options.cache_mib == 0) {
-    KVFORK_LOG(kInfo) << "KV cache: " << (bytes >> 20) << " MiB (a quarter of available memory), "
-                      << blocks << " blocks of " << block_bytes << " bytes";
+    // Past 64 full contexts more blocks only cost start-up time (per-block
+    // metadata) for small models, whose blocks are tiny.
+    const char* why = "a quarter of available memory";
+    if (options.max_context > 0) {
+      const int64_t cap = 64 * ((options.max_context + options.layout.block_size - 1) /
+                                options.layout.block_size);
+      if (blocks > cap) {
+        blocks = cap;
+        why = "64 full contexts";
+      }
+    }
+    KVFORK_LOG(kInfo) << "KV cache: " << ((blocks * block_bytes) >> 20) << " MiB (" << why
+                      << "), " << blocks << " blocks of " << block_bytes << " bytes";
   }
   return blocks;
 }

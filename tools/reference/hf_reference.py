@@ -97,7 +97,23 @@ def rotate_half(x):
     return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
 
 
-def forward(cfg, w, ids):
+def round_to_bf16(x):
+    """float64 -> nearest bf16 (via float32, round to nearest even), as float64."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def forward(cfg, w, ids, matmul_input_bf16=False):
+    # matmul_input_bf16 models the one numeric choice kvfork declares for
+    # bf16 weights (kernels/ops.h, as llama.cpp does): each matmul's input
+    # row is rounded to bf16 before the dot product. Everything else stays
+    # float64, so the comparison still checks the whole architecture.
+    def mm(h, name):
+        if matmul_input_bf16:
+            h = round_to_bf16(h)
+        return h @ w[name].T
+
     arch = cfg["architectures"][0]
     if arch not in ("LlamaForCausalLM", "Qwen3ForCausalLM"):
         raise ValueError(f"architecture {arch} not supported")
@@ -123,9 +139,9 @@ def forward(cfg, w, ids):
     for l in range(n_layers):
         p = f"model.layers.{l}."
         h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
-        q = (h @ w[p + "self_attn.q_proj.weight"].T).reshape(T, nh, hd)
-        k = (h @ w[p + "self_attn.k_proj.weight"].T).reshape(T, nkv, hd)
-        v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(T, nkv, hd)
+        q = mm(h, p + "self_attn.q_proj.weight").reshape(T, nh, hd)
+        k = mm(h, p + "self_attn.k_proj.weight").reshape(T, nkv, hd)
+        v = mm(h, p + "self_attn.v_proj.weight").reshape(T, nkv, hd)
         if qwen3:
             q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
             k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
@@ -139,18 +155,16 @@ def forward(cfg, w, ids):
         probs = np.exp(scores)
         probs /= probs.sum(axis=-1, keepdims=True)
         attn = np.einsum("hts,shd->thd", probs, v).reshape(T, nh * hd)
-        x = x + attn @ w[p + "self_attn.o_proj.weight"].T
+        x = x + mm(attn, p + "self_attn.o_proj.weight")
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
-        gate = h @ w[p + "mlp.gate_proj.weight"].T
-        up = h @ w[p + "mlp.up_proj.weight"].T
+        gate = mm(h, p + "mlp.gate_proj.weight")
+        up = mm(h, p + "mlp.up_proj.weight")
         act = gate / (1.0 + np.exp(-gate)) * up
-        x = x + act @ w[p + "mlp.down_proj.weight"].T
+        x = x + mm(act, p + "mlp.down_proj.weight")
     x = rms_norm(x, w["model.norm.weight"], eps)
     if cfg.get("tie_word_embeddings", False):
-        lm_head = w["model.embed_tokens.weight"]
-    else:
-        lm_head = w["lm_head.weight"]
-    return x @ lm_head.T
+        return mm(x, "model.embed_tokens.weight")
+    return mm(x, "lm_head.weight")
 
 
 def main():
@@ -158,11 +172,13 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--prompt-ids", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--matmul-input-bf16", action="store_true",
+                    help="round each matmul input to bf16 (kvfork's declared bf16-weight numerics)")
     args = ap.parse_args()
     with open(os.path.join(args.model, "config.json")) as f:
         cfg = json.load(f)
     ids = [int(t) for t in args.prompt_ids.split(",")]
-    logits = forward(cfg, load_weights(args.model), ids)
+    logits = forward(cfg, load_weights(args.model), ids, args.matmul_input_bf16)
     logits.astype("<f8").tofile(args.out)
     print(f"logits {logits.shape} std {logits.std():.4f}", file=sys.stderr)
 
