@@ -1,4 +1,5 @@
 #include "tokenizer/jinja_pystr.h"
+#include "tokenizer/utf8.h"
 
 // GCC 12 at -O3 reports a false -Wrestrict inside std::string concatenation
 // (GCC bug 105651); nothing here copies overlapping memory.
@@ -76,23 +77,7 @@ std::vector<uint32_t> DecodeUtf8(std::string_view s) {
   return out;
 }
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+void AppendUtf8(uint32_t cp, std::string* out) { utf8::AppendCodepoint(cp, out); }
 
 std::string EncodeUtf8(const std::vector<uint32_t>& cps) {
   std::string out;
