@@ -25,6 +25,11 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512dq = false;
   bool avx512_bf16 = false;
+  // AMX-TILE and AMX-BF16 reported by CPUID, the OS saving tile state (XCR0
+  // bits 17 and 18), and the kernel granting this process the tile data
+  // (arch_prctl ARCH_REQ_XCOMP_PERM, asked once at detection): all three, or false.
+  bool amx_tile = false;
+  bool amx_bf16 = false;
 };
 
 const CpuFeatures& DetectCpuFeatures();
