@@ -80,11 +80,14 @@ bool IsaSupported(Isa isa) {
     case Isa::kAvx512:
       return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
              f.avx512_bf16;
+    case Isa::kAmx:
+      return IsaSupported(Isa::kAvx512) && f.amx_tile && f.amx_bf16;
   }
   return false;
 }
 
 Isa BestSupportedIsa() {
+  if (IsaSupported(Isa::kAmx)) return Isa::kAmx;
   if (IsaSupported(Isa::kAvx512)) return Isa::kAvx512;
   if (IsaSupported(Isa::kAvx2)) return Isa::kAvx2;
   return Isa::kScalar;
@@ -98,6 +101,8 @@ const char* IsaName(Isa isa) {
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kAmx:
+      return "amx";
   }
   return "?";
 }
@@ -106,7 +111,8 @@ StatusOr<Isa> ParseIsa(const std::string& name) {
   if (name == "scalar" || name == "portable") return Isa::kScalar;
   if (name == "avx2") return Isa::kAvx2;
   if (name == "avx512") return Isa::kAvx512;
-  return InvalidArgumentError("unknown ISA '" + name + "' (expected scalar, avx2 or avx512)");
+  if (name == "amx") return Isa::kAmx;
+  return InvalidArgumentError("unknown ISA '" + name + "' (expected scalar, avx2, avx512 or amx)");
 }
 
 Isa ActiveIsa() {
