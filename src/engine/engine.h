@@ -41,22 +41,34 @@ struct EngineOptions {
 // Counters for /metrics and /v1/cache/stats. Each is cumulative since start
 // unless it says "now".
 struct EngineStats {
-  int64_t requests_running = 0;      // now
-  int64_t requests_waiting = 0;      // now
+  int64_t requests_running = 0;  // now
+  int64_t requests_waiting = 0;  // now
   int64_t blocks_total = 0;
-  int64_t blocks_free = 0;           // now
-  int64_t blocks_used = 0;           // now: referenced by a running sequence
-  int64_t blocks_cached = 0;         // now: refcount 0, in the prefix index
+  int64_t blocks_free = 0;    // now
+  int64_t blocks_used = 0;    // now: referenced by a running sequence
+  int64_t blocks_cached = 0;  // now: refcount 0, in the prefix index
   int64_t block_bytes = 0;
-  int64_t prefix_queries_tokens = 0; // prompt tokens looked up in the index
-  int64_t prefix_hits_tokens = 0;    // of those, tokens reused
-  int64_t tail_copied_tokens = 0;    // reused by copying into a private block
-  int64_t evictions = 0;             // blocks evicted from the index
+  int64_t prefix_queries_tokens = 0;  // prompt tokens looked up in the index
+  int64_t prefix_hits_tokens = 0;     // of those, tokens reused
+  int64_t tail_copied_tokens = 0;     // reused by copying into a private block
+  int64_t evictions = 0;              // blocks evicted from the index
   int64_t preemptions = 0;
-  int64_t prompt_tokens = 0;         // prompt tokens of finished requests
+  int64_t prompt_tokens = 0;  // prompt tokens of finished requests
   int64_t generation_tokens = 0;
   int64_t requests_finished = 0;
-  int64_t kv_bytes_peak = 0;         // max bytes of blocks used or cached
+  int64_t kv_bytes_peak = 0;  // max bytes of blocks used or cached
+  // Where steps spent their wall-clock time (the scheduler's StepTimes):
+  // every step that ran a forward, and the steps that only decoded.
+  // other = step - forward - sample (scheduling, KV bookkeeping, stop
+  // strings, detokenizing, streaming).
+  int64_t steps = 0;
+  int64_t step_ns = 0;
+  int64_t forward_ns = 0;
+  int64_t sample_ns = 0;
+  int64_t decode_steps = 0;
+  int64_t decode_step_ns = 0;
+  int64_t decode_forward_ns = 0;
+  int64_t decode_sample_ns = 0;
 };
 
 class Engine {

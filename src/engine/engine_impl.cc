@@ -133,7 +133,8 @@ class EngineImpl final : public Engine {
         reset = reset_cache_;
         reset_cache_ = false;
       }
-      for (auto& p : submitted) scheduler_->Add(std::move(p.request), std::move(p.stream), p.arrival);
+      for (auto& p : submitted)
+        scheduler_->Add(std::move(p.request), std::move(p.stream), p.arrival);
       for (const auto& id : cancels) scheduler_->Cancel(id);
       if (reset) kv_->ResetPrefixCache();
       if (stop) {
@@ -180,6 +181,14 @@ class EngineImpl final : public Engine {
     s.generation_tokens = c.generation_tokens;
     s.requests_finished = c.requests_finished;
     s.kv_bytes_peak = k.peak_resident_bytes();
+    s.steps = c.all_steps.steps;
+    s.step_ns = c.all_steps.step_ns;
+    s.forward_ns = c.all_steps.forward_ns;
+    s.sample_ns = c.all_steps.sample_ns;
+    s.decode_steps = c.decode_steps.steps;
+    s.decode_step_ns = c.decode_steps.step_ns;
+    s.decode_forward_ns = c.decode_steps.forward_ns;
+    s.decode_sample_ns = c.decode_steps.sample_ns;
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_ = s;
   }

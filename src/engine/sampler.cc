@@ -1,10 +1,13 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/status.h"
+#include "kernels/ops.h"
 
 namespace kvfork {
 namespace {
@@ -14,6 +17,45 @@ namespace {
 bool Better(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
   if (a.first != b.first) return a.first > b.first;
   return a.second < b.second;
+}
+
+// Sorts candidates that are in ascending token order into Better order
+// (probability descending, token ascending), the same permutation std::sort
+// with Better gives, in O(n): a stable LSD radix sort on the probability's
+// bits. Every probability is positive and finite, so its bits order as its
+// value; the complement sorts descending, and stability keeps ascending
+// tokens among equal probabilities. Byte digits that every key shares are
+// skipped (most keys share the top byte).
+void SortCandidates(std::vector<std::pair<float, int32_t>>* v,
+                    std::vector<std::pair<float, int32_t>>* tmp) {
+  const size_t n = v->size();
+  if (n < 2) return;
+  auto key = [](float p) {
+    uint32_t bits;
+    std::memcpy(&bits, &p, sizeof(bits));
+    return ~bits;
+  };
+  std::array<std::array<uint32_t, 256>, 4> count{};
+  for (const auto& c : *v) {
+    const uint32_t k = key(c.first);
+    for (int d = 0; d < 4; ++d) ++count[d][(k >> (8 * d)) & 0xff];
+  }
+  tmp->resize(n);
+  std::pair<float, int32_t>* src = v->data();
+  std::pair<float, int32_t>* dst = tmp->data();
+  for (int d = 0; d < 4; ++d) {
+    const uint32_t first = (key(src[0].first) >> (8 * d)) & 0xff;
+    if (count[d][first] == n) continue;  // one digit value: the pass would not move anything
+    std::array<uint32_t, 256> start;
+    uint32_t sum = 0;
+    for (int b = 0; b < 256; ++b) {
+      start[b] = sum;
+      sum += count[d][b];
+    }
+    for (size_t i = 0; i < n; ++i) dst[start[(key(src[i].first) >> (8 * d)) & 0xff]++] = src[i];
+    std::swap(src, dst);
+  }
+  if (src != v->data()) v->swap(*tmp);
 }
 
 uint64_t SplitMix64(uint64_t x) {
@@ -37,6 +79,12 @@ uint64_t Sampler::ChoiceSeed(const SamplingParams& params, uint64_t request_seed
 }
 
 double Sampler::Uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+
+bool Sampler::ChangesLogits() const {
+  return !params_.logit_bias.empty() || params_.repetition_penalty != 1.0 ||
+         ((params_.presence_penalty != 0.0 || params_.frequency_penalty != 0.0) &&
+          !output_counts_.empty());
+}
 
 void Sampler::ProcessLogits(std::vector<float>* logits) const {
   std::vector<float>& x = *logits;
@@ -82,16 +130,17 @@ SampleResult Sampler::Sample(std::span<const float> logits) {
     log_z = static_cast<double>(max_raw) + std::log(sum_raw);
   }
 
-  scratch_.assign(logits.begin(), logits.end());
-  ProcessLogits(&scratch_);
-
   const bool greedy = params_.temperature == 0.0 || params_.top_k == 1;
-  if (greedy) {
-    int32_t best = 0;
-    for (int64_t i = 1; i < vocab; ++i)
-      if (scratch_[i] > scratch_[best]) best = static_cast<int32_t>(i);
-    result.token = best;
+  if (greedy && !ChangesLogits()) {
+    // Nothing to apply: the argmax of the row itself, without a copy.
+    result.token = static_cast<int32_t>(Argmax(logits.data(), vocab));
+  } else if (greedy) {
+    scratch_.assign(logits.begin(), logits.end());
+    ProcessLogits(&scratch_);
+    result.token = static_cast<int32_t>(Argmax(scratch_.data(), vocab));
   } else {
+    scratch_.assign(logits.begin(), logits.end());
+    ProcessLogits(&scratch_);
     const float inv_t = static_cast<float>(1.0 / params_.temperature);
     float max_x = -std::numeric_limits<float>::infinity();
     for (float& v : scratch_) {
@@ -113,7 +162,7 @@ SampleResult Sampler::Sample(std::span<const float> logits) {
       sorted = true;
     }
     if ((params_.top_p < 1.0 || params_.min_p > 0.0) && !sorted) {
-      std::sort(candidates_.begin(), candidates_.end(), Better);
+      SortCandidates(&candidates_, &sort_tmp_);  // still in token order here
       sorted = true;
     }
     if (params_.min_p > 0.0) {

@@ -8,9 +8,14 @@
 // fixed (probability descending, token id ascending on ties) and the draw uses
 // a 53-bit uniform from std::mt19937_64, whose sequence the standard fixes.
 //
-// Thread affinity: one Sampler per choice, used by the engine thread only.
-// Cost: O(vocab) per token, plus O(vocab log vocab) when top-p or min-p must
-// sort every candidate (top-k alone sorts only k).
+// Thread affinity: one Sampler per choice, used by one thread at a time (the
+// engine samples different choices on its compute pool at once; a Sampler
+// shares nothing with another).
+// Cost per token: greedy without penalties or bias is one vectorized argmax
+// over the row, no copy; otherwise O(vocab) (a copy, and an exp per entry
+// when sampling), plus a radix sort of every candidate when top-p or min-p
+// needs them in order (top-k alone sorts only k), plus a double exp per
+// entry when logprobs are asked.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +51,8 @@ class Sampler {
   int64_t num_generated() const { return num_generated_; }
 
  private:
+  // Whether ProcessLogits could change a row now (bias, penalties).
+  bool ChangesLogits() const;
   // Applies bias and penalties to a copy of the row.
   void ProcessLogits(std::vector<float>* logits) const;
   double Uniform();  // [0, 1) with 53 random bits
@@ -55,8 +62,9 @@ class Sampler {
   std::unordered_map<int32_t, int64_t> output_counts_;  // generated token -> times
   int64_t num_generated_ = 0;
   std::mt19937_64 rng_;
-  std::vector<float> scratch_;               // [vocab] processed logits
+  std::vector<float> scratch_;                         // [vocab] processed logits
   std::vector<std::pair<float, int32_t>> candidates_;  // (probability, token)
+  std::vector<std::pair<float, int32_t>> sort_tmp_;    // radix sort buffer
 };
 
 }  // namespace kvfork

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/logging.h"
+#include "core/timer.h"
 
 namespace kvfork {
 
@@ -183,7 +184,8 @@ int64_t Scheduler::PickWaiting(const std::vector<bool>& skipped) const {
     if (skipped[i]) continue;
     if (!options_.longest_prefix) return static_cast<int64_t>(i);
     const ChoiceState* c = waiting_[i];
-    const int64_t reused = kv_.Match(c->History(), c->request->request.cache_salt).num_reused_tokens;
+    const int64_t reused =
+        kv_.Match(c->History(), c->request->request.cache_salt).num_reused_tokens;
     if (reused > best_reused) {
       best = static_cast<int64_t>(i);
       best_reused = reused;
@@ -204,8 +206,8 @@ bool Scheduler::Fork(ChoiceState* parent) {
       }
       ChoiceState* victim = NewestActive(r);
       if (victim == nullptr) {
-        FailRequest(r, ResourceExhaustedError("request " + r->request.id + ": n = " +
-                                              std::to_string(r->request.sampling.n) +
+        FailRequest(r, ResourceExhaustedError("request " + r->request.id +
+                                              ": n = " + std::to_string(r->request.sampling.n) +
                                               " choices do not fit the KV pool"));
         return false;
       }
@@ -218,11 +220,30 @@ bool Scheduler::Fork(ChoiceState* parent) {
   return true;
 }
 
-void Scheduler::SampleAndEmit(ChoiceState* c, std::span<const float> row) {
+void Scheduler::SampleAndEmitQueued() {
+  // A request that failed after its choice was queued (a sibling's KV
+  // append) gets no more tokens.
+  std::erase_if(jobs_, [](const SampleJob& j) {
+    return j.choice->request->done || j.choice->phase == SeqPhase::kDone;
+  });
+  if (jobs_.empty()) return;
+  if (options_.on_logits)
+    for (const SampleJob& j : jobs_)
+      options_.on_logits(j.choice->request->request.id, j.choice->index, j.row);
+  const int64_t t0 = NowNanos();
+  // Each job touches only its own choice's Sampler (n > 1 siblings read the
+  // same row): independent, so any thread may run any of them.
+  pool_.ParallelFor(static_cast<int64_t>(jobs_.size()), [this](int64_t i) {
+    jobs_[i].result = jobs_[i].choice->sampler->Sample(jobs_[i].row);
+  });
+  sample_ns_ += NowNanos() - t0;
+  for (SampleJob& j : jobs_) Emit(j.choice, std::move(j.result));
+  jobs_.clear();
+}
+
+void Scheduler::Emit(ChoiceState* c, SampleResult s) {
   RequestState* r = c->request;
   const SamplingParams& sp = r->request.sampling;
-  if (options_.on_logits) options_.on_logits(r->request.id, c->index, row);
-  SampleResult s = c->sampler->Sample(row);
   c->generated.push_back(s.token);
 
   const bool is_eos = !sp.ignore_eos && std::find(options_.eos_ids.begin(), options_.eos_ids.end(),
@@ -269,6 +290,7 @@ void Scheduler::SampleAndEmit(ChoiceState* c, std::span<const float> row) {
 bool Scheduler::Step() {
   if (active_.empty() && waiting_.empty()) return false;
   ++counters_.steps;
+  const int64_t step_start = NowNanos();
   std::vector<Item> items;
   int64_t budget = options_.max_num_batched_tokens;
 
@@ -374,18 +396,23 @@ bool Scheduler::Step() {
     batch_.seqs.push_back(fs);
     batch_.tokens.insert(batch_.tokens.end(), it.tokens.begin(), it.tokens.end());
   }
+  const int64_t forward_start = NowNanos();
   Status st = model_.Forward(batch_, kv_.layout(), pool_, &logits_);
+  const int64_t forward_ns = NowNanos() - forward_start;
   if (!st.ok()) {
     for (const Item& it : items)
       if (!it.choice->request->done) FailRequest(it.choice->request, st.WithContext("forward"));
     ReapDone();
     return true;
   }
-  KVFORK_CHECK(static_cast<int64_t>(logits_.size()) ==
-               static_cast<int64_t>(items.size()) * vocab_);
+  KVFORK_CHECK(static_cast<int64_t>(logits_.size()) == static_cast<int64_t>(items.size()) * vocab_);
 
+  // 5. Append, queue the choices to sample, sample them together, emit.
+  sample_ns_ = 0;
+  bool decode_only = true;
   for (size_t i = 0; i < items.size(); ++i) {
     ChoiceState* c = items[i].choice;
+    decode_only = decode_only && items[i].decode;
     if (c->request->done || c->phase == SeqPhase::kDone || !c->seq.has_value()) continue;
     Status a = kv_.Append(*c->seq, items[i].tokens);
     if (!a.ok()) {
@@ -394,7 +421,7 @@ bool Scheduler::Step() {
     }
     std::span<const float> row(logits_.data() + i * vocab_, vocab_);
     if (items[i].decode) {
-      SampleAndEmit(c, row);
+      jobs_.push_back({c, row, {}});
       continue;
     }
     if (kv_.NumTokens(*c->seq) < c->HistorySize()) continue;  // more chunks to come
@@ -404,10 +431,24 @@ bool Scheduler::Step() {
     }
     c->fresh = false;
     RequestState* r = c->request;
-    if (r->choices.size() > 1 && !Fork(c)) continue;
-    for (auto& choice : r->choices) SampleAndEmit(choice.get(), row);
+    if (r->choices.size() > 1) {
+      // Fork may preempt others for blocks: let the choices queued so far
+      // finish (and release theirs) first, as if sampled one by one.
+      SampleAndEmitQueued();
+      if (!Fork(c)) continue;
+    }
+    for (auto& choice : r->choices) jobs_.push_back({choice.get(), row, {}});
   }
+  SampleAndEmitQueued();
   ReapDone();
+  const int64_t step_ns = NowNanos() - step_start;
+  for (StepTimes* t : {&counters_.all_steps, decode_only ? &counters_.decode_steps : nullptr}) {
+    if (t == nullptr) continue;
+    ++t->steps;
+    t->step_ns += step_ns;
+    t->forward_ns += forward_ns;
+    t->sample_ns += sample_ns_;
+  }
   return true;
 }
 

@@ -11,7 +11,10 @@
 //      and max_num_seqs. A waiting prompt that shares a full block with one
 //      prefilling right now waits for those blocks instead of computing them
 //      twice.
-//   4. one Forward; Append the new K/V; sample; fork n > 1 after the prompt.
+//   4. one Forward; Append the new K/V; fork n > 1 after the prompt;
+//   5. sample every choice that gets a token, on the compute pool (each
+//      choice has its own Sampler and RNG, so the tokens are the same as
+//      sampling one after another), then stream them in order.
 //
 // Thread affinity: engine thread only. Owns no model or cache: the Engine
 // passes them and outlives the scheduler.
@@ -37,11 +40,21 @@ namespace kvfork {
 struct SchedulerOptions {
   int64_t max_num_batched_tokens = 512;
   int64_t max_num_seqs = 8;
-  bool longest_prefix = false;    // --schedule longest-prefix
-  std::vector<int32_t> eos_ids;   // generation_config + config.json
+  bool longest_prefix = false;   // --schedule longest-prefix
+  std::vector<int32_t> eos_ids;  // generation_config + config.json
   // Test hook: every logits row a choice samples from, in order.
   std::function<void(const std::string& request_id, int64_t choice, std::span<const float> row)>
       on_logits;
+};
+
+// Where steps spend their time, cumulative wall-clock nanoseconds.
+// other = step_ns - forward_ns - sample_ns: scheduling, KV bookkeeping,
+// stop strings, detokenizing and streaming.
+struct StepTimes {
+  int64_t steps = 0;
+  int64_t step_ns = 0;     // all of Step()
+  int64_t forward_ns = 0;  // Model::Forward
+  int64_t sample_ns = 0;   // the samplers (parallel over choices)
 };
 
 struct SchedulerCounters {
@@ -50,6 +63,8 @@ struct SchedulerCounters {
   int64_t generation_tokens = 0;  // of finished requests
   int64_t requests_finished = 0;
   int64_t steps = 0;
+  StepTimes all_steps;     // every step that ran a forward
+  StepTimes decode_steps;  // of those, steps with decode tokens only
 };
 
 class Scheduler {
@@ -92,8 +107,16 @@ class Scheduler {
   // Chooses the next waiting choice to admit (index into waiting_), -1 if none.
   int64_t PickWaiting(const std::vector<bool>& skipped) const;
   void RemoveActive(ChoiceState* c);
-  // Samples the next token of c from row and streams it; may finish c.
-  void SampleAndEmit(ChoiceState* c, std::span<const float> row);
+  // A choice to sample this step and the logits row it samples from.
+  struct SampleJob {
+    ChoiceState* choice;
+    std::span<const float> row;
+    SampleResult result;
+  };
+  // Samples every queued job (in parallel), then emits them in queue order.
+  void SampleAndEmitQueued();
+  // Streams the token a choice sampled; may finish the choice.
+  void Emit(ChoiceState* c, SampleResult s);
   void FinishChoice(ChoiceState* c, FinishReason reason);
   void FailRequest(RequestState* r, const Status& error);
   // Pushes kDone and forgets requests whose choices all ended.
@@ -107,15 +130,16 @@ class Scheduler {
   const Tokenizer& tokenizer_;
   int64_t vocab_ = 0;
   std::vector<std::unique_ptr<RequestState>> requests_;  // arrival order
-  std::deque<ChoiceState*> waiting_;   // admission order
-  std::vector<ChoiceState*> active_;   // admitted (prefill or decode), admit order
+  std::deque<ChoiceState*> waiting_;                     // admission order
+  std::vector<ChoiceState*> active_;  // admitted (prefill or decode), admit order
   int64_t admit_counter_ = 0;
   SchedulerCounters counters_;
   std::vector<std::string> finished_ids_;
   std::vector<std::pair<std::shared_ptr<RequestStream>, RequestEvent>> deferred_;
   ForwardBatch batch_;
-  std::vector<uint8_t* const*> tables_;
   std::vector<float> logits_;
+  std::vector<SampleJob> jobs_;  // this step's choices to sample, in emit order
+  int64_t sample_ns_ = 0;        // this step's time in the samplers
 };
 
 }  // namespace kvfork

@@ -26,6 +26,7 @@ struct Result {
   std::map<int64_t, std::string> text;
   std::map<int64_t, std::vector<std::string>> deltas;
   std::map<int64_t, FinishReason> finish;
+  std::map<int64_t, std::vector<float>> logprobs;  // chosen token's, then the top ones
   Usage usage;
   bool done = false;
   Status error;
@@ -44,6 +45,11 @@ Result Drain(RequestStream& s) {
         r.tokens[e->choice].push_back(e->token);
         r.text[e->choice] += e->text_delta;
         r.deltas[e->choice].push_back(e->text_delta);
+        if (e->logprob) r.logprobs[e->choice].push_back(e->logprob->logprob);
+        for (const TokenLogprob& t : e->top_logprobs) {
+          r.logprobs[e->choice].push_back(static_cast<float>(t.token));
+          r.logprobs[e->choice].push_back(t.logprob);
+        }
         break;
       case RequestEvent::Kind::kFinish:
         r.finish[e->choice] = e->finish_reason;
@@ -299,6 +305,65 @@ TEST_F(EngineTest, SeededSamplingSameAloneAndBatched) {
   EXPECT_EQ(forked.usage.completion_tokens, 40);
   EXPECT_EQ(forked.finish[1], FinishReason::kLength);
   ExpectAllReleased(*e2);
+}
+
+TEST_F(EngineTest, ParallelSamplingSameAsSequential) {
+  // Requests that sample every way at once, on a 3-thread pool (choices of a
+  // step sampled in parallel), against each alone on one thread.
+  std::mt19937 rng(21);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 7; ++i) {
+    Request r;
+    r.id = "s" + std::to_string(i);
+    r.prompt_tokens = RandomPrompt(rng, 5 + 11 * i);
+    r.sampling.seed = 900 + i;
+    r.sampling.max_tokens = 12 + i;
+    r.sampling.ignore_eos = true;
+    r.sampling.temperature = 0.4 + 0.2 * i;
+    if (i % 3 == 0) r.sampling.top_p = 0.8;
+    if (i % 3 == 1) r.sampling.min_p = 0.02;
+    if (i == 2) r.sampling.top_k = 20;
+    if (i == 3) r.sampling.top_logprobs = 3;
+    if (i == 4) r.sampling.n = 3;
+    if (i == 5) r.sampling.temperature = 0;
+    if (i == 6) r.sampling.frequency_penalty = 0.5;
+    reqs.push_back(r);
+  }
+  std::vector<Result> alone;
+  for (const Request& r : reqs) {
+    EngineOptions o = SmallOptions();
+    o.threads = 1;
+    auto e = Make(o);
+    alone.push_back(Drain(**e->Submit(r)));
+    ASSERT_TRUE(alone.back().done) << alone.back().error.ToString();
+  }
+  EngineOptions o = SmallOptions();
+  o.threads = 3;
+  auto e = Make(o);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const Request& r : reqs) streams.push_back(*e->Submit(r));
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    Result got = Drain(*streams[i]);
+    ASSERT_TRUE(got.done) << got.error.ToString();
+    EXPECT_EQ(got.tokens, alone[i].tokens) << reqs[i].id;
+    EXPECT_EQ(got.logprobs, alone[i].logprobs) << reqs[i].id;
+  }
+  EXPECT_EQ(alone[3].logprobs[0].size(), 7u * reqs[3].sampling.max_tokens);
+  EXPECT_EQ(alone[4].tokens.size(), 3u);
+
+  // Step timing: every token came from a step that ran a forward, and the
+  // parts of a step fit in it.
+  EngineStats st = e->Stats();
+  EXPECT_GT(st.steps, 0);
+  EXPECT_GT(st.decode_steps, 0);
+  EXPECT_LT(st.decode_steps, st.steps);  // the first step prefills
+  EXPECT_GT(st.forward_ns, 0);
+  EXPECT_GT(st.sample_ns, 0);
+  EXPECT_GE(st.step_ns, st.forward_ns + st.sample_ns);
+  EXPECT_GE(st.decode_step_ns, st.decode_forward_ns + st.decode_sample_ns);
+  EXPECT_LE(st.decode_step_ns, st.step_ns);
+  EXPECT_LE(st.decode_forward_ns, st.forward_ns);
+  ExpectAllReleased(*e);
 }
 
 TEST_F(EngineTest, CachedTokensCountReusedPrompt) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -153,6 +154,124 @@ TEST(Sampler, LogitBiasAndPenalties) {
     EXPECT_EQ(s.Sample(l).token, 0);
     EXPECT_EQ(s.Sample(l).token, 1);
   }
+}
+
+// The sampler's algorithm written the plain way (full copy, scan argmax,
+// std::sort of every candidate): the optimized Sampler must pick the same
+// token for the same row, params and RNG state. Penalties and bias are left
+// out; LogitBiasAndPenalties covers them.
+class PlainSampler {
+ public:
+  PlainSampler(const SamplingParams& p, uint64_t seed) : p_(p), rng_(seed) {}
+
+  int32_t Sample(const std::vector<float>& logits) {
+    std::vector<float> x = logits;
+    const int vocab = static_cast<int>(x.size());
+    if (p_.temperature == 0.0 || p_.top_k == 1) return Argmax(x);
+    const float inv_t = static_cast<float>(1.0 / p_.temperature);
+    float max_x = -INFINITY;
+    for (float& v : x) {
+      v *= inv_t;
+      max_x = std::max(max_x, v);
+    }
+    std::vector<std::pair<float, int32_t>> c;
+    for (int i = 0; i < vocab; ++i) {
+      const float e = std::exp(x[i] - max_x);
+      if (e > 0.0f) c.emplace_back(e, i);
+    }
+    auto better = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    };
+    bool sorted = false;
+    if (p_.top_k > 0 && p_.top_k < static_cast<int64_t>(c.size())) {
+      std::sort(c.begin(), c.end(), better);
+      c.resize(p_.top_k);
+      sorted = true;
+    }
+    if ((p_.top_p < 1.0 || p_.min_p > 0.0) && !sorted) std::sort(c.begin(), c.end(), better);
+    if (p_.min_p > 0.0) {
+      const double threshold = p_.min_p * c.front().first;
+      size_t keep = 1;
+      while (keep < c.size() && c[keep].first >= threshold) ++keep;
+      c.resize(keep);
+    }
+    if (p_.top_p < 1.0) {
+      double total = 0.0;
+      for (const auto& e : c) total += e.first;
+      double cum = 0.0;
+      size_t keep = 0;
+      while (keep < c.size()) {
+        cum += c[keep++].first;
+        if (cum >= p_.top_p * total) break;
+      }
+      c.resize(keep);
+    }
+    double total = 0.0;
+    for (const auto& e : c) total += e.first;
+    const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * total;
+    double cum = 0.0;
+    for (const auto& e : c) {
+      cum += e.first;
+      if (u < cum) return e.second;
+    }
+    return c.back().second;
+  }
+
+ private:
+  SamplingParams p_;
+  std::mt19937_64 rng_;
+};
+
+TEST(Sampler, SameTokensAsThePlainAlgorithm) {
+  // Rows with many exact ties (logits on a coarse grid) and rows without;
+  // vocab large enough that the radix sort runs every digit pass.
+  std::vector<std::vector<float>> rows;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<float> r = RandomLogits(8192, 500 + i);
+    if (i % 2 == 0)
+      for (float& v : r) v = std::round(v * 4.0f) / 4.0f;
+    if (i % 3 == 0) r[i * 7] = -INFINITY;  // a token that can never be drawn
+    rows.push_back(r);
+  }
+  std::vector<SamplingParams> params;
+  for (double t : {0.0, 0.3, 1.0, 1.7}) {
+    for (int mode = 0; mode < 6; ++mode) {
+      SamplingParams p;
+      p.temperature = t;
+      if (mode == 1) p.top_p = 0.9;
+      if (mode == 2) p.min_p = 0.05;
+      if (mode == 3) p.top_k = 40;
+      if (mode == 4) p.top_k = 300, p.top_p = 0.5;
+      if (mode == 5) p.top_p = 0.999, p.min_p = 0.001;
+      params.push_back(p);
+    }
+  }
+  for (size_t pi = 0; pi < params.size(); ++pi) {
+    for (uint64_t seed : {1u, 2u}) {
+      Sampler fast(params[pi], {}, seed);
+      PlainSampler plain(params[pi], seed);
+      for (int rep = 0; rep < 2; ++rep)
+        for (size_t r = 0; r < rows.size(); ++r)
+          ASSERT_EQ(fast.Sample(rows[r]).token, plain.Sample(rows[r]))
+              << "params " << pi << " seed " << seed << " row " << r;
+    }
+  }
+}
+
+TEST(Sampler, GreedyNanAndInfinityAsTheScan) {
+  SamplingParams p;
+  p.temperature = 0.0;
+  Sampler s(p, {}, 1);
+  std::vector<float> l(100, 1.0f);
+  l[3] = NAN;
+  l[50] = 2.0f;
+  l[70] = 2.0f;
+  EXPECT_EQ(s.Sample(l).token, Argmax(l));
+  EXPECT_EQ(Argmax(l), 50);
+  l[0] = NAN;  // a NaN first is never beaten by the scan
+  EXPECT_EQ(s.Sample(l).token, 0);
+  std::vector<float> inf(40, -INFINITY);
+  EXPECT_EQ(s.Sample(inf).token, 0);
 }
 
 TEST(Sampler, ChoiceSeeds) {
