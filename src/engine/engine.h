@@ -90,6 +90,11 @@ class Engine {
   virtual int64_t max_context() const = 0;
   // Drops every cached (unreferenced) prefix block.
   virtual void ResetPrefixCache() = 0;
+  // Runs the KV cache's Check() (invariant 2: every block free, referenced or
+  // cached, counts consistent) on the engine thread between two steps and
+  // returns its result; blocks the caller for up to one step. Unavailable
+  // once the engine has shut down.
+  virtual Status CheckKv() = 0;
   // Finishes or aborts every request, releases every block, joins the thread.
   virtual void Shutdown() = 0;
 };

@@ -551,5 +551,40 @@ TEST_F(EngineTest, BadRequestsRejectedAtSubmit) {
   EXPECT_NE(made.status().message().find("--schedule"), std::string::npos);
 }
 
+// CheckKv answers from the engine thread while requests run, after they end,
+// and refuses cleanly once the engine is shut down (the server's
+// /v1/cache/stats?check=1 relies on all three).
+TEST_F(EngineTest, CheckKvWhileRunningAndAfterShutdown) {
+  std::mt19937 rng(21);
+  EngineOptions o = SmallOptions();
+  o.kv_blocks = 24;  // small: the two requests preempt each other
+  o.max_num_batched_tokens = 16;
+  auto e = Make(o);
+  EXPECT_TRUE(e->CheckKv().ok());
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 3; ++i) {
+    Request r;
+    r.id = "check-" + std::to_string(i);
+    r.prompt_tokens = RandomPrompt(rng, 40);
+    r.sampling.max_tokens = 100;
+    r.sampling.ignore_eos = true;
+    streams.push_back(*e->Submit(r));
+  }
+  int checks = 0;
+  while (e->Stats().requests_finished < 3 && checks < 10000) {
+    Status s = e->CheckKv();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ++checks;
+  }
+  EXPECT_GT(checks, 0);
+  for (auto& s : streams) EXPECT_TRUE(Drain(*s).done);
+  EXPECT_GT(e->Stats().preemptions, 0);
+  EXPECT_TRUE(e->CheckKv().ok());
+  ExpectAllReleased(*e);
+  e->Shutdown();
+  Status after = e->CheckKv();
+  EXPECT_EQ(after.code(), StatusCode::kUnavailable) << after.ToString();
+}
+
 }  // namespace
 }  // namespace kvfork
