@@ -67,6 +67,9 @@ def parse_args(argv):
     ap.add_argument("--out", default="",
                     help="output directory (default bench/results; out/bench-serve-quick with --quick)")
     ap.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
+    ap.add_argument("--max-minutes", type=float, default=0,
+                    help="start no new (scenario, server) run after this many minutes; what was "
+                         "skipped is listed in the report (default 0 = no limit)")
     for key, value in scenarios.DEFAULTS.items():
         ap.add_argument("--" + key.replace("_", "-"), type=type(value), default=None,
                         help=f"(default {value}, --quick {scenarios.QUICK[key]})")
@@ -175,6 +178,7 @@ def run_cell(a, server_name, scenario, model, llama_bin, token_map, log_dir):
     try:
         run = scenarios.run_scenario(scenario, server.port, a.params)
         t_end = time.monotonic()
+        slot_tokens = server.llama_slot_tokens()
         notes = metrics.attach_ideal(run, server.port, token_map, a.block_size)
         stats = server.cache_stats()
         server.sampler.samples = [s for s in server.sampler.samples if s[0] <= t_end]
@@ -185,6 +189,11 @@ def run_cell(a, server_name, scenario, model, llama_bin, token_map, log_dir):
         if server.kind == "llama":
             cell["llama_kv_allocated_bytes"] = server.llama_kv_allocated_bytes()
             cell["llama_n_ctx"], cell["llama_n_ctx_seq"] = server.llama_context()
+            # What the slots hold at the end: each slot keeps its own copy of
+            # whatever prefix its requests had.
+            cell["llama_slot_tokens"] = slot_tokens
+            if slot_tokens is not None:
+                cell["llama_kv_bytes_held"] = sum(slot_tokens) * model["kv_bytes_per_token"]
         return cell
     finally:
         server.stop()
@@ -223,32 +232,44 @@ def main(argv):
         "notes": [],
     }
     cells = []
+    meta["skipped"] = []
+
+    def write(final):
+        meta["load_after"] = load_avg()
+        meta["total_s"] = time.monotonic() - t_start
+        meta["notes"] = sorted({f"{c['scenario']} on {c['server']}: {n}"
+                                for c in cells for n in c.get("ideal_notes") or []})
+        if meta["skipped"]:
+            meta["notes"].append(f"not run (--max-minutes {a.max_minutes:g}): " + ", ".join(meta["skipped"]))
+        targets = report.check_targets(cells, meta)
+        chart_list = report.charts(cells, meta, a.out) if final and not a.no_charts else []
+        if final and not a.no_charts and not chart_list:
+            meta["notes"].append("no charts: matplotlib is missing (install python3-matplotlib and run "
+                                 "with /usr/bin/python3)")
+        with open(os.path.join(a.out, "serve.json"), "w") as f:
+            json.dump({"meta": meta, "targets": targets, "cells": cells}, f, indent=1)
+        page = report.markdown(cells, meta, targets, chart_list)
+        with open(os.path.join(a.out, "README.md"), "w") as f:
+            f.write(page)
+        return page, chart_list
+
     # Scenario-major, so every server of a scenario runs under similar load.
+    # The page is rewritten after every cell, so a run cut short keeps what it measured.
     for sc in a.scenarios:
         for s in a.servers:
+            if a.max_minutes and time.monotonic() - t_start > a.max_minutes * 60:
+                meta["skipped"].append(f"{sc} on {s}")
+                continue
             t0 = time.monotonic()
             print(f"bench serve: {sc} on {s} ...", end="", flush=True)
             cell = run_cell(a, s, sc, model, llama_bin, token_map, log_dir)
             cells.append(cell)
             print(f" {time.monotonic() - t0:.1f} s, {cell['requests_ok']}/{cell['requests']} ok, cached "
                   f"{cell['cached_tokens']}/{cell['ideal_cached_tokens']}, TTFT p50 "
-                  f"{report.fmt(cell['ttft_p50_s'], 1e3, 0)} ms"
+                  f"{report.fmt(cell['ttft_p50_s'], 1e3, 0)} ms, load {load_avg()}"
                   + (f", first error: {cell['errors'][0][:300]}" if cell["error_count"] else ""), flush=True)
-    meta["load_after"] = load_avg()
-    meta["total_s"] = time.monotonic() - t_start
-    for c in cells:
-        for n in c.get("ideal_notes") or []:
-            meta["notes"].append(f"{c['scenario']} on {c['server']}: {n}")
-    targets = report.check_targets(cells, meta)
-    chart_list = [] if a.no_charts else report.charts(cells, meta, a.out)
-    if not a.no_charts and not chart_list:
-        meta["notes"].append("no charts: matplotlib is missing (install python3-matplotlib and run "
-                             "with /usr/bin/python3)")
-    with open(os.path.join(a.out, "serve.json"), "w") as f:
-        json.dump({"meta": meta, "targets": targets, "cells": cells}, f, indent=1)
-    page = report.markdown(cells, meta, targets, chart_list)
-    with open(os.path.join(a.out, "README.md"), "w") as f:
-        f.write(page)
+            write(final=False)
+    page, chart_list = write(final=True)
     print()
     print(page.split("## Charts")[0].split("## Definitions")[0])
     print(f"bench serve: wrote {a.out}/serve.json, README.md"

@@ -51,15 +51,20 @@ def check_targets(cells, meta):
         bound = 1.1 * tokens * meta["kv_bytes_per_token"]
         peak = c["peak_kv_bytes_server"]
         rows.append({"target": "burst: peak KV bytes <= 1.1 x (prefix + suffixes + outputs) x bytes/token",
-                     "measured": f"peak {peak / MIB:.1f} MiB vs bound {bound / MIB:.1f} MiB "
+                     "measured": f"peak {peak / MIB:.2f} MiB vs bound {bound / MIB:.2f} MiB "
                                  f"({prefix} shared prefix tokens, {tokens} tokens in all incl. the warm-up)",
                      "ok": peak <= bound})
         ll = cell_of(cells, "burst", LLAMA)
         if ll and ll.get("llama_kv_allocated_bytes"):
+            held = ll.get("llama_slot_tokens")
+            copies = (f"its {len(held)} slots hold {sum(held):,} tokens at the end "
+                      f"({sum(held) * meta['kv_bytes_per_token'] / MIB:.1f} MiB, "
+                      f"{sum(1 for t in held if t >= prefix)} slots with a full copy of the "
+                      f"{prefix}-token prefix); " if held else "")
             rows.append({"target": "burst: llama.cpp holds a copy per slot",
-                         "measured": f"llama.cpp KV buffer {ll['llama_kv_allocated_bytes'] / MIB:.0f} MiB "
-                                     f"allocated; its requests computed {ll['computed_prompt_tokens']} prompt "
-                                     f"tokens vs kvfork's {c['computed_prompt_tokens']}",
+                         "measured": f"llama.cpp: {copies}KV buffer {ll['llama_kv_allocated_bytes'] / MIB:.0f} MiB "
+                                     f"allocated; its requests computed {ll['computed_prompt_tokens']:,} prompt "
+                                     f"tokens vs kvfork's {c['computed_prompt_tokens']:,}",
                          "ok": None})
     for sc in ("burst", "seqshare"):
         k, ll = cell_of(cells, sc, PAGED), cell_of(cells, sc, LLAMA)

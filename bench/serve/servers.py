@@ -208,6 +208,18 @@ class ServerProcess:
         code, s = http_json(self.port, "GET", "/v1/cache/stats")
         return s if code == 200 else None
 
+    def llama_slot_tokens(self):
+        """Tokens each llama.cpp slot holds in its KV cache now (GET /slots), or None."""
+        if self.kind != "llama":
+            return None
+        try:
+            code, slots = http_json(self.port, "GET", "/slots")
+        except (OSError, http.client.HTTPException):
+            return None
+        if code != 200 or not isinstance(slots, list):
+            return None
+        return [s.get("n_prompt_tokens", 0) for s in slots]
+
     def llama_kv_allocated_bytes(self):
         """llama.cpp's KV buffer as its log states it ("llama_kv_cache: size = X MiB")."""
         try:
