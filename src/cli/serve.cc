@@ -61,6 +61,7 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   EngineOptions& e = c.engine;
   KVFORK_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", ThreadPool::DefaultThreads()));
   KVFORK_ASSIGN_OR_RETURN(e.max_queue, flags.GetInt("max-queue", e.max_queue));
+  KVFORK_ASSIGN_OR_RETURN(e.max_model_len, flags.GetInt("max-model-len", e.max_model_len));
   KVFORK_ASSIGN_OR_RETURN(e.kv_backend, flags.GetString("kv-backend", e.kv_backend));
   KVFORK_ASSIGN_OR_RETURN(e.kv_dtype, flags.GetString("kv-dtype", e.kv_dtype));
   KVFORK_ASSIGN_OR_RETURN(int64_t block_size, flags.GetInt("kv-block-size", e.kv_block_size));

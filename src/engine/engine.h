@@ -21,6 +21,7 @@ struct EngineOptions {
   int64_t max_num_batched_tokens = 512;  // tokens per step (decode + prefill chunks)
   int64_t max_num_seqs = 8;              // sequences running at once
   int64_t max_queue = 256;               // waiting requests before Submit refuses
+  int64_t max_model_len = 0;             // prompt + output limit; 0 = the model's context
   std::string kv_backend = "auto";       // auto | paged | dense
   std::string kv_dtype = "bf16";         // bf16 | f32 | int8
   int kv_block_size = 16;                // tokens per KV block

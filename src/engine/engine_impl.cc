@@ -21,6 +21,14 @@
 namespace kvfork {
 namespace {
 
+// The context a request may use: the model's, or less with --max-model-len
+// (vLLM's flag). The dense backend sizes its slots by it.
+int64_t ModelContext(const EngineOptions& options, const Model& model) {
+  const int64_t model_context = model.config().max_position_embeddings;
+  return options.max_model_len > 0 ? std::min<int64_t>(model_context, options.max_model_len)
+                                   : model_context;
+}
+
 class EngineImpl final : public Engine {
  public:
   EngineImpl(const EngineOptions& options, Model& model, const Tokenizer& tokenizer,
@@ -41,7 +49,7 @@ class EngineImpl final : public Engine {
     so.on_logits = options.on_logits_for_testing;
     scheduler_ = std::make_unique<Scheduler>(so, model, *kv_, pool_, tokenizer);
     limits_.vocab_size = model.config().vocab_size;
-    limits_.max_context = model.config().max_position_embeddings;
+    limits_.max_context = ModelContext(options, model);
     limits_.max_pool_tokens = kv_->max_sequence_tokens();
     UpdateStats();
     thread_ = std::thread([this] { Loop(); });
@@ -264,7 +272,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, M
   if (options.kv_block_size < 1)
     return InvalidArgumentError("--kv-block-size must be >= 1, got " +
                                 std::to_string(options.kv_block_size));
-  const int64_t model_context = model.config().max_position_embeddings;
+  if (options.max_model_len < 0)
+    return InvalidArgumentError("--max-model-len must be >= 0 (0 = the model's context), got " +
+                                std::to_string(options.max_model_len));
+  const int64_t model_context = ModelContext(options, model);
   KvCacheOptions ko;
   ko.layout = model.MakeKvLayout(dtype, options.kv_block_size);
   ko.num_blocks = options.kv_blocks;
