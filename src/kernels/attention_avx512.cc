@@ -75,8 +75,9 @@ inline __m512 LoadKv(KvDType dtype, const uint8_t* row, int d, int valid) {
 
 struct Task {
   const AttentionSeq* seq;
-  int64_t t;
+  int64_t t;  // first query token of the tile
   int kvh;
+  int tile;  // index into Attend::fns: 1, 2 or 4 tokens
 };
 
 // Lane j of the result = the sum of the 16 lanes of d[j], by one fixed tree
@@ -99,52 +100,68 @@ inline __m512 Reduce16(const __m512 d[16]) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(v0, v1, 0x88), _mm512_shuffle_f32x4(v0, v1, 0xdd));
 }
 
-// V columns accumulated per pass: G * kVecUnroll independent FMA chains, enough
-// to hide the FMA latency without running out of the 32 registers.
+// Query tokens per task: Q consecutive tokens of one sequence share every K
+// and V row they read; kept small enough for the accumulators to fit in
+// registers (Q * G chains).
 template <int G>
-constexpr int kVecUnroll = G >= 8   ? 1
-                           : G >= 4 ? 2
-                           : G >= 2 ? 4
-                                    : 8;
+constexpr int kMaxTile = G <= 4 ? 4 : 1;
 
-// One query token against one KV head, for the G query heads of its GQA group
-// (see attention_avx2.cc). Every K and V row is loaded and widened once for
-// the whole group. Per query head the order is fixed by the keys alone:
-// score of key j = (lanes of q * k accumulated over d in 16-lane steps, then
-// Reduce16) * scale; keys in blocks of block_size in position order with an
-// online softmax; acc = acc * corr, then one FMA chain over the block's keys
-// in order. Nothing depends on which other tokens or heads share the call.
-template <int G>
-void AttendGroup(const KvLayout& l, int layer, int num_heads, float scale, const AttentionSeq& s,
-                 int64_t t, int kvh) {
-  constexpr int VU = kVecUnroll<G>;
+// V columns accumulated per pass: Q * G * VU independent FMA chains, enough
+// to hide the FMA latency without running out of the 32 registers.
+template <int G, int Q>
+constexpr int kVecUnroll = G* Q >= 8   ? 1
+                           : G* Q >= 4 ? 2
+                           : G* Q >= 2 ? 4
+                                       : 8;
+
+// Query tokens [t0, t0 + Q) of one sequence against one KV head, for the G
+// query heads of its GQA group (see attention_avx2.cc). Every K and V row is
+// loaded and widened once for the whole tile. Per (token, head) the order is
+// fixed by the keys alone: score of key j = (lanes of q * k accumulated over d
+// in 16-lane steps, then Reduce16) * scale; keys in blocks of block_size in
+// position order with an online softmax; acc = acc * corr, then one FMA chain
+// over the block's keys in order. A token whose context ends before the
+// tile's last token sees the remaining keys masked: its scores there are
+// -inf, so corr is exp(0) = 1 and p = 0, and acc * 1 + 0 * v, ls * 1 + 0 and
+// max(m, -inf) leave its state bit for bit as if it ran alone: nothing
+// depends on which tokens or heads share the task.
+template <int G, int Q>
+void AttendTile(const KvLayout& l, int layer, int num_heads, float scale, const AttentionSeq& s,
+                int64_t t0, int kvh) {
+  constexpr int VU = kVecUnroll<G, Q>;
   const int hd = l.head_dim, bs = l.block_size;
   const int nvec = (hd + 15) / 16;
-  const float* q0 = s.q + (t * num_heads + kvh * G) * hd;  // [G, hd]
-  float* out0 = s.out + (t * num_heads + kvh * G) * hd;    // [G, hd]
-  const int64_t ctx = s.start_pos + t + 1;
+  const int64_t ctx0 = s.start_pos + t0 + 1;  // context of the tile's first token
+  const int64_t ctx_end = ctx0 + Q - 1;       // and of its last
   const size_t row_bytes = static_cast<size_t>(hd) * l.ElementBytes();
   const bool int8 = l.dtype == KvDType::kInt8;
 
-  alignas(64) float q[G * kMaxHeadDim];    // [G, nvec * 16], zero-padded
-  alignas(64) float acc[G * kMaxHeadDim];  // [G, nvec * 16]
-  for (int g = 0; g < G; ++g)
+  alignas(64) float q[Q * G * kMaxHeadDim];    // [Q, G, nvec * 16], zero-padded
+  alignas(64) float acc[Q * G * kMaxHeadDim];  // [Q, G, nvec * 16]
+  for (int i = 0; i < Q * G; ++i) {
+    const float* src = s.q + ((t0 + i / G) * num_heads + kvh * G + i % G) * hd;
     for (int v = 0; v < nvec; ++v) {
-      _mm512_store_ps(q + (g * nvec + v) * 16,
-                      _mm512_maskz_loadu_ps(Mask16(hd - v * 16), q0 + g * hd + v * 16));
-      _mm512_store_ps(acc + (g * nvec + v) * 16, _mm512_setzero_ps());
+      _mm512_store_ps(q + (i * nvec + v) * 16,
+                      _mm512_maskz_loadu_ps(Mask16(hd - v * 16), src + v * 16));
+      _mm512_store_ps(acc + (i * nvec + v) * 16, _mm512_setzero_ps());
     }
-  float ms[G], ls[G];
-  for (int g = 0; g < G; ++g) {
-    ms[g] = -INFINITY;
-    ls[g] = 0.0f;
   }
-  alignas(64) float scores[G][kMaxBlockSize + 16];
-  __m512 dots[G][16];
-  for (int64_t b0 = 0; b0 < ctx; b0 += bs) {
+  float ms[Q * G], ls[Q * G];
+  for (int i = 0; i < Q * G; ++i) {
+    ms[i] = -INFINITY;
+    ls[i] = 0.0f;
+  }
+  alignas(64) float scores[Q * G][kMaxBlockSize + 16];
+  __m512 dots[Q * G][16];
+  for (int64_t b0 = 0; b0 < ctx_end; b0 += bs) {
     const uint8_t* block = s.blocks[b0 / bs];
-    const int n = static_cast<int>(ctx - b0 < bs ? ctx - b0 : bs);
+    const int n = static_cast<int>(ctx_end - b0 < bs ? ctx_end - b0 : bs);  // keys read
     const int n16 = (n + 15) & ~15;
+    int valid[Q];  // keys of this block token i may see (0 .. n)
+    for (int i = 0; i < Q; ++i) {
+      const int64_t v = ctx0 + i - b0;
+      valid[i] = static_cast<int>(v < 0 ? 0 : v > n ? n : v);
+    }
     const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
     const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
     const float* kscale =
@@ -155,113 +172,134 @@ void AttendGroup(const KvLayout& l, int layer, int num_heads, float scale, const
     for (int j0 = 0; j0 < n; j0 += 16) {
       for (int jj = 0; jj < 16; ++jj) {
         const int j = j0 + jj;
-        __m512 dot[G];
-        for (int g = 0; g < G; ++g) dot[g] = _mm512_setzero_ps();
+        __m512 dot[Q * G];
+        for (int i = 0; i < Q * G; ++i) dot[i] = _mm512_setzero_ps();
         if (j < n) {
           const uint8_t* krow = kplane + j * row_bytes;
           for (int v = 0; v < nvec; ++v) {
             const __m512 kv = LoadKv(l.dtype, krow, v * 16, hd - v * 16);
-            for (int g = 0; g < G; ++g)
-              dot[g] = _mm512_fmadd_ps(_mm512_load_ps(q + (g * nvec + v) * 16), kv, dot[g]);
+            for (int i = 0; i < Q * G; ++i)
+              dot[i] = _mm512_fmadd_ps(_mm512_load_ps(q + (i * nvec + v) * 16), kv, dot[i]);
           }
         }
-        for (int g = 0; g < G; ++g) dots[g][jj] = dot[g];
+        for (int i = 0; i < Q * G; ++i) dots[i][jj] = dot[i];
       }
-      const __mmask16 valid = Mask16(n - j0);
       const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-      for (int g = 0; g < G; ++g) {
-        __m512 sc = _mm512_mul_ps(Reduce16(dots[g]), _mm512_set1_ps(scale));
-        if (int8) sc = _mm512_mul_ps(sc, _mm512_maskz_loadu_ps(valid, kscale + j0));
-        _mm512_store_ps(scores[g] + j0, _mm512_mask_blend_ps(valid, neg_inf, sc));
+      const __m512 kscale_lanes =
+          int8 ? _mm512_maskz_loadu_ps(Mask16(n - j0), kscale + j0) : _mm512_setzero_ps();
+      for (int i = 0; i < Q * G; ++i) {
+        const int left = valid[i / G] - j0;
+        const __mmask16 mask = Mask16(left > 0 ? left : 0);
+        __m512 sc = _mm512_mul_ps(Reduce16(dots[i]), _mm512_set1_ps(scale));
+        if (int8) sc = _mm512_mul_ps(sc, kscale_lanes);
+        _mm512_store_ps(scores[i] + j0, _mm512_mask_blend_ps(mask, neg_inf, sc));
       }
     }
-    // Online softmax per head; -inf pads give 0.
-    __m512 vcorr[G];
-    for (int g = 0; g < G; ++g) {
+    // Online softmax per (token, head); -inf scores give p = 0.
+    __m512 vcorr[Q * G];
+    for (int i = 0; i < Q * G; ++i) {
       __m512 bmax = _mm512_set1_ps(-INFINITY);
-      for (int j = 0; j < n16; j += 16) bmax = _mm512_max_ps(_mm512_load_ps(scores[g] + j), bmax);
-      const float m_new = std::fmax(ms[g], Hmax(bmax));
-      const float corr = ExpScalar(ms[g] - m_new);
+      for (int j = 0; j < n16; j += 16) bmax = _mm512_max_ps(_mm512_load_ps(scores[i] + j), bmax);
+      const float m_new = std::fmax(ms[i], Hmax(bmax));
+      const float corr = ExpScalar(ms[i] - m_new);
       const __m512 vm = _mm512_set1_ps(m_new);
       __m512 psum = _mm512_setzero_ps();
       for (int j = 0; j < n16; j += 16) {
-        __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores[g] + j), vm));
+        __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores[i] + j), vm));
         psum = _mm512_add_ps(psum, p);
         if (int8) p = _mm512_mul_ps(p, _mm512_maskz_loadu_ps(Mask16(n - j), vscale + j));
-        _mm512_store_ps(scores[g] + j, p);
+        _mm512_store_ps(scores[i] + j, p);
       }
-      ls[g] = ls[g] * corr + Hsum(psum);
-      ms[g] = m_new;
-      vcorr[g] = _mm512_set1_ps(corr);
+      ls[i] = ls[i] * corr + Hsum(psum);
+      ms[i] = m_new;
+      vcorr[i] = _mm512_set1_ps(corr);
     }
     // acc = acc * corr + sum over the block's keys in order of p[j] * V[j].
     for (int v0 = 0; v0 < nvec; v0 += VU) {
-      __m512 a[G][VU];
-      for (int g = 0; g < G; ++g)
+      __m512 a[Q * G][VU];
+      for (int i = 0; i < Q * G; ++i)
         for (int u = 0; u < VU; ++u)
           if (v0 + u < nvec)
-            a[g][u] = _mm512_mul_ps(_mm512_load_ps(acc + (g * nvec + v0 + u) * 16), vcorr[g]);
+            a[i][u] = _mm512_mul_ps(_mm512_load_ps(acc + (i * nvec + v0 + u) * 16), vcorr[i]);
       const uint8_t* vrow = vplane;
       for (int j = 0; j < n; ++j, vrow += row_bytes) {
         __m512 vv[VU];
         for (int u = 0; u < VU; ++u)
           if (v0 + u < nvec) vv[u] = LoadKv(l.dtype, vrow, (v0 + u) * 16, hd - (v0 + u) * 16);
-        for (int g = 0; g < G; ++g) {
-          const __m512 p = _mm512_set1_ps(scores[g][j]);
+        for (int i = 0; i < Q * G; ++i) {
+          const __m512 p = _mm512_set1_ps(scores[i][j]);
           for (int u = 0; u < VU; ++u)
-            if (v0 + u < nvec) a[g][u] = _mm512_fmadd_ps(p, vv[u], a[g][u]);
+            if (v0 + u < nvec) a[i][u] = _mm512_fmadd_ps(p, vv[u], a[i][u]);
         }
       }
-      for (int g = 0; g < G; ++g)
+      for (int i = 0; i < Q * G; ++i)
         for (int u = 0; u < VU; ++u)
-          if (v0 + u < nvec) _mm512_store_ps(acc + (g * nvec + v0 + u) * 16, a[g][u]);
+          if (v0 + u < nvec) _mm512_store_ps(acc + (i * nvec + v0 + u) * 16, a[i][u]);
     }
   }
-  for (int g = 0; g < G; ++g) {
-    const __m512 vl = _mm512_set1_ps(ls[g]);
+  for (int i = 0; i < Q * G; ++i) {
+    float* out = s.out + ((t0 + i / G) * num_heads + kvh * G + i % G) * hd;
+    const __m512 vl = _mm512_set1_ps(ls[i]);
     for (int v = 0; v < nvec; ++v)
-      _mm512_mask_storeu_ps(out0 + g * hd + v * 16, Mask16(hd - v * 16),
-                            _mm512_div_ps(_mm512_load_ps(acc + (g * nvec + v) * 16), vl));
+      _mm512_mask_storeu_ps(out + v * 16, Mask16(hd - v * 16),
+                            _mm512_div_ps(_mm512_load_ps(acc + (i * nvec + v) * 16), vl));
   }
 }
 
 using AttendFn = void (*)(const KvLayout&, int, int, float, const AttentionSeq&, int64_t, int);
 
+// Kernels for 1, 2 and 4 query tokens (index 0, 1, 2) for group size G.
+template <int G>
+struct TileKernels {
+  static constexpr AttendFn kFns[3] = {AttendTile<G, 1>, AttendTile<G, (kMaxTile<G> >= 2 ? 2 : 1)>,
+                                       AttendTile<G, kMaxTile<G>>};
+};
+
+struct Attend {
+  const AttendFn* fns = nullptr;  // by tile index: 1, 2, 4 tokens (or 1 where G > 4)
+  int max_tile = 1;
+};
+
 // The group size is the layout's (num_heads / num_kv_heads), not the batch's.
-AttendFn AttendFor(int group) {
+template <int G>
+Attend AttendForG() {
+  return {TileKernels<G>::kFns, kMaxTile<G>};
+}
+
+Attend AttendFor(int group) {
   switch (group) {
     case 1:
-      return AttendGroup<1>;
+      return AttendForG<1>();
     case 2:
-      return AttendGroup<2>;
+      return AttendForG<2>();
     case 3:
-      return AttendGroup<3>;
+      return AttendForG<3>();
     case 4:
-      return AttendGroup<4>;
+      return AttendForG<4>();
     case 5:
-      return AttendGroup<5>;
+      return AttendForG<5>();
     case 6:
-      return AttendGroup<6>;
+      return AttendForG<6>();
     case 7:
-      return AttendGroup<7>;
+      return AttendForG<7>();
     case 8:
-      return AttendGroup<8>;
+      return AttendForG<8>();
     case 9:
-      return AttendGroup<9>;
+      return AttendForG<9>();
     case 10:
-      return AttendGroup<10>;
+      return AttendForG<10>();
     case 11:
-      return AttendGroup<11>;
+      return AttendForG<11>();
     case 12:
-      return AttendGroup<12>;
+      return AttendForG<12>();
     case 13:
-      return AttendGroup<13>;
+      return AttendForG<13>();
     case 14:
-      return AttendGroup<14>;
+      return AttendForG<14>();
     case 15:
-      return AttendGroup<15>;
+      return AttendForG<15>();
     default:
-      return AttendGroup<16>;  // ops.cc checks group <= kMaxGroup
+      return AttendForG<16>();  // ops.cc checks group <= kMaxGroup
   }
 }
 
@@ -283,19 +321,26 @@ void WriteKv(const KvLayout& layout, int layer, uint8_t* const* blocks, int64_t 
 
 void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,
                     std::span<const AttentionSeq> seqs, ThreadPool& pool) {
+  const Attend attend = AttendFor(num_heads / layout.num_kv_heads);
   int64_t total = 0;
   for (size_t i = 0; i < seqs.size(); ++i) total += seqs[i].num_tokens * layout.num_kv_heads;
   if (total == 0) return;
   Task* tasks =
       static_cast<Task*>(ThreadScratch(kScratchCaller, static_cast<size_t>(total) * sizeof(Task)));
   int64_t n = 0;
-  for (size_t i = 0; i < seqs.size(); ++i)
-    for (int64_t t = 0; t < seqs[i].num_tokens; ++t)
-      for (int h = 0; h < layout.num_kv_heads; ++h) tasks[n++] = Task{&seqs[i], t, h};
-  const AttendFn attend = AttendFor(num_heads / layout.num_kv_heads);
-  pool.ParallelFor(total, [&](int64_t i) {
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    for (int64_t t = 0; t < seqs[i].num_tokens;) {
+      const int64_t left = seqs[i].num_tokens - t;
+      const int tile = left >= 4 && attend.max_tile >= 4   ? 2
+                       : left >= 2 && attend.max_tile >= 2 ? 1
+                                                           : 0;
+      for (int h = 0; h < layout.num_kv_heads; ++h) tasks[n++] = Task{&seqs[i], t, h, tile};
+      t += int64_t{1} << tile;
+    }
+  }
+  pool.ParallelFor(n, [&](int64_t i) {
     const Task& task = tasks[i];
-    attend(layout, layer, num_heads, scale, *task.seq, task.t, task.kvh);
+    attend.fns[task.tile](layout, layer, num_heads, scale, *task.seq, task.t, task.kvh);
   });
 }
 
