@@ -5,6 +5,16 @@
 #include "core/status.h"
 
 namespace kvfork {
+namespace {
+
+// Tokens are a few bytes long: an inline loop beats a call to memcmp.
+bool SameBytes(const char* a, const char* b, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+}  // namespace
 
 void TokenTable::Reserve(size_t tokens, size_t bytes) {
   arena_.reserve(bytes);
@@ -33,7 +43,7 @@ size_t TokenTable::Probe(std::string_view bytes, uint64_t hash) const {
     const Slot& s = slots_[i];
     if (s.id < 0) return i;
     if (s.tag == tag && s.length == bytes.size() &&
-        std::memcmp(arena_.data() + s.offset, bytes.data(), bytes.size()) == 0)
+        SameBytes(arena_.data() + s.offset, bytes.data(), bytes.size()))
       return i;
   }
 }
