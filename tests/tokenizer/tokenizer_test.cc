@@ -353,6 +353,16 @@ TEST(TokenizerErrors, BadFilesGiveClearErrors) {
   bad_vocab["model"]["vocab"]["x"] = "seven";
   ExpectError(bad_vocab, "id of \"x\" is not an integer");
 
+  // Merges are resolved in batches: errors still name the first bad merge.
+  json late_bad = TinyTokenizer({}, true);
+  late_bad["model"]["vocab"]["ab"] = 256;
+  for (int k = 0; k < 100; ++k) late_bad["model"]["merges"].push_back({"a", "b"});
+  late_bad["model"]["merges"].push_back({"a", "zz"});
+  late_bad["model"]["merges"].push_back(7);
+  ExpectError(late_bad, "merges[100]: token \"zz\" is not in the vocabulary");
+  late_bad["model"]["merges"][100] = {"a", "b"};
+  ExpectError(late_bad, "merges[101]: expected");
+
   json short_merge = j;
   short_merge["model"]["merges"] = json::array({json::array({"a"})});
   ExpectError(short_merge, "merges[0]: expected \"a b\" or [\"a\", \"b\"]");
