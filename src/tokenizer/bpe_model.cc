@@ -326,6 +326,7 @@ void BpeModel::Merge(std::string_view piece, std::vector<int32_t>* ids) const {
     if (nx < 0) return false;
     const int32_t rank = merges_.Find(symbols[pos].id, symbols[nx].id);
     if (rank < 0) return false;
+    __builtin_prefetch(merges_.MergedAddress(rank));  // read if this merge is applied
     heap.push_back({(static_cast<uint64_t>(rank) << 32) | static_cast<uint32_t>(pos),
                     symbols[pos].id, symbols[nx].id});
     return true;
@@ -348,6 +349,9 @@ void BpeModel::Merge(std::string_view piece, std::vector<int32_t>* ids) const {
     right.id = -1;
     left.next = right.next;
     if (right.next >= 0) symbols[right.next].prev = pos;
+    // Both new pairs' lookups start before either is needed.
+    if (left.prev >= 0) __builtin_prefetch(merges_.SlotAddress(symbols[left.prev].id, left.id));
+    if (left.next >= 0) __builtin_prefetch(merges_.SlotAddress(left.id, symbols[left.next].id));
     if (left.prev >= 0) push(left.prev);
     push(pos);
   }

@@ -39,6 +39,9 @@ class MergeTable {
     }
   }
   int32_t Merged(int32_t rank) const { return merged_by_rank_[static_cast<size_t>(rank)]; }
+  const void* MergedAddress(int32_t rank) const {
+    return &merged_by_rank_[static_cast<size_t>(rank)];
+  }
 
  private:
   static constexpr int kRankBits = 24;
