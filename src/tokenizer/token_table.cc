@@ -53,10 +53,9 @@ int32_t TokenTable::Find(std::string_view bytes, uint64_t hash) const {
   return slots_[Probe(bytes, hash)].id;
 }
 
-int32_t TokenTable::Insert(std::string_view bytes, int32_t id) {
+int32_t TokenTable::Insert(std::string_view bytes, uint64_t hash, int32_t id) {
   KVFORK_CHECK(id >= 0);
   if ((count_ + 1) * 4 > slots_.size() * 3) Rehash(slots_.empty() ? 16 : slots_.size() * 2);
-  const uint64_t hash = HashBytes(bytes);
   Slot& slot = slots_[Probe(bytes, hash)];
   if (static_cast<size_t>(id) >= by_id_.size()) by_id_.resize(static_cast<size_t>(id) + 1);
   if (slot.id >= 0) {  // re-mapped: the old id loses its bytes

@@ -51,7 +51,9 @@ class TokenTable {
   void Reserve(size_t tokens, size_t bytes);
   // Maps bytes to id (id >= 0). Returns the id bytes mapped to before (that
   // id then has no bytes), or -1 if bytes is new.
-  int32_t Insert(std::string_view bytes, int32_t id);
+  int32_t Insert(std::string_view bytes, int32_t id) { return Insert(bytes, HashBytes(bytes), id); }
+  // The same with hash = HashBytes(bytes).
+  int32_t Insert(std::string_view bytes, uint64_t hash, int32_t id);
   // Id of bytes, or -1. hash must be HashBytes(bytes).
   int32_t Find(std::string_view bytes, uint64_t hash) const;
   int32_t Find(std::string_view bytes) const { return Find(bytes, HashBytes(bytes)); }
