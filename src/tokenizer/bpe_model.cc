@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <functional>
-
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/byte_level.h"
@@ -21,7 +20,8 @@ BpeModel& BpeModel::operator=(BpeModel&&) noexcept = default;
 // byte_level_. A key given twice keeps its last id, as a JSON object does.
 Status BpeModel::ReadVocab(std::string_view json) {
   JsonReader r(json, "tokenizer.json model.vocab");
-  if (r.Peek() != '{') return InvalidArgumentError("tokenizer.json model: missing \"vocab\" object");
+  if (r.Peek() != '{')
+    return InvalidArgumentError("tokenizer.json model: missing \"vocab\" object");
   KVFORK_RETURN_IF_ERROR(r.Expect('{'));
   // An estimate from the text (an indented entry is ~24 bytes) saves most
   // rehashing; the table grows if it is short.
@@ -52,7 +52,8 @@ Status BpeModel::ReadVocab(std::string_view json) {
     if (!is_integer)
       return InvalidArgumentError("tokenizer.json vocab: id of \"" + key + "\" is not an integer");
     if (id < 0 || id > INT32_MAX)
-      return InvalidArgumentError("tokenizer.json vocab: id " + std::to_string(id) + " out of range");
+      return InvalidArgumentError("tokenizer.json vocab: id " + std::to_string(id) +
+                                  " out of range");
     Entry& e = batch[pending];
     if (!byte_level_) {
       e.bytes = key;
@@ -74,12 +75,13 @@ Status BpeModel::ReadVocab(std::string_view json) {
 // are prefetched together.
 Status BpeModel::ReadMerges(std::string_view json) {
   JsonReader r(json, "tokenizer.json model.merges");
-  if (r.Peek() != '[') return InvalidArgumentError("tokenizer.json model: missing \"merges\" array");
+  if (r.Peek() != '[')
+    return InvalidArgumentError("tokenizer.json model: missing \"merges\" array");
   KVFORK_RETURN_IF_ERROR(r.Expect('['));
   merges_.Reserve(json.size() / 48);  // an indented ["a", "b"] is ~46 bytes
   struct Pending {
     size_t rank;
-    std::string a, b;                // as written (the byte alphabet)
+    std::string a, b;                  // as written (the byte alphabet)
     std::string raw_a, raw_b, raw_ab;  // raw bytes, the vocabulary's keys
     uint64_t hash_a, hash_b, hash_ab;
   };
@@ -141,8 +143,8 @@ Status BpeModel::ReadMerges(std::string_view json) {
       if (Status s = r.ReadString(&text); !s.ok()) return fail(s);
       const size_t space = text.find(' ', 1);
       if (space == std::string::npos)
-        return fail(InvalidArgumentError("tokenizer.json merges[" + std::to_string(rank) +
-                                         "]: \"" + text + "\" is not two tokens separated by a space"));
+        return fail(InvalidArgumentError("tokenizer.json merges[" + std::to_string(rank) + "]: \"" +
+                                         text + "\" is not two tokens separated by a space"));
       m.a.assign(text, 0, space);
       m.b.assign(text, space + 1);
     } else if (c == '[') {
@@ -194,15 +196,18 @@ StatusOr<BpeModel> BpeModel::FromJson(std::string_view model_json, bool byte_lev
   }
   const std::string type = json.value("type", std::string("BPE"));
   if (type != "BPE")
-    return UnimplementedError("tokenizer.json model type \"" + type + "\" is not supported (BPE only)");
-  if (vocab_json.empty()) return InvalidArgumentError("tokenizer.json model: missing \"vocab\" object");
+    return UnimplementedError("tokenizer.json model type \"" + type +
+                              "\" is not supported (BPE only)");
+  if (vocab_json.empty())
+    return InvalidArgumentError("tokenizer.json model: missing \"vocab\" object");
   if (merges_json.empty())
     return InvalidArgumentError("tokenizer.json model: missing \"merges\" array");
   if (json.contains("dropout") && json["dropout"].is_number() && json["dropout"].get<double>() > 0)
     return UnimplementedError("tokenizer.json model: BPE dropout is not supported");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (json.contains(key) && json[key].is_string() && !json[key].get<std::string>().empty())
-      return UnimplementedError(std::string("tokenizer.json model: \"") + key + "\" is not supported");
+      return UnimplementedError(std::string("tokenizer.json model: \"") + key +
+                                "\" is not supported");
   }
 
   BpeModel m;
@@ -214,15 +219,18 @@ StatusOr<BpeModel> BpeModel::FromJson(std::string_view model_json, bool byte_lev
     return UnimplementedError("tokenizer.json model: token ids above " +
                               std::to_string(MergeTable::kMaxId) + " are not supported");
   }
-  for (int b = 0; b < 256; ++b) m.byte_to_id_[b] = m.vocab_.Find(std::string(1, static_cast<char>(b)));
+  for (int b = 0; b < 256; ++b)
+    m.byte_to_id_[b] = m.vocab_.Find(std::string(1, static_cast<char>(b)));
   if (json.contains("unk_token") && json["unk_token"].is_string()) {
     const int32_t id = m.vocab_.Find(json["unk_token"].get<std::string>());
-    if (id < 0) return InvalidArgumentError("tokenizer.json model: unk_token is not in the vocabulary");
+    if (id < 0)
+      return InvalidArgumentError("tokenizer.json model: unk_token is not in the vocabulary");
     m.unk_id_ = id;
   }
   KVFORK_RETURN_IF_ERROR(m.ReadMerges(merges_json));
   m.whole_.reset(new std::atomic<uint8_t>[m.vocab_.id_limit()]);
-  for (size_t i = 0; i < m.vocab_.id_limit(); ++i) m.whole_[i].store(kUnknown, std::memory_order_relaxed);
+  for (size_t i = 0; i < m.vocab_.id_limit(); ++i)
+    m.whole_[i].store(kUnknown, std::memory_order_relaxed);
   m.cache_ = std::make_unique<PieceCache>();
   return m;
 }
@@ -251,7 +259,8 @@ void BpeModel::EncodePieces(std::span<const std::string_view> pieces,
   }
 }
 
-void BpeModel::EncodeHashed(std::string_view piece, uint64_t hash, std::vector<int32_t>* ids) const {
+void BpeModel::EncodeHashed(std::string_view piece, uint64_t hash,
+                            std::vector<int32_t>* ids) const {
   if (piece.empty()) return;
   if (piece.size() == 1 && byte_to_id_[static_cast<uint8_t>(piece[0])] >= 0) {
     ids->push_back(byte_to_id_[static_cast<uint8_t>(piece[0])]);
@@ -285,8 +294,7 @@ void BpeModel::EncodeHashed(std::string_view piece, uint64_t hash, std::vector<i
   const size_t first = ids->size();
   Merge(piece, ids);
   if (cacheable) {
-    cache_->Insert(piece, hash,
-                   std::span<const int32_t>(ids->data() + first, ids->size() - first));
+    cache_->Insert(piece, hash, std::span<const int32_t>(ids->data() + first, ids->size() - first));
   }
 }
 

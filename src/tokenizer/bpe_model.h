@@ -74,10 +74,10 @@ class BpeModel {
   void EncodeHashed(std::string_view piece, uint64_t hash, std::vector<int32_t>* ids) const;
   void Merge(std::string_view piece, std::vector<int32_t>* ids) const;
 
-  TokenTable vocab_;                        // raw bytes <-> id
-  std::array<int32_t, 256> byte_to_id_{};   // -1 where a byte has no token
+  TokenTable vocab_;                       // raw bytes <-> id
+  std::array<int32_t, 256> byte_to_id_{};  // -1 where a byte has no token
   bool byte_level_ = false;
-  bool ignore_merges_ = false;              // a piece that is a token is kept whole
+  bool ignore_merges_ = false;  // a piece that is a token is kept whole
   std::optional<int32_t> unk_id_;
   MergeTable merges_;
   std::unique_ptr<std::atomic<uint8_t>[]> whole_;  // [size()] WholeState
