@@ -14,5 +14,8 @@ namespace kvfork {
 std::string ByteLevelEncode(std::string_view bytes);
 // Raw bytes of alphabet text; nullopt if a character is not in the alphabet.
 std::optional<std::string> ByteLevelDecode(std::string_view text);
+// The same into *out (cleared first, its capacity reused); false if a
+// character is not in the alphabet (*out is then unspecified).
+bool ByteLevelDecodeTo(std::string_view text, std::string* out);
 
 }  // namespace kvfork

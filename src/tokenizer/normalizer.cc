@@ -4,6 +4,7 @@
 
 #include <utf8proc.h>
 
+#include "tokenizer/nfc.h"
 #include "tokenizer/utf8.h"
 
 namespace kvfork {
@@ -93,10 +94,25 @@ StatusOr<Normalizer> Normalizer::FromJson(const nlohmann::json& json) {
   return n;
 }
 
+std::string_view Normalizer::Normalize(std::string_view text, std::string* storage) const {
+  std::string_view view = text;
+  for (Kind k : steps_) {
+    std::string next;
+    if (k == Kind::kNfc) {
+      const std::string_view result = nfc::Normalize(view, &next);
+      if (result.data() == view.data()) continue;  // unchanged: no copy
+    } else {
+      next = Apply(view, k);
+    }
+    *storage = std::move(next);  // view may point into *storage: read before this
+    view = *storage;
+  }
+  return view;
+}
+
 std::string Normalizer::Normalize(std::string_view text) const {
-  std::string s(text);
-  for (Kind k : steps_) s = Apply(s, k);
-  return s;
+  std::string storage;
+  return std::string(Normalize(text, &storage));
 }
 
 }  // namespace kvfork

@@ -3,7 +3,8 @@
 // the valid runs around it are normalized.
 //
 // Thread safety: immutable after FromJson. Cost: O(n) with an all-ASCII fast
-// path (ASCII is invariant under every supported form except Lowercase).
+// path (ASCII is invariant under every supported form except Lowercase); NFC
+// only runs utf8proc around characters that NFC may change (nfc.h).
 #pragma once
 
 #include <memory>
@@ -25,6 +26,9 @@ class Normalizer {
   static StatusOr<Normalizer> FromJson(const nlohmann::json& json);
 
   std::string Normalize(std::string_view text) const;
+  // The same as a view: of text itself when no step changes it (NFC of text
+  // already in NFC, the usual case), else of *storage.
+  std::string_view Normalize(std::string_view text, std::string* storage) const;
 
  private:
   std::vector<Kind> steps_;

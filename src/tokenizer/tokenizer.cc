@@ -13,6 +13,7 @@
 #include "tokenizer/added_vocabulary.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/json_reader.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
@@ -214,10 +215,22 @@ Status BpeTokenizer::LoadConfigs(const std::string& tokenizer_config_json,
 StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::Create(const std::string& tokenizer_json,
                                                          const std::string& tokenizer_config_json,
                                                          const std::string& generation_config_json) {
-  json root = json::parse(tokenizer_json, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded() || !root.is_object())
-    return InvalidArgumentError("tokenizer.json is not a JSON object");
-  if (!root.contains("model")) return InvalidArgumentError("tokenizer.json: missing \"model\"");
+  // The model's vocabulary and merges are most of the file and are read
+  // straight into BpeModel's tables; the other members are small and go
+  // through nlohmann. A member given twice keeps its last value.
+  auto members = SplitObject(tokenizer_json, "tokenizer.json");
+  if (!members.ok())
+    return InvalidArgumentError("tokenizer.json is not a JSON object (" + members.status().message() + ")");
+  json root = json::object();
+  std::string_view model_json;
+  for (const auto& [key, value] : *members) {
+    if (key == "model") {
+      model_json = value;
+    } else {
+      root[key] = json::parse(value, nullptr, /*allow_exceptions=*/false);
+    }
+  }
+  if (model_json.empty()) return InvalidArgumentError("tokenizer.json: missing \"model\"");
   KVFORK_ASSIGN_OR_RETURN(PreTokenizer pre,
                           PreTokenizer::FromJson(root.value("pre_tokenizer", json())));
   bool byte_level = pre.byte_level();
@@ -225,7 +238,7 @@ StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::Create(const std::string& tok
   KVFORK_RETURN_IF_ERROR(CheckDecoder(decoder));
   if (decoder.is_object() && decoder.dump().find("\"ByteLevel\"") != std::string::npos)
     byte_level = true;
-  KVFORK_ASSIGN_OR_RETURN(BpeModel model, BpeModel::FromJson(root["model"], byte_level));
+  KVFORK_ASSIGN_OR_RETURN(BpeModel model, BpeModel::FromJson(model_json, byte_level));
   KVFORK_ASSIGN_OR_RETURN(PostProcessor post,
                           PostProcessor::FromJson(root.value("post_processor", json())));
   std::unique_ptr<BpeTokenizer> t(new BpeTokenizer(std::move(model), std::move(pre), std::move(post)));
@@ -272,14 +285,11 @@ void BpeTokenizer::EncodeValid(std::string_view text, std::vector<int32_t>* ids)
   std::deque<std::string> arena;
   std::string normalized;
   std::string_view view = text;
-  if (normalizer_) {
-    normalized = normalizer_->Normalize(text);
-    view = normalized;
-  }
+  if (normalizer_) view = normalizer_->Normalize(text, &normalized);
   auto encode_plain = [&](std::string_view s) {
     pieces.clear();
     pre_.Split(s, &pieces, &arena);
-    for (std::string_view p : pieces) model_.Encode(p, ids);
+    model_.EncodePieces(pieces, ids);
   };
   if (normalized_matcher_.empty()) {
     encode_plain(view);
@@ -322,7 +332,7 @@ std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_specia
 std::string BpeTokenizer::TokenBytes(int32_t id) const {
   auto it = added_content_.find(id);
   if (it != added_content_.end()) return it->second;
-  return model_.TokenBytes(id);
+  return std::string(model_.TokenBytes(id));
 }
 
 std::string BpeTokenizer::Decode(std::span<const int32_t> ids, bool skip_special) const {
@@ -330,7 +340,11 @@ std::string BpeTokenizer::Decode(std::span<const int32_t> ids, bool skip_special
   for (int32_t id : ids) {
     if (skip_special && IsSpecial(id)) continue;
     auto it = added_content_.find(id);
-    bytes += it != added_content_.end() ? it->second : model_.TokenBytes(id);
+    if (it != added_content_.end()) {
+      bytes += it->second;
+    } else {
+      bytes += model_.TokenBytes(id);
+    }
   }
   return utf8::Lossy(bytes);
 }

@@ -287,6 +287,36 @@ TEST(TinyTokenizer, PostProcessorAndConfigs) {
   EXPECT_EQ(t->Encode("a", true), (std::vector<int32_t>{256, 'a'}));
 }
 
+// A token whose bytes its merges cannot rebuild: BPE must split it unless
+// ignore_merges keeps whole tokens whole, on every call (the answer for a
+// whole-token piece is remembered after the first).
+TEST(TinyTokenizer, WholeTokenPiecesFollowTheMerges) {
+  json j = TinyTokenizer({{"a", "b"}}, false);
+  j["model"]["vocab"]["xy"] = 300;  // in the vocabulary, but no merge makes it
+  for (bool ignore_merges : {false, true}) {
+    j["model"]["ignore_merges"] = ignore_merges;
+    auto t = Make(j);
+    ASSERT_NE(t, nullptr);
+    const std::vector<int32_t> expected =
+        ignore_merges ? std::vector<int32_t>{300} : std::vector<int32_t>{'x', 'y'};
+    for (int rep = 0; rep < 3; ++rep) {
+      EXPECT_EQ(t->Encode("xy", false), expected) << ignore_merges;
+      EXPECT_EQ(t->Encode("ab", false), std::vector<int32_t>{*t->TokenId("ab")});
+    }
+  }
+}
+
+// Every prefix of a valid file is a clear error (the vocabulary and merges
+// are read by our own JSON reader), never a crash.
+TEST(TokenizerErrors, TruncatedFilesAreErrors) {
+  const std::string text = TinyTokenizer({{"a", "b"}, {"ab", "c"}}, true).dump(1);
+  for (size_t n = 0; n < text.size(); n += 7) {
+    auto t = Tokenizer::FromJson(text.substr(0, n), "", "");
+    ASSERT_FALSE(t.ok()) << n;
+    EXPECT_NE(t.status().message().find("tokenizer.json"), std::string::npos) << t.status().ToString();
+  }
+}
+
 void ExpectError(const json& j, const std::string& needle) {
   auto t = Tokenizer::FromJson(j.dump(), "", "");
   ASSERT_FALSE(t.ok()) << "expected an error mentioning " << needle;
@@ -322,6 +352,48 @@ TEST(TokenizerErrors, BadFilesGiveClearErrors) {
   json bad_vocab = j;
   bad_vocab["model"]["vocab"]["x"] = "seven";
   ExpectError(bad_vocab, "id of \"x\" is not an integer");
+
+  // Merges are resolved in batches: errors still name the first bad merge.
+  json late_bad = TinyTokenizer({}, true);
+  late_bad["model"]["vocab"]["ab"] = 256;
+  for (int k = 0; k < 100; ++k) late_bad["model"]["merges"].push_back({"a", "b"});
+  late_bad["model"]["merges"].push_back({"a", "zz"});
+  late_bad["model"]["merges"].push_back(7);
+  ExpectError(late_bad, "merges[100]: token \"zz\" is not in the vocabulary");
+  late_bad["model"]["merges"][100] = {"a", "b"};
+  ExpectError(late_bad, "merges[101]: expected");
+
+  json short_merge = j;
+  short_merge["model"]["merges"] = json::array({json::array({"a"})});
+  ExpectError(short_merge, "merges[0]: expected \"a b\" or [\"a\", \"b\"]");
+
+  json number_merge = j;
+  number_merge["model"]["merges"] = json::array({7});
+  ExpectError(number_merge, "merges[0]: expected");
+
+  json no_space = j;
+  no_space["model"]["merges"] = json::array({"ab"});
+  ExpectError(no_space, "\"ab\" is not two tokens separated by a space");
+
+  json model_number = j;
+  model_number["model"] = 5;
+  ExpectError(model_number, "missing \"model\" object");
+
+  json merges_object = j;
+  merges_object["model"]["merges"] = json::object();
+  ExpectError(merges_object, "missing \"merges\" array");
+
+  json float_id = j;
+  float_id["model"]["vocab"]["y"] = 1.5;
+  ExpectError(float_id, "id of \"y\" is not an integer");
+
+  json negative_id = j;
+  negative_id["model"]["vocab"]["y"] = -3;
+  ExpectError(negative_id, "id -3 out of range");
+
+  json not_alphabet = j;
+  not_alphabet["model"]["vocab"]["a b"] = 400;  // a raw space is not in the byte alphabet
+  ExpectError(not_alphabet, "token \"a b\" is not in the byte-level alphabet");
 
   auto not_json = Tokenizer::FromJson("{not json", "", "");
   ASSERT_FALSE(not_json.ok());

@@ -7,7 +7,8 @@
 // pass once `budget` seconds of timed passes are spent (at least one pass
 // always runs), so a slow reference on a loaded machine still finishes.
 // Prints one JSON line:
-//   {"lenml": {"load_seconds": L, "seconds": [...], "tokens": N}, "llama_cpp": {...}}
+//   {"lenml": {"load_seconds": L, "seconds": [...], "cpu_seconds": [...],
+//              "tokens": N}, "llama_cpp": {...}}
 //
 //   node tools/tokenizer/bench.mjs CORPUS MODEL_DIR GGUF REPS BUDGET_SECONDS
 import { readFileSync } from "node:fs";
@@ -25,6 +26,12 @@ const budget = Number(budgetArg ?? 60);
 const docs = readFileSync(corpusPath, "utf8").split("\x1e");
 
 const now = () => Number(process.hrtime.bigint()) / 1e9;
+// CPU seconds of this process (user + system): on a loaded machine it shows
+// the cost apart from the time spent waiting for a core.
+const cpuNow = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+};
 
 function time(encode) {
   let warm = 0;
@@ -34,18 +41,21 @@ function time(encode) {
     warm += d.length;
   }
   const seconds = [];
+  const cpu_seconds = [];
   let tokens = 0;
   let spent = 0;
   for (let r = 0; r < reps && (r === 0 || spent < budget); ++r) {
     let n = 0;
     const t0 = now();
+    const c0 = cpuNow();
     for (const d of docs) n += encode(d);
     const s = now() - t0;
+    cpu_seconds.push(cpuNow() - c0);
     seconds.push(s);
     spent += s;
     tokens = n;
   }
-  return { seconds, tokens };
+  return { seconds, cpu_seconds, tokens };
 }
 
 const result = {};
