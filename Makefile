@@ -7,7 +7,7 @@ KVFORK := $(BUILD_DIR)/src/cli/kvfork
 DEFAULT_MODEL := models/default
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test test-unit model clean
+.PHONY: all deps build run test test-unit model soak clean
 
 all: build
 
@@ -40,6 +40,15 @@ test: build
 
 test-unit: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) -L unit
+
+# Soak (docs/reliability.md): 64 streaming clients on loopback for
+# SOAK_SECONDS against a small KV pool; not part of `make test`, which runs
+# a 60-second version. Prints a table, writes $(BUILD_DIR)/soak/soak-<N>s.json.
+SOAK_SECONDS ?= 600
+SOAK_CLIENTS ?= 64
+soak: build
+	KVFORK_BIN=$(KVFORK) KVFORK_BUILD_DIR=$(BUILD_DIR) KVFORK_CACHE_DIR=.cache \
+	  node tools/node/tests/reliability_soak.mjs --seconds $(SOAK_SECONDS) --clients $(SOAK_CLIENTS)
 
 clean:
 	rm -rf build

@@ -26,3 +26,13 @@ if(KVFORK_NODE)
             ${PROJECT_SOURCE_DIR}/tools/node/tests/reliability_security.test.mjs
     LABELS e2e TIMEOUT 600)
 endif()
+
+# The soak's 60-second version (`make soak` runs it for 10 minutes): 64
+# streaming clients, a pool that forces eviction and preemption; no 5xx,
+# well-formed streams, no leak (blocks, KV check, RSS).
+if(KVFORK_NODE)
+  kvfork_script_test(server_soak_test
+    COMMAND ${KVFORK_NODE} ${PROJECT_SOURCE_DIR}/tools/node/tests/reliability_soak.mjs
+            --seconds 60 --clients 64 --out ${PROJECT_BINARY_DIR}/soak/soak-60s.json
+    LABELS e2e TIMEOUT 300)
+endif()
