@@ -1,6 +1,7 @@
 # Reliability tests of the real `kvfork serve` (docs/reliability.md): fault
 # injection, security properties, and a 60-second soak under load. All run
 # on loopback against a tiny random Qwen3-shaped model.
+
 # Start/stop of the HTTP server without a model (no sockets leak, no hang).
 kvfork_test(server_lifecycle_test
   SOURCES http_server_lifecycle_test.cc
@@ -10,6 +11,7 @@ find_program(KVFORK_NODE node)
 if(KVFORK_NODE)
   kvfork_script_test(server_faults_test
     COMMAND ${KVFORK_NODE} --test --test-concurrency=1
+            ${PROJECT_SOURCE_DIR}/tools/node/tests/reliability_util.test.mjs
             ${PROJECT_SOURCE_DIR}/tools/node/tests/reliability_faults.test.mjs
     LABELS e2e TIMEOUT 600)
 endif()
