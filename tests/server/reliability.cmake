@@ -21,6 +21,10 @@ endif()
 add_library(kvfork_open_log_preload SHARED open_log_preload.cc)
 target_link_libraries(kvfork_open_log_preload PRIVATE ${CMAKE_DL_LIBS})
 set_target_properties(kvfork_open_log_preload PROPERTIES PREFIX "")
+# Never instrumented: a sanitizer build's runtime must not be pulled in ahead
+# of the server's own by LD_PRELOAD.
+target_compile_options(kvfork_open_log_preload PRIVATE -fno-sanitize=all)
+target_link_options(kvfork_open_log_preload PRIVATE -fno-sanitize=all)
 if(KVFORK_NODE)
   kvfork_script_test(server_security_test
     COMMAND ${CMAKE_COMMAND} -E env KVFORK_OPEN_LOG_LIB=$<TARGET_FILE:kvfork_open_log_preload>
