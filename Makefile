@@ -7,7 +7,7 @@ KVFORK := $(BUILD_DIR)/src/cli/kvfork
 DEFAULT_MODEL := models/default
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test test-unit model bench-serve clean
+.PHONY: all deps build run test test-unit model bench-serve soak clean
 
 all: build
 
@@ -47,6 +47,15 @@ test-unit: build
 SYSTEM_PYTHON ?= /usr/bin/python3
 bench-serve: build
 	$(SYSTEM_PYTHON) bench/serve/bench_serve.py --kvfork $(KVFORK) $(ARGS)
+
+# Soak (docs/reliability.md): 64 streaming clients on loopback for
+# SOAK_SECONDS against a small KV pool; not part of `make test`, which runs
+# a 60-second version. Prints a table, writes $(BUILD_DIR)/soak/soak-<N>s.json.
+SOAK_SECONDS ?= 600
+SOAK_CLIENTS ?= 64
+soak: build
+	KVFORK_BIN=$(KVFORK) KVFORK_BUILD_DIR=$(BUILD_DIR) KVFORK_CACHE_DIR=.cache \
+	  node tools/node/tests/reliability_soak.mjs --seconds $(SOAK_SECONDS) --clients $(SOAK_CLIENTS)
 
 clean:
 	rm -rf build

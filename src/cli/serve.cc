@@ -4,6 +4,7 @@
 // model loads), then load the model and tokenizer, start the engine, attach.
 // SIGTERM/SIGINT are taken by a sigwait thread: stop taking requests, let
 // running ones finish for up to --drain-seconds, cancel the rest, exit 0.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -115,6 +116,14 @@ std::atomic<bool> g_ready{false};
 
 Status Serve(int argc, char** argv) {
   KVFORK_ASSIGN_OR_RETURN(ServeConfig c, ParseServeFlags(argc, argv));
+
+  // Each sampled choice holds vocabulary-sized buffers (0.6-1.8 MB) for its
+  // lifetime. With glibc's default dynamic threshold, the first such buffer
+  // freed raises the mmap threshold above that size, later ones come from
+  // the heap, and fragmentation keeps the peak of a burst resident for good:
+  // RSS ratchets up under load (measured by the soak, docs/reliability.md).
+  // A fixed threshold keeps large buffers mmapped and returns them on free.
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
 
   // Signals go to the sigwait thread only: block them before any thread starts.
   sigset_t set;

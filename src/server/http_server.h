@@ -5,8 +5,9 @@
 //
 // Routes: POST /v1/chat/completions, /v1/completions; GET /v1/models[/{id}];
 // GET /health (503 while loading); GET /metrics (Prometheus text);
-// GET /v1/cache/stats (?check=1 adds the KV integrity check); POST /v1/cache/reset; llama.cpp's POST /tokenize,
-// /detokenize, /apply-template.
+// GET /v1/cache/stats (?check=1 adds the KV integrity check);
+// POST /v1/cache/reset; llama.cpp's POST /tokenize, /detokenize,
+// /apply-template.
 //
 // Threads: Start() runs the listener on its own thread with a pool of HTTP
 // worker threads; each worker parses, submits, and reads one request's stream.

@@ -67,34 +67,34 @@ bool HasMode(int flags) { return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) =
 
 extern "C" {
 
-#define KVFORK_OPEN_WRAPPER(name)                                   \
-  int name(const char* path, int flags, ...) {                      \
-    static OpenFn real = Next<OpenFn>(#name);                       \
-    Log(#name, -1, path);                                           \
-    if (HasMode(flags)) {                                           \
-      va_list ap;                                                   \
-      va_start(ap, flags);                                          \
-      mode_t mode = va_arg(ap, mode_t);                             \
-      va_end(ap);                                                   \
-      return real(path, flags, mode);                               \
-    }                                                               \
-    return real(path, flags);                                       \
+#define KVFORK_OPEN_WRAPPER(name)              \
+  int name(const char* path, int flags, ...) { \
+    static OpenFn real = Next<OpenFn>(#name);  \
+    Log(#name, -1, path);                      \
+    if (HasMode(flags)) {                      \
+      va_list ap;                              \
+      va_start(ap, flags);                     \
+      mode_t mode = va_arg(ap, mode_t);        \
+      va_end(ap);                              \
+      return real(path, flags, mode);          \
+    }                                          \
+    return real(path, flags);                  \
   }
 KVFORK_OPEN_WRAPPER(open)
 KVFORK_OPEN_WRAPPER(open64)
 
-#define KVFORK_OPENAT_WRAPPER(name)                                 \
-  int name(int dirfd, const char* path, int flags, ...) {           \
-    static OpenatFn real = Next<OpenatFn>(#name);                   \
-    Log(#name, dirfd == AT_FDCWD ? -1 : dirfd, path);               \
-    if (HasMode(flags)) {                                           \
-      va_list ap;                                                   \
-      va_start(ap, flags);                                          \
-      mode_t mode = va_arg(ap, mode_t);                             \
-      va_end(ap);                                                   \
-      return real(dirfd, path, flags, mode);                        \
-    }                                                               \
-    return real(dirfd, path, flags);                                \
+#define KVFORK_OPENAT_WRAPPER(name)                       \
+  int name(int dirfd, const char* path, int flags, ...) { \
+    static OpenatFn real = Next<OpenatFn>(#name);         \
+    Log(#name, dirfd == AT_FDCWD ? -1 : dirfd, path);     \
+    if (HasMode(flags)) {                                 \
+      va_list ap;                                         \
+      va_start(ap, flags);                                \
+      mode_t mode = va_arg(ap, mode_t);                   \
+      va_end(ap);                                         \
+      return real(dirfd, path, flags, mode);              \
+    }                                                     \
+    return real(dirfd, path, flags);                      \
   }
 KVFORK_OPENAT_WRAPPER(openat)
 KVFORK_OPENAT_WRAPPER(openat64)

@@ -19,7 +19,10 @@ test('no request input makes the server open a path', { skip: !preload && 'KVFOR
   const secret = path.join(tmp, 'secret.txt');
   fs.writeFileSync(secret, 'top secret canary 7f3a');
   const modelDir = path.resolve(tinyModelDir());
-  const server = await startServer(['--kv-blocks', '256'], { LD_PRELOAD: preload, KVFORK_OPEN_LOG: log });
+  // In an ASan build the preloaded library comes before the ASan runtime in
+  // the library list; that is harmless here (it is not instrumented).
+  const asan = [process.env.ASAN_OPTIONS, 'verify_asan_link_order=0'].filter(Boolean).join(':');
+  const server = await startServer(['--kv-blocks', '256'], { LD_PRELOAD: preload, KVFORK_OPEN_LOG: log, ASAN_OPTIONS: asan });
   try {
     const startup = fs.readFileSync(log, 'utf8');
     // The logger works: the model's own files were opened through it.

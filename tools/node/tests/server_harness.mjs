@@ -8,12 +8,24 @@ const bin = process.env.KVFORK_BIN || 'kvfork';
 const buildDir = process.env.KVFORK_BUILD_DIR || '.';
 const cacheDir = process.env.KVFORK_CACHE_DIR || '.cache';
 
+// Several e2e tests may start at once on a fresh build dir (ctest -j): each
+// writes the model to its own temporary directory and renames it into
+// place, so no test ever reads a half-written model.
 export function tinyModelDir() {
   const dir = path.join(buildDir, 'test-models', 'server-tiny-qwen3');
   if (!fs.existsSync(path.join(dir, 'config.json'))) {
     fs.mkdirSync(path.dirname(dir), { recursive: true });
+    const tmp = `${dir}.tmp-${process.pid}`;
+    fs.rmSync(tmp, { recursive: true, force: true });
     execFileSync(bin, ['make-model', '--shape', 'tiny', '--seed', '1', '--tokenizer',
-      path.join(cacheDir, 'npm/tokenizer-qwen3/package/models'), '--out', dir], { stdio: 'inherit' });
+      path.join(cacheDir, 'npm/tokenizer-qwen3/package/models'), '--out', tmp], { stdio: 'inherit' });
+    try {
+      fs.renameSync(tmp, dir);
+    } catch (e) {
+      // Another test got there first: its model is the same (same seed).
+      fs.rmSync(tmp, { recursive: true, force: true });
+      if (!fs.existsSync(path.join(dir, 'config.json'))) throw e;
+    }
   }
   return dir;
 }

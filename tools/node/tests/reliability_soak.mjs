@@ -1,0 +1,313 @@
+// Soak: N concurrent clients against `kvfork serve` on loopback for a bounded
+// time and number of requests, with prompts that share prefixes, random
+// sampling parameters, streams run to the end, cancelled midway, or cut by a
+// raw disconnect, and a few bad requests, against a KV pool small enough to
+// force eviction and preemption.
+//
+//   node tools/node/tests/reliability_soak.mjs [--seconds 600] [--clients 64]
+//        [--max-requests 200000] [--seed 1] [--out FILE]
+//
+// Pass: no 5xx, every completed stream and body well-formed, the server idle
+// at the end with no referenced block and a clean KV check, RSS at the end
+// at most 5% above RSS at the baseline (after the first minute, or after a
+// quarter of a shorter run; ending lower is no leak), /health still 200, exit 0 after SIGTERM.
+// Prints a table and writes the figures as JSON (default
+// $KVFORK_BUILD_DIR/soak/soak-<seconds>s.json). Exit status 0 = pass.
+import fs from 'node:fs';
+import path from 'node:path';
+import { startServer, modelId, parsePrometheus, metricSum } from './server_harness.mjs';
+import { sleep, cacheStats, expectIdle, rssKiB, connect, postHead, checkStream } from './reliability_util.mjs';
+
+function arg(name, fallback) {
+  const i = process.argv.indexOf('--' + name);
+  return i >= 0 ? process.argv[i + 1] : fallback;
+}
+const seconds = Number(arg('seconds', 600));
+const clients = Number(arg('clients', 64));
+const maxRequests = Number(arg('max-requests', 200000));
+const seed = Number(arg('seed', 1));
+const out = arg('out', path.join(process.env.KVFORK_BUILD_DIR || '.', 'soak', `soak-${seconds}s.json`));
+
+// Deterministic choices (mulberry32), so a failing run can be repeated.
+let rngState = seed >>> 0;
+function rand() {
+  rngState = (rngState + 0x6d2b79f5) >>> 0;
+  let t = rngState;
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+}
+const pick = (a) => a[Math.floor(rand() * a.length)];
+const int = (lo, hi) => lo + Math.floor(rand() * (hi - lo + 1));
+
+const WORDS = ('the cache block prefix shares every token between requests that begin alike so a long ' +
+  'system prompt costs once and each new turn pays only for what is new while the engine keeps ' +
+  'decoding other streams at the same time under a budget of tokens per step').split(' ');
+const words = (n) => Array.from({ length: n }, () => pick(WORDS)).join(' ');
+// Six shared prefixes of different lengths (about 30 to 300 tokens).
+const PREFIXES = [30, 60, 100, 150, 220, 300].map((n, i) => `System ${i}: ${words(n)}.`);
+
+const POOL_BLOCKS = 96;    // 1,536 tokens: far less than 64 clients want at once
+const BLOCK = 16;
+
+function sampling() {
+  const s = {};
+  if (rand() < 0.3) s.temperature = 0; else s.temperature = Number((0.2 + rand() * 1.3).toFixed(2));
+  if (rand() < 0.4) s.top_p = Number((0.5 + rand() * 0.5).toFixed(2));
+  if (rand() < 0.3) s.top_k = pick([-1, 1, 5, 40]);
+  if (rand() < 0.2) s.min_p = pick([0, 0.05, 0.1]);
+  if (rand() < 0.4) s.seed = int(0, 1e6);
+  if (rand() < 0.2) s.presence_penalty = Number((rand() * 1.5).toFixed(2));
+  if (rand() < 0.2) s.frequency_penalty = Number((rand() * 1.5).toFixed(2));
+  if (rand() < 0.15) s.repetition_penalty = Number((1 + rand() * 0.5).toFixed(2));
+  if (rand() < 0.5) s.ignore_eos = true;
+  return s;
+}
+
+// One request body and what a well-formed answer must look like.
+function makeRequest(stream) {
+  const chat = rand() < 0.5;
+  const n = rand() < 0.8 ? 1 : int(2, 3);
+  const maxTokens = int(1, 200);
+  const prefix = pick(PREFIXES);
+  const suffix = words(int(1, 40));
+  const stops = rand() < 0.15 ? [pick([' the', ' block', ' cache'])] : null;
+  const logprobs = rand() < 0.2;
+  const includeUsage = stream && rand() < 0.7;
+  const body = { ...sampling(), max_tokens: maxTokens, n, stream };
+  if (chat) {
+    body.messages = [{ role: 'system', content: prefix }, { role: 'user', content: suffix }];
+    if (logprobs) { body.logprobs = true; body.top_logprobs = int(0, 5); }
+    body.chat_template_kwargs = { enable_thinking: rand() < 0.5 };
+  } else {
+    body.prompt = prefix + ' ' + suffix;
+    if (logprobs) body.logprobs = int(0, 5);
+  }
+  if (stops) body.stop = stops;
+  if (includeUsage) body.stream_options = { include_usage: true };
+  const route = chat ? '/v1/chat/completions' : '/v1/completions';
+  return { route, body, want: { chat, n, maxTokens, includeUsage, logprobs, stops: !!stops } };
+}
+
+// At the deadline no new request starts; what still runs GRACE_MS later is
+// aborted by the client (counted as cut_at_end), so a run is bounded in time.
+const GRACE_MS = 10000;
+const stopAll = new AbortController();
+
+const counts = {
+  requests: 0, completed_streams: 0, completed_bodies: 0, cancelled: 0, disconnected: 0,
+  half_requests: 0, bad_requests: 0, status: {}, server_errors: 0, malformed: 0, refused_429: 0,
+  client_errors: 0, completion_tokens: 0, cut_at_end: 0,
+};
+const problems = [];
+function problem(what) {
+  if (problems.length < 20) problems.push(what);
+}
+function countStatus(s) {
+  counts.status[s] = (counts.status[s] || 0) + 1;
+  if (s >= 500) counts.server_errors++;
+  if (s === 429) counts.refused_429++;
+}
+
+async function streamToEnd(url, model) {
+  const { route, body, want } = makeRequest(true);
+  body.model = model;
+  const r = await fetch(url + route, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body), signal: stopAll.signal });
+  countStatus(r.status);
+  const text = await r.text();
+  if (r.status !== 200) { if (r.status !== 429) problem(`stream ${r.status}: ${text.slice(0, 200)}`); return; }
+  try {
+    const res = checkStream(text, { ...want, model });
+    counts.completed_streams++;
+    if (res.usage) counts.completion_tokens += res.usage.completion_tokens;
+  } catch (e) {
+    counts.malformed++;
+    problem(`malformed stream (${JSON.stringify(body).slice(0, 200)}): ${e.message}`);
+  }
+}
+
+async function nonStreaming(url, model) {
+  const { route, body, want } = makeRequest(false);
+  body.model = model;
+  const r = await fetch(url + route, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body), signal: stopAll.signal });
+  countStatus(r.status);
+  const text = await r.text();
+  if (r.status !== 200) { if (r.status !== 429) problem(`body ${r.status}: ${text.slice(0, 200)}`); return; }
+  try {
+    const j = JSON.parse(text);
+    if (j.object !== (want.chat ? 'chat.completion' : 'text_completion')) throw new Error('object ' + j.object);
+    if (j.choices.length !== want.n) throw new Error('choices ' + j.choices.length);
+    j.choices.forEach((c, i) => {
+      if (c.index !== i || !['stop', 'length'].includes(c.finish_reason)) throw new Error('choice ' + JSON.stringify(c).slice(0, 100));
+    });
+    const u = j.usage;
+    if (u.total_tokens !== u.prompt_tokens + u.completion_tokens || u.completion_tokens > want.n * want.maxTokens ||
+        !(u.prompt_tokens_details.cached_tokens < u.prompt_tokens)) throw new Error('usage ' + JSON.stringify(u));
+    counts.completed_bodies++;
+    counts.completion_tokens += u.completion_tokens;
+  } catch (e) {
+    counts.malformed++;
+    problem(`malformed body: ${e.message}`);
+  }
+}
+
+async function cancelMidway(url, model) {
+  const { route, body } = makeRequest(true);
+  body.model = model;
+  body.max_tokens = Math.max(body.max_tokens, 40);
+  const ac = new AbortController();
+  const r = await fetch(url + route, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.any([ac.signal, stopAll.signal]) });
+  countStatus(r.status);
+  if (r.status !== 200) { await r.text(); return; }
+  const reader = r.body.getReader();
+  const stopAfter = int(0, 6);
+  try {
+    for (let k = 0; ; k++) {
+      if (k >= stopAfter) { ac.abort(); break; }
+      const { done } = await reader.read();
+      if (done) break;
+    }
+  } catch { /* aborted */ }
+  counts.cancelled++;
+}
+
+async function rawDisconnect(url, model, half) {
+  const { route, body } = makeRequest(true);
+  body.model = model;
+  const text = JSON.stringify(body);
+  const s = await connect(url);
+  s.on('error', () => {});
+  if (half) {
+    // Half the body, then the connection drops.
+    s.write(postHead(route, Buffer.byteLength(text)) + text.slice(0, Math.floor(text.length / 2)));
+    await sleep(int(0, 50));
+    counts.half_requests++;
+  } else {
+    s.write(postHead(route, Buffer.byteLength(text)) + text);
+    // Read nothing, or the first bytes, then vanish.
+    if (rand() < 0.5) await new Promise((r) => { s.once('data', r); s.once('close', r); setTimeout(r, 2000); });
+    counts.disconnected++;
+  }
+  s.destroy();
+}
+
+async function badRequest(url, model) {
+  const bad = pick([
+    { model, messages: [{ role: 'user', content: 'x' }], temperature: 7 },
+    { model, prompt: 'x', max_tokens: -1 },
+    { model, prompt: [1, 2, 1e9] },
+    { model, messages: [{ role: 'wizard', content: 'x' }] },
+    { model, prompt: words(3000), max_tokens: 1 },  // longer than the pool allows
+    { model, prompt: 'x', n: 3, max_tokens: 1000 },  // n choices can never fit the pool
+  ]);
+  const route = bad.messages ? '/v1/chat/completions' : '/v1/completions';
+  const r = await fetch(url + route, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(bad), signal: stopAll.signal });
+  const text = await r.text();
+  countStatus(r.status);
+  if (r.status < 400 || r.status >= 500) problem(`bad request answered ${r.status}: ${text.slice(0, 200)}`);
+  else {
+    try { if (typeof JSON.parse(text).error.message !== 'string') throw new Error(); } catch { counts.malformed++; problem('error body not OpenAI-shaped: ' + text.slice(0, 200)); }
+  }
+  counts.bad_requests++;
+}
+
+async function main() {
+  const server = await startServer(['--kv-blocks', String(POOL_BLOCKS), '--kv-block-size', String(BLOCK),
+    '--max-num-seqs', '16', '--max-num-batched-tokens', '256', '--max-queue', '256', '--http-threads', '128',
+    '--drain-seconds', '10']);
+  const url = server.url;
+  if (new URL(url).hostname !== '127.0.0.1') throw new Error('soak runs on loopback only, got ' + url);
+  const model = await modelId(url);
+  const pid = server.proc.pid;
+  const t0 = Date.now();
+  const deadline = t0 + seconds * 1000;
+  const baselineAt = t0 + Math.min(60, seconds / 4) * 1000;
+  let rssBaseline = null, rssPeak = 0;
+  const rssSamples = [];
+  const sampler = setInterval(() => {
+    const kib = rssKiB(pid);
+    rssPeak = Math.max(rssPeak, kib);
+    const t = Math.round((Date.now() - t0) / 1000);
+    if (t % 5 === 0) rssSamples.push([t, kib]);
+    if (rssBaseline === null && Date.now() >= baselineAt) rssBaseline = kib;
+  }, 1000);
+
+  const client = async () => {
+    while (Date.now() < deadline && counts.requests < maxRequests) {
+      counts.requests++;
+      const x = rand();
+      try {
+        if (x < 0.55) await streamToEnd(url, model);
+        else if (x < 0.67) await nonStreaming(url, model);
+        else if (x < 0.82) await cancelMidway(url, model);
+        else if (x < 0.91) await rawDisconnect(url, model, false);
+        else if (x < 0.95) await rawDisconnect(url, model, true);
+        else await badRequest(url, model);
+      } catch (e) {
+        if (stopAll.signal.aborted) { counts.cut_at_end++; continue; }
+        counts.client_errors++;
+        problem('client error: ' + e.message);
+      }
+    }
+  };
+  const stopTimer = setTimeout(() => stopAll.abort(), deadline - Date.now() + GRACE_MS);
+  await Promise.all(Array.from({ length: clients }, client));
+  clearTimeout(stopTimer);
+  const loadSeconds = (Date.now() - t0) / 1000;
+  clearInterval(sampler);
+
+  const idle = await expectIdle(url, { timeoutMs: 60000 }).catch((e) => ({ error: e.message }));
+  await sleep(500);
+  const rssEnd = rssKiB(pid);
+  if (rssBaseline === null) rssBaseline = rssSamples.length ? rssSamples[0][1] : rssEnd;
+  const health = (await fetch(url + '/health')).status;
+  const metrics = parsePrometheus(await (await fetch(url + '/metrics')).text());
+  const exitCode = await server.stop();
+
+  const growth = (rssEnd - rssBaseline) / rssBaseline;
+  const result = {
+    seconds, clients, seed, load_seconds: Number(loadSeconds.toFixed(1)), pool_blocks: POOL_BLOCKS, ...counts,
+    disconnects_seen_by_server: metricSum(metrics, 'kvfork_client_disconnects_total'),
+    preemptions: idle.preemptions, evictions: idle.evictions, prefix_hit_rate: idle.prefix_hit_rate,
+    final_blocks_used: idle.blocks_used, kv_check: idle.kv_check ?? idle.error,
+    rss_baseline_kib: rssBaseline, rss_end_kib: rssEnd, rss_peak_kib: rssPeak, rss_growth: Number(growth.toFixed(4)),
+    health_at_end: health, exit_code: exitCode, problems, rss_samples_kib: rssSamples,
+  };
+  const checks = [
+    ['no 5xx', counts.server_errors === 0],
+    ['every completed stream/body well-formed', counts.malformed === 0],
+    ['no client-side errors', counts.client_errors === 0],
+    ['streams completed', counts.completed_streams > 0],
+    ['idle at end, KV check clean', idle.kv_check === 'ok' && idle.blocks_used === 0],
+    ['pool forced preemption and eviction', idle.preemptions > 0 && idle.evictions > 0],
+    // Growth is what a leak shows; ending below the loaded baseline is fine.
+    ['RSS at end at most 5% above baseline', growth <= 0.05],
+    ['/health 200 at end', health === 200],
+    ['exit 0 after SIGTERM', exitCode === 0],
+  ];
+  result.checks = Object.fromEntries(checks);
+  result.pass = checks.every(([, ok]) => ok);
+  fs.mkdirSync(path.dirname(out), { recursive: true });
+  fs.writeFileSync(out, JSON.stringify(result, null, 2) + '\n');
+
+  const rows = [
+    ['duration (s)', result.load_seconds], ['clients', clients], ['requests', counts.requests],
+    ['completed streams', counts.completed_streams], ['completed bodies', counts.completed_bodies],
+    ['cancelled midway', counts.cancelled], ['raw disconnects', counts.disconnected], ['half requests', counts.half_requests],
+    ['bad requests (4xx)', counts.bad_requests], ['cut at the end', counts.cut_at_end], ['429 refusals', counts.refused_429], ['5xx', counts.server_errors],
+    ['malformed', counts.malformed], ['completion tokens', counts.completion_tokens],
+    ['server-seen disconnects', result.disconnects_seen_by_server], ['preemptions', result.preemptions],
+    ['evictions', result.evictions], ['final blocks_used', result.final_blocks_used], ['KV check', result.kv_check],
+    ['RSS baseline / end / peak (MiB)', `${(rssBaseline / 1024).toFixed(1)} / ${(rssEnd / 1024).toFixed(1)} / ${(rssPeak / 1024).toFixed(1)}`],
+    ['RSS growth', (growth * 100).toFixed(2) + '%'], ['/health at end', health], ['exit code', exitCode],
+  ];
+  console.log('kvfork soak (loopback, tiny model, pool ' + POOL_BLOCKS + ' blocks)');
+  for (const [k, v] of rows) console.log('  ' + k.padEnd(34) + String(v));
+  for (const [k, ok] of checks) console.log(`  [${ok ? 'pass' : 'FAIL'}] ${k}`);
+  for (const p of problems) console.log('  problem: ' + p);
+  console.log('  statuses: ' + JSON.stringify(counts.status));
+  console.log('  wrote ' + out);
+  process.exit(result.pass ? 0 : 1);
+}
+
+main().catch((e) => { console.error(e); process.exit(2); });
