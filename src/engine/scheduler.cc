@@ -387,12 +387,20 @@ bool Scheduler::Step() {
   // 4. One forward over everything.
   batch_.tokens.clear();
   batch_.seqs.clear();
-  for (const Item& it : items) {
+  // Logits only for rows that get sampled: decode tokens and the chunk that
+  // ends a fresh prompt (a re-admitted choice already knows its next token).
+  std::vector<int64_t> row_of(items.size(), -1);
+  int64_t rows = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
     ForwardSeq fs;
     fs.num_tokens = static_cast<int64_t>(it.tokens.size());
     fs.start_pos = kv_.NumTokens(*it.choice->seq);
     fs.blocks = kv_.BlockTable(*it.choice->seq);
     fs.all_logits = false;
+    fs.no_logits = !it.decode &&
+                   !(it.choice->fresh && fs.start_pos + fs.num_tokens >= it.choice->HistorySize());
+    if (!fs.no_logits) row_of[i] = rows++;
     batch_.seqs.push_back(fs);
     batch_.tokens.insert(batch_.tokens.end(), it.tokens.begin(), it.tokens.end());
   }
@@ -405,7 +413,7 @@ bool Scheduler::Step() {
     ReapDone();
     return true;
   }
-  KVFORK_CHECK(static_cast<int64_t>(logits_.size()) == static_cast<int64_t>(items.size()) * vocab_);
+  KVFORK_CHECK(static_cast<int64_t>(logits_.size()) == rows * vocab_);
 
   // 5. Append, queue the choices to sample, sample them together, emit.
   sample_ns_ = 0;
@@ -419,9 +427,8 @@ bool Scheduler::Step() {
       FailRequest(c->request, a.WithContext("kv append"));
       continue;
     }
-    std::span<const float> row(logits_.data() + i * vocab_, vocab_);
     if (items[i].decode) {
-      jobs_.push_back({c, row, {}});
+      jobs_.push_back({c, std::span<const float>(logits_.data() + row_of[i] * vocab_, vocab_), {}});
       continue;
     }
     if (kv_.NumTokens(*c->seq) < c->HistorySize()) continue;  // more chunks to come
@@ -429,6 +436,8 @@ bool Scheduler::Step() {
       c->phase = SeqPhase::kDecode;  // re-admitted: its pending token is known
       continue;
     }
+    KVFORK_CHECK(row_of[i] >= 0);
+    const std::span<const float> row(logits_.data() + row_of[i] * vocab_, vocab_);
     c->fresh = false;
     RequestState* r = c->request;
     if (r->choices.size() > 1) {
