@@ -232,10 +232,18 @@ void Scheduler::SampleAndEmitQueued() {
       options_.on_logits(j.choice->request->request.id, j.choice->index, j.row);
   const int64_t t0 = NowNanos();
   // Each job touches only its own choice's Sampler (n > 1 siblings read the
-  // same row): independent, so any thread may run any of them.
-  pool_.ParallelFor(static_cast<int64_t>(jobs_.size()), [this](int64_t i) {
+  // same row): independent, so any thread may run any of them. Greedy jobs
+  // alone are cheaper to run here than to hand out.
+  auto sample = [this](int64_t i) {
     jobs_[i].result = jobs_[i].choice->sampler->Sample(jobs_[i].row);
-  });
+  };
+  const bool all_cheap = std::all_of(jobs_.begin(), jobs_.end(),
+                                     [](const SampleJob& j) { return j.choice->sampler->Cheap(); });
+  if (all_cheap) {
+    for (int64_t i = 0; i < static_cast<int64_t>(jobs_.size()); ++i) sample(i);
+  } else {
+    pool_.ParallelFor(static_cast<int64_t>(jobs_.size()), sample);
+  }
   sample_ns_ += NowNanos() - t0;
   for (SampleJob& j : jobs_) Emit(j.choice, std::move(j.result));
   jobs_.clear();
