@@ -7,7 +7,7 @@ KVFORK := $(BUILD_DIR)/src/cli/kvfork
 DEFAULT_MODEL := models/default
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test test-unit model clean
+.PHONY: all deps build run test test-unit model bench-serve clean
 
 all: build
 
@@ -40,6 +40,13 @@ test: build
 
 test-unit: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) -L unit
+
+# The serving benchmark (issue 7): kvfork configurations and llama.cpp's
+# llama-server on the same workloads; writes bench/results/README.md, serve.json
+# and charts. Long (tens of minutes on 2 cores); ARGS=--quick for a small run.
+SYSTEM_PYTHON ?= /usr/bin/python3
+bench-serve: build
+	$(SYSTEM_PYTHON) bench/serve/bench_serve.py --kvfork $(KVFORK) $(ARGS)
 
 clean:
 	rm -rf build

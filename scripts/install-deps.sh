@@ -15,6 +15,7 @@ APT_PACKAGES=(
   python3-numpy python3-jinja2                 # independent references (float64 model, jinja2)
   libdnnl-dev                                  # oneDNN: the GEMM yardstick in `bench kernels`
   clang-14 libclang-rt-14-dev                  # libFuzzer, sanitizer runtimes
+  python3-matplotlib                           # serving benchmark charts (bench/serve)
 )
 
 SUDO=""

@@ -1,9 +1,12 @@
 // `kvfork bench kernels`: the machine's limits and our MatMul against them and
 // against oneDNN, measured in the same run.
 //
-//   read bandwidth  streaming read of a 1 GiB buffer by all threads
+//   read bandwidth  streaming read of a 2 GiB buffer by all threads, best of
+//                   1, 2 and 4 streams per task with the widest loads
 //   peak f32        FMA on independent registers (AVX2 8-wide or AVX-512 16-wide)
 //   peak bf16 dot   vdpbf16ps, where the CPU has AVX512_BF16
+//   peak amx bf16   TDPBF16PS, where the CPU has AMX-BF16
+//   bf16 GEMM rates are fractions of the best of the three (bench_limits.h)
 //   GEMV (m=1)      bf16 / f32 weights, Qwen3-0.6B shapes, as a fraction of bandwidth
 //                   (weights rotate over copies larger than the L3 so they come from DRAM)
 //   GEMM (m=512)    the same shapes (lm head cut to 16384 rows) as a fraction of peak
@@ -129,18 +132,23 @@ int RunBenchKernels(int argc, char** argv) {
   nlohmann::json out;
   out["isa"] = IsaName(isa);
   out["threads"] = threads;
-  const double bw = MeasureBandwidth(pool, min_s);
+  const Bandwidth bandwidth = MeasureBandwidth(pool, min_s);
+  const double bw = bandwidth.bytes_per_s;
   const PeakFlops peak = MeasurePeakFlops(pool, min_s);
-  const double peak_f32 = peak.f32, peak_bf16 = peak.bf16;
+  const double peak_f32 = peak.f32;
   std::printf("isa %s, %d threads\n", IsaName(isa), threads);
-  std::printf("read bandwidth   %8.2f GB/s\n", bw * 1e-9);
+  std::printf("read bandwidth   %8.2f GB/s (%s)\n", bw * 1e-9, bandwidth.pattern.c_str());
   std::printf("peak f32 FMA     %8.1f GFLOP/s\n", peak_f32 * 1e-9);
-  if (peak_bf16 > 0) std::printf("peak bf16 dot    %8.1f GFLOP/s\n", peak_bf16 * 1e-9);
+  if (peak.bf16_dot > 0) std::printf("peak bf16 dot    %8.1f GFLOP/s\n", peak.bf16_dot * 1e-9);
+  if (peak.amx_bf16 > 0) std::printf("peak amx bf16    %8.1f GFLOP/s\n", peak.amx_bf16 * 1e-9);
   out["read_bandwidth_gbps"] = bw * 1e-9;
+  out["read_bandwidth_pattern"] = bandwidth.pattern;
   out["peak_f32_gflops"] = peak_f32 * 1e-9;
-  out["peak_bf16_gflops"] = peak_bf16 * 1e-9;
-  // The rate our bf16 GEMM can reach: vdpbf16ps on AVX-512, f32 FMA on AVX2.
-  const double peak_for_bf16 = peak.ForBf16Gemm();
+  out["peak_bf16_dot_gflops"] = peak.bf16_dot * 1e-9;
+  out["peak_amx_bf16_gflops"] = peak.amx_bf16 * 1e-9;
+  // bf16 GEMM against the machine's best bf16 rate, whatever the active ISA.
+  const double peak_for_bf16 = peak.BestBf16();
+  out["peak_bf16_best"] = peak.BestBf16Name();
 
   const Shape shapes[] = {{"1024x1024", 1024, 1024},
                           {"3072x1024", 3072, 1024},
@@ -208,19 +216,19 @@ int RunBenchKernels(int argc, char** argv) {
         std::printf("%-6s %-5s %-20s %10.3f %6.1f %-4s %7.1f%% %10s %8s\n", gemm ? "gemm" : "gemv",
                     DTypeName(dtype), shape, ours * 1e3, rate * 1e-9, gemm ? "GF/s" : "GB/s",
                     frac * 100.0, dnnl_ms, ratio);
-        rows.push_back({{"op", gemm ? "gemm" : "gemv"},
-                        {"dtype", DTypeName(dtype)},
-                        {"m", m},
-                        {"n", n},
-                        {"k", k},
-                        {"ours_ms", ours * 1e3},
-                        {"rate", rate * 1e-9},
-                        {"rate_unit", unit},
-                        {"fraction_of_limit", frac},
-                        {"dnnl_ms", dnnl_s > 0 ? nlohmann::json(dnnl_s * 1e3) : nlohmann::json()},
-                        {"speedup_vs_dnnl",
-                         dnnl_s > 0 ? nlohmann::json(dnnl_s / ours) : nlohmann::json()},
-                        {"dnnl_impl", impl}});
+        rows.push_back(
+            {{"op", gemm ? "gemm" : "gemv"},
+             {"dtype", DTypeName(dtype)},
+             {"m", m},
+             {"n", n},
+             {"k", k},
+             {"ours_ms", ours * 1e3},
+             {"rate", rate * 1e-9},
+             {"rate_unit", unit},
+             {"fraction_of_limit", frac},
+             {"dnnl_ms", dnnl_s > 0 ? nlohmann::json(dnnl_s * 1e3) : nlohmann::json()},
+             {"speedup_vs_dnnl", dnnl_s > 0 ? nlohmann::json(dnnl_s / ours) : nlohmann::json()},
+             {"dnnl_impl", impl}});
       }
     }
   }

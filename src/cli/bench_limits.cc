@@ -1,7 +1,13 @@
+// GCC 12's AVX-512 intrinsic headers build some results from _mm512_undefined_*
+// and then warn about them (a known false positive).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include "cli/bench_limits.h"
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -13,17 +19,43 @@
 namespace kvfork::cli {
 namespace {
 
+// ---- Read bandwidth -------------------------------------------------------
+
+// Sums `bytes` from p as S interleaved streams (p split into S equal parts,
+// read side by side), so S independent prefetch streams are in flight.
+template <int S>
+__attribute__((target("avx512f"))) uint64_t SumAvx512(const uint8_t* p, size_t bytes) {
+  const size_t part = bytes / S / 256 * 256;
+  __m512i acc[S][4];
+  for (int s = 0; s < S; ++s)
+    for (int j = 0; j < 4; ++j) acc[s][j] = _mm512_setzero_si512();
+  for (size_t i = 0; i < part; i += 256)
+    for (int s = 0; s < S; ++s)
+      for (int j = 0; j < 4; ++j)
+        acc[s][j] = _mm512_add_epi64(acc[s][j], _mm512_load_si512(p + s * part + i + 64 * j));
+  __m512i t = _mm512_setzero_si512();
+  for (int s = 0; s < S; ++s)
+    for (int j = 0; j < 4; ++j) t = _mm512_add_epi64(t, acc[s][j]);
+  return static_cast<uint64_t>(_mm512_reduce_add_epi64(t));
+}
+
+template <int S>
 __attribute__((target("avx2"))) uint64_t SumAvx2(const uint8_t* p, size_t bytes) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i + 128 <= bytes; i += 128) {
-    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
-    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
-    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
-  }
-  __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+  const size_t part = bytes / S / 128 * 128;
+  __m256i acc[S][4];
+  for (int s = 0; s < S; ++s)
+    for (int j = 0; j < 4; ++j) acc[s][j] = _mm256_setzero_si256();
+  for (size_t i = 0; i < part; i += 128)
+    for (int s = 0; s < S; ++s)
+      for (int j = 0; j < 4; ++j)
+        acc[s][j] = _mm256_add_epi64(
+            acc[s][j],
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(p + s * part + i + 32 * j)));
+  __m256i t = _mm256_setzero_si256();
+  for (int s = 0; s < S; ++s)
+    for (int j = 0; j < 4; ++j) t = _mm256_add_epi64(t, acc[s][j]);
   alignas(32) uint64_t out[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(out), s);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), t);
   return out[0] + out[1] + out[2] + out[3];
 }
 
@@ -37,7 +69,15 @@ uint64_t SumScalar(const uint8_t* p, size_t bytes) {
   return s;
 }
 
-constexpr int kFmaChains = 10;
+struct ReadPattern {
+  const char* name;
+  uint64_t (*sum)(const uint8_t*, size_t);
+};
+
+// ---- Peak FLOP rates ------------------------------------------------------
+
+constexpr int kFmaChains = 10;     // FMA latency 4 x 2 ports, plus slack
+constexpr int kDpbf16Chains = 16;  // vdpbf16ps has a longer latency than FMA
 
 __attribute__((target("avx2,fma"))) float FmaLoopAvx2(int64_t iters) {
   __m256 acc[kFmaChains];
@@ -62,65 +102,121 @@ __attribute__((target("avx512f,fma"))) float FmaLoopAvx512(int64_t iters) {
 }
 
 __attribute__((target("avx512f,avx512bf16"))) float DpbfLoop(int64_t iters) {
-  __m512 acc[kFmaChains];
-  for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  __m512 acc[kDpbf16Chains];
+  for (int i = 0; i < kDpbf16Chains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
   const __m512i a = _mm512_set1_epi16(0x3f80), b = _mm512_set1_epi16(0x3380);
   for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < kFmaChains; ++i)
+    for (int i = 0; i < kDpbf16Chains; ++i)
       acc[i] = _mm512_dpbf16_ps(acc[i], reinterpret_cast<const __m512bh&>(a),
                                 reinterpret_cast<const __m512bh&>(b));
   __m512 s = acc[0];
-  for (int i = 1; i < kFmaChains; ++i) s = _mm512_add_ps(s, acc[i]);
+  for (int i = 1; i < kDpbf16Chains; ++i) s = _mm512_add_ps(s, acc[i]);
   return _mm512_cvtss_f32(s);
 }
 
+// Four 16x16 f32 accumulator tiles (tmm0-3) fed by two A (tmm4-5) and two B
+// (tmm6-7) tiles of 16 x 32 bf16, loaded once: 4 TDPBF16PS per iteration with
+// no dependence between them, the shape a 32x32 GEMM microkernel runs.
+float AmxLoop(int64_t iters) {
+  alignas(64) uint8_t cfg[64] = {};
+  cfg[0] = 1;  // palette 1
+  for (int t = 0; t < 8; ++t) {
+    cfg[16 + 2 * t] = 64;  // bytes per row
+    cfg[48 + t] = 16;      // rows
+  }
+  alignas(64) uint16_t ab[16 * 32];
+  for (int i = 0; i < 16 * 32; ++i) ab[i] = 0x3380;  // tiny bf16: no overflow however long
+  alignas(64) float c[16 * 16];
+  __asm__ volatile("ldtilecfg %0" ::"m"(cfg) : "memory");
+  __asm__ volatile(
+      "tilezero %%tmm0\n\ttilezero %%tmm1\n\ttilezero %%tmm2\n\ttilezero %%tmm3\n\t"
+      "tileloadd (%0,%1,1), %%tmm4\n\ttileloadd (%0,%1,1), %%tmm5\n\t"
+      "tileloadd (%0,%1,1), %%tmm6\n\ttileloadd (%0,%1,1), %%tmm7" ::"r"(ab),
+      "r"(int64_t{64})
+      : "memory");
+  for (int64_t it = 0; it < iters; ++it) {
+    __asm__ volatile(
+        "tdpbf16ps %%tmm6, %%tmm4, %%tmm0\n\ttdpbf16ps %%tmm7, %%tmm4, %%tmm1\n\t"
+        "tdpbf16ps %%tmm6, %%tmm5, %%tmm2\n\ttdpbf16ps %%tmm7, %%tmm5, %%tmm3" ::
+            : "memory");
+  }
+  __asm__ volatile("tilestored %%tmm0, (%0,%1,1)\n\ttilerelease" ::"r"(c), "r"(int64_t{64})
+                   : "memory");
+  return c[0];
+}
+
 // Flop rate of `loop` run on every thread; flops_per_iter counts one iteration.
-double MeasurePeak(ThreadPool& pool, float (*loop)(int64_t), double flops_per_iter,
-                   double min_seconds) {
-  const int threads = pool.num_threads();
-  const int64_t iters = 2'000'000;
-  std::vector<float> sink(threads);
-  double s = TimeIt([&] { pool.ParallelFor(threads, [&](int64_t t) { sink[t] += loop(iters); }); },
-                    min_seconds);
-  return flops_per_iter * static_cast<double>(iters) * threads / s;
+// 8 tasks per thread so a late-waking worker still gets its share.
+double MeasurePeak(ThreadPool& pool, float (*loop)(int64_t), int64_t iters_per_task,
+                   double flops_per_iter, double min_seconds) {
+  const int64_t tasks = 8 * pool.num_threads();
+  std::vector<float> sink(static_cast<size_t>(tasks));
+  double s =
+      TimeIt([&] { pool.ParallelFor(tasks, [&](int64_t t) { sink[t] += loop(iters_per_task); }); },
+             min_seconds);
+  return flops_per_iter * static_cast<double>(iters_per_task) * static_cast<double>(tasks) / s;
 }
 
 }  // namespace
 
-double MeasureBandwidth(ThreadPool& pool, double min_seconds) {
-  const size_t bytes = size_t{1} << 30;
+Bandwidth MeasureBandwidth(ThreadPool& pool, double min_seconds) {
+  const size_t bytes = kBandwidthBufferBytes;
+  constexpr size_t kTaskBytes = size_t{32} << 20;
   std::unique_ptr<uint8_t, decltype(&std::free)> buf(
-      static_cast<uint8_t*>(std::aligned_alloc(64, bytes)), &std::free);
+      static_cast<uint8_t*>(std::aligned_alloc(4096, bytes)), &std::free);
+  KVFORK_CHECK_MSG(buf != nullptr, "cannot allocate the bandwidth buffer");
+  // Distinct pages, so the kernel cannot back the buffer with one zero page.
   std::memset(buf.get(), 1, bytes);
-  const int threads = pool.num_threads();
-  const size_t slice = bytes / threads / 128 * 128;
-  const bool avx2 = IsaSupported(Isa::kAvx2);
-  std::vector<uint64_t> sink(threads);
-  double s = TimeIt(
-      [&] {
-        pool.ParallelFor(threads, [&](int64_t t) {
-          const uint8_t* p = buf.get() + t * slice;
-          sink[t] += avx2 ? SumAvx2(p, slice) : SumScalar(p, slice);
-        });
-      },
-      min_seconds);
-  return static_cast<double>(slice) * threads / s;
+  std::vector<ReadPattern> patterns;
+  if (IsaSupported(Isa::kAvx512)) {
+    patterns = {{"avx512 x1 stream", SumAvx512<1>},
+                {"avx512 x2 streams", SumAvx512<2>},
+                {"avx512 x4 streams", SumAvx512<4>}};
+  } else if (IsaSupported(Isa::kAvx2)) {
+    patterns = {{"avx2 x1 stream", SumAvx2<1>},
+                {"avx2 x2 streams", SumAvx2<2>},
+                {"avx2 x4 streams", SumAvx2<4>}};
+  } else {
+    patterns = {{"scalar", SumScalar}};
+  }
+  const int64_t tasks = static_cast<int64_t>(bytes / kTaskBytes);
+  std::vector<uint64_t> sink(static_cast<size_t>(tasks));
+  Bandwidth best;
+  for (const ReadPattern& pattern : patterns) {
+    double s = TimeIt(
+        [&] {
+          pool.ParallelFor(tasks, [&](int64_t t) {
+            sink[t] += pattern.sum(buf.get() + t * kTaskBytes, kTaskBytes);
+          });
+        },
+        min_seconds);
+    const double rate = static_cast<double>(bytes) / s;
+    if (rate > best.bytes_per_s) best = {rate, pattern.name};
+  }
+  return best;
 }
 
 PeakFlops MeasurePeakFlops(ThreadPool& pool, double min_seconds) {
   PeakFlops p;
+  const CpuFeatures& f = DetectCpuFeatures();
   if (IsaSupported(Isa::kAvx512)) {
-    p.f32 = MeasurePeak(pool, FmaLoopAvx512, kFmaChains * 32.0, min_seconds);
-    // kAvx512 includes AVX512_BF16 (core/cpu_features.h).
-    p.bf16 = MeasurePeak(pool, DpbfLoop, kFmaChains * 64.0, min_seconds);
+    p.f32 = MeasurePeak(pool, FmaLoopAvx512, 200'000, kFmaChains * 32.0, min_seconds);
+    // Isa::kAvx512 includes AVX512_BF16 (core/cpu_features.h).
+    p.bf16_dot = MeasurePeak(pool, DpbfLoop, 200'000, kDpbf16Chains * 64.0, min_seconds);
   } else if (IsaSupported(Isa::kAvx2)) {
-    p.f32 = MeasurePeak(pool, FmaLoopAvx2, kFmaChains * 16.0, min_seconds);
+    p.f32 = MeasurePeak(pool, FmaLoopAvx2, 200'000, kFmaChains * 16.0, min_seconds);
   }
+  if (f.amx_tile && f.amx_bf16)
+    p.amx_bf16 = MeasurePeak(pool, AmxLoop, 50'000, 4 * 16 * 16 * 32 * 2.0, min_seconds);
   return p;
 }
 
-double PeakFlops::ForBf16Gemm() const {
-  return ActiveIsa() == Isa::kAvx512 && bf16 > 0 ? bf16 : f32;
+double PeakFlops::BestBf16() const { return std::max({f32, bf16_dot, amx_bf16}); }
+
+const char* PeakFlops::BestBf16Name() const {
+  if (amx_bf16 > 0 && amx_bf16 >= bf16_dot && amx_bf16 >= f32) return "amx tdpbf16ps";
+  if (bf16_dot > 0 && bf16_dot >= f32) return "avx512 vdpbf16ps";
+  return "f32 fma";
 }
 
 }  // namespace kvfork::cli

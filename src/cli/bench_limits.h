@@ -1,11 +1,16 @@
 // The machine's limits that benchmarks compare against, measured in the same
 // run (the machine is shared and its speed varies, so a limit measured an
-// hour ago is not a fair denominator).
+// hour ago is not a fair denominator). Both are the best this machine can do,
+// not the best our kernels could do: the read bandwidth takes the fastest of
+// several access patterns, the peak the fastest bf16 instruction the CPU has.
 //
 // Thread affinity: call from the thread that owns the pool. Cost: each
-// measurement runs for about min_seconds; MeasureBandwidth also allocates
-// and touches 1 GiB.
+// pattern or instruction runs for about min_seconds; MeasureBandwidth also
+// allocates and touches kBandwidthBufferBytes.
 #pragma once
+
+#include <cstddef>
+#include <string>
 
 #include "core/thread_pool.h"
 
@@ -16,18 +21,32 @@ namespace kvfork::cli {
 template <typename Fn>
 double TimeIt(const Fn& fn, double min_seconds);
 
-// Bytes per second of a streaming read of a 1 GiB buffer by every pool thread.
-double MeasureBandwidth(ThreadPool& pool, double min_seconds);
+// 2 GiB: four times the 480 MiB L3 this VM reports, so the reads come from DRAM.
+constexpr size_t kBandwidthBufferBytes = size_t{2} << 30;
 
-struct PeakFlops {
-  double f32 = 0;   // FMA on independent registers (AVX2 8-wide or AVX-512 16-wide); 0: no FMA
-  double bf16 = 0;  // vdpbf16ps where the CPU has AVX512_BF16, else 0
-  // The rate a bf16 GEMM can reach on the active ISA: vdpbf16ps on AVX-512,
-  // f32 FMA otherwise (bf16 is widened to f32).
-  double ForBf16Gemm() const;
+struct Bandwidth {
+  double bytes_per_s = 0;  // the best pattern's rate
+  std::string pattern;     // e.g. "avx512 x4 streams"
 };
 
-// FLOP/s of every pool thread running register-only FMA loops.
+// Streaming read of kBandwidthBufferBytes by every pool thread (the buffer is
+// cut into 32 MiB tasks, so every thread takes part however the pool hands
+// them out), trying 1, 2 and 4 concurrent streams per task with the widest
+// loads the CPU has; returns the fastest.
+Bandwidth MeasureBandwidth(ThreadPool& pool, double min_seconds);
+
+struct PeakFlops {
+  double f32 = 0;       // FMA on independent registers (AVX2 8-wide or AVX-512 16-wide); 0: no FMA
+  double bf16_dot = 0;  // vdpbf16ps on 16 accumulators where the CPU has AVX512_BF16, else 0
+  double amx_bf16 = 0;  // TDPBF16PS on 4 accumulator tiles where the CPU has AMX-BF16, else 0
+  // The best bf16 GEMM rate of this machine: the largest of the three (a bf16
+  // GEMM can always widen to f32).
+  double BestBf16() const;
+  // The name of the instruction BestBf16 comes from.
+  const char* BestBf16Name() const;
+};
+
+// FLOP/s of every pool thread running register-only loops.
 PeakFlops MeasurePeakFlops(ThreadPool& pool, double min_seconds);
 
 }  // namespace kvfork::cli

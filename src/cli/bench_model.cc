@@ -4,7 +4,8 @@
 //   prefill   --prompt-tokens tokens in one Forward call; achieved FLOP/s =
 //             (2 * matmul params * tokens + the lm head for the last token +
 //             causal attention 2 * layers * heads * head_dim * T * (T + 1))
-//             / seconds, against the peak FLOP rate for bf16 GEMM
+//             / seconds, against the machine's best bf16 FLOP rate
+//             (bench_limits.h: AMX where present, else vdpbf16ps, else f32 FMA)
 //   decode    --decode-tokens greedy steps of one token each; tok/s against
 //             bandwidth / weight bytes one step reads (every matrix once and
 //             one embedding row; the KV cache read is reported, not counted)
@@ -103,8 +104,8 @@ Status MakeRandomModel(const Options& o, TempDir* dir) {
     if (!std::filesystem::exists(std::filesystem::path(tok) / "tokenizer.json")) tok.clear();
   }
   r.tokenizer_dir = tok;
-  dir->path = std::filesystem::temp_directory_path() /
-              ("kvfork-bench-model-" + std::to_string(getpid()));
+  dir->path =
+      std::filesystem::temp_directory_path() / ("kvfork-bench-model-" + std::to_string(getpid()));
   Timer t;
   KVFORK_RETURN_IF_ERROR(WriteRandomModel(r, dir->path.string()));
   std::fprintf(stderr, "wrote random %s weights to %s (%.1f s)\n", o.shape.c_str(),
@@ -145,9 +146,11 @@ Status BenchModel(int argc, char** argv) {
   const Isa isa = ActiveIsa();
 
   // Limits first, before the model's pages compete for the cache.
-  const double bw = MeasureBandwidth(pool, 0.3);
+  const Bandwidth bandwidth = MeasureBandwidth(pool, 0.3);
+  const double bw = bandwidth.bytes_per_s;
   const PeakFlops peak = MeasurePeakFlops(pool, 0.3);
-  const double peak_gemm = peak.ForBf16Gemm();
+  // The machine's best bf16 rate, whatever the active ISA can use.
+  const double peak_gemm = peak.BestBf16();
 
   TempDir temp;
   std::string dir = o.model_dir;
@@ -213,7 +216,8 @@ Status BenchModel(int argc, char** argv) {
   const double H = static_cast<double>(c.hidden_size), I = static_cast<double>(c.intermediate_size);
   const double qd = static_cast<double>(c.num_heads * c.head_dim);
   const double kvd = static_cast<double>(c.num_kv_heads * c.head_dim);
-  const double layer_params = static_cast<double>(c.num_layers) * (2 * H * qd + 2 * H * kvd + 3 * H * I);
+  const double layer_params =
+      static_cast<double>(c.num_layers) * (2 * H * qd + 2 * H * kvd + 3 * H * I);
   const double lm_head_params = static_cast<double>(c.vocab_size) * H;
   const double T = static_cast<double>(o.prompt_tokens);
   const double attn_flops = 2.0 * static_cast<double>(c.num_layers) * qd * T * (T + 1);
@@ -233,7 +237,10 @@ Status BenchModel(int argc, char** argv) {
 
   const Row rows[] = {
       {"read bandwidth", "GB/s", bw * 1e-9, 0},
-      {"peak bf16 gemm", "GFLOP/s", peak_gemm * 1e-9, 0},
+      {"peak f32 fma", "GFLOP/s", peak.f32 * 1e-9, 0},
+      {"peak bf16 dot", "GFLOP/s", peak.bf16_dot * 1e-9, 0},
+      {"peak amx bf16", "GFLOP/s", peak.amx_bf16 * 1e-9, 0},
+      {"peak bf16 best", "GFLOP/s", peak_gemm * 1e-9, 0},
       {"prefill", "tok/s", prefill_tok_s, prefill_tok_limit},
       {"prefill", "GFLOP/s", prefill_flop_rate * 1e-9, peak_gemm * 1e-9},
       {"decode", "tok/s", decode_tok_s, decode_tok_limit},
@@ -244,6 +251,8 @@ Status BenchModel(int argc, char** argv) {
               static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.decode_tokens));
   std::printf("load %.2f s, %lld params, %.1f MB weights read per decode step\n", load_s,
               static_cast<long long>(w.num_params), weight_bytes * 1e-6);
+  std::printf("bandwidth pattern: %s; best bf16 peak: %s\n", bandwidth.pattern.c_str(),
+              peak.BestBf16Name());
   std::printf("\n%-16s %-8s %12s %12s %9s\n", "metric", "unit", "value", "limit", "fraction");
   nlohmann::json json_rows = nlohmann::json::array();
   for (const Row& r : rows) {
@@ -253,12 +262,12 @@ Status BenchModel(int argc, char** argv) {
     else
       std::printf("%-16s %-8s %12.2f %12s %9s\n", r.metric.c_str(), r.unit.c_str(), r.value, "-",
                   "-");
-    json_rows.push_back({{"metric", r.metric},
-                         {"unit", r.unit},
-                         {"value", r.value},
-                         {"limit", r.limit > 0 ? nlohmann::json(r.limit) : nlohmann::json()},
-                         {"fraction", r.limit > 0 ? nlohmann::json(r.value / r.limit)
-                                                  : nlohmann::json()}});
+    json_rows.push_back(
+        {{"metric", r.metric},
+         {"unit", r.unit},
+         {"value", r.value},
+         {"limit", r.limit > 0 ? nlohmann::json(r.limit) : nlohmann::json()},
+         {"fraction", r.limit > 0 ? nlohmann::json(r.value / r.limit) : nlohmann::json()}});
   }
   std::printf("\nprefill %.3f s, decode %.2f ms/token\n", prefill_s,
               decode_s * 1e3 / static_cast<double>(o.decode_tokens));
@@ -273,9 +282,12 @@ Status BenchModel(int argc, char** argv) {
   out["load_s"] = load_s;
   out["num_params"] = w.num_params;
   out["read_bandwidth_gbps"] = bw * 1e-9;
+  out["read_bandwidth_pattern"] = bandwidth.pattern;
   out["peak_f32_gflops"] = peak.f32 * 1e-9;
-  out["peak_bf16_gflops"] = peak.bf16 * 1e-9;
-  out["peak_for_bf16_gemm_gflops"] = peak_gemm * 1e-9;
+  out["peak_bf16_dot_gflops"] = peak.bf16_dot * 1e-9;
+  out["peak_amx_bf16_gflops"] = peak.amx_bf16 * 1e-9;
+  out["peak_bf16_best_gflops"] = peak_gemm * 1e-9;
+  out["peak_bf16_best"] = peak.BestBf16Name();
   out["prefill_s"] = prefill_s;
   out["prefill_flops"] = prefill_flops;
   out["decode_s"] = decode_s;

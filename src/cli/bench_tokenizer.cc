@@ -7,16 +7,20 @@
 // Corpus: llama.cpp's own sources and docs (C++, Python, Markdown: code with
 // tabs and indentation, English prose), then seeded random multilingual text
 // (CJK, Cyrillic, Arabic, emoji, digits) to --mb megabytes, cut into
-// documents of about 16 KB at line ends. Every run times one warm-up pass and
-// then --reps passes; the median is reported.
+// documents of about 16 KB at line ends. Each tokenizer is loaded (timed),
+// warmed up on the first ~1 MB, then timed over whole passes: --reps of them,
+// but no pass is started once --budget-s seconds of passes are spent (at
+// least one always runs), so the slow references finish on a loaded machine.
+// The median pass is reported, with the load average before and after.
 //
 // Flags: --model qwen3|llama3|all (default all), --mb N (default 10), --reps N
-// (default 3), --no-reference (ours only), --json PATH (default
-// bench/results/tokenizer.json).
+// (default 3), --budget-s N (default 60), --no-reference (ours only), --json
+// PATH (default bench/results/tokenizer.json).
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -30,6 +34,7 @@
 #include "cli/flags.h"
 #include "core/timer.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 
 namespace kvfork::cli {
 namespace {
@@ -53,24 +58,6 @@ struct Rng {
   }
 };
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 // Words of random letters from one script, space separated, with digits and
 // punctuation: multilingual text with a word structure.
 std::string RandomWords(uint32_t seed, size_t bytes) {
@@ -86,7 +73,7 @@ std::string RandomWords(uint32_t seed, size_t bytes) {
     const int words = 5 + static_cast<int>(rng.Next() % 20);
     for (int w = 0; w < words; ++w) {
       const int len = 1 + static_cast<int>(rng.Next() % 8);
-      for (int k = 0; k < len; ++k) AppendUtf8(s.lo + rng.Next() % (s.hi - s.lo + 1), &out);
+      for (int k = 0; k < len; ++k) utf8::AppendCodepoint(s.lo + rng.Next() % (s.hi - s.lo + 1), &out);
       const uint32_t r = rng.Next() % 16;
       if (r == 0) out += ", ";
       else if (r == 1) out += ". ";
@@ -143,6 +130,63 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// The protocol tools/tokenizer/bench.mjs follows for the references: a
+// warm-up over the first ~1 MB, then whole timed passes, `reps` of them but
+// none started once `budget_s` seconds of passes are spent (at least one).
+struct Passes {
+  std::vector<double> seconds;
+  size_t tokens = 0;
+};
+Passes TimePasses(const Tokenizer& tok, const std::vector<std::string>& docs, int64_t reps,
+                  double budget_s) {
+  size_t warm = 0;
+  for (const auto& d : docs) {
+    if (warm > (size_t{1} << 20)) break;
+    tok.Encode(d, false);
+    warm += d.size();
+  }
+  Passes p;
+  double spent = 0;
+  for (int64_t r = 0; r < reps && (r == 0 || spent < budget_s); ++r) {
+    size_t tokens = 0;
+    Timer t;
+    for (const auto& d : docs) tokens += tok.Encode(d, false).size();
+    p.seconds.push_back(t.Seconds());
+    spent += p.seconds.back();
+    p.tokens = tokens;
+  }
+  return p;
+}
+
+// Runs the node references on the corpus file; a JSON object, or null.
+nlohmann::json RunReferences(const std::string& corpus_path, const std::string& model_dir,
+                             const std::string& gguf, int64_t reps, double budget_s) {
+  const std::string cmd = "node '" + SourceDir() + "/tools/tokenizer/bench.mjs' '" + corpus_path +
+                          "' '" + model_dir + "' '" + gguf + "' " + std::to_string(reps) + " " +
+                          std::to_string(budget_s) + " 2>/dev/null";
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    if (pclose(p) != 0) out.clear();
+  }
+  nlohmann::json ref = nlohmann::json::parse(out, nullptr, false);
+  if (ref.is_discarded() || !ref.is_object()) {
+    std::fprintf(stderr, "bench tokenizer: reference run failed: %s\n", cmd.c_str());
+    return nullptr;
+  }
+  return ref;
+}
+
+std::string LoadAverage() {
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) != 3) return "unknown";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2f %.2f %.2f", load[0], load[1], load[2]);
+  return buf;
+}
+
 int RunBenchTokenizer(int argc, char** argv) {
   auto flags = Flags::Parse(argc, argv, {"no-reference"});
   if (!flags.ok()) {
@@ -152,17 +196,18 @@ int RunBenchTokenizer(int argc, char** argv) {
   auto which = flags->GetString("model", "all");
   auto mb = flags->GetInt("mb", 10);
   auto reps = flags->GetInt("reps", 3);
+  auto budget = flags->GetInt("budget-s", 60);
   auto json_path = flags->GetString("json", "bench/results/tokenizer.json");
   const bool no_reference = flags->GetBool("no-reference");
-  for (const Status& s : {which.status(), mb.status(), reps.status(), json_path.status(),
-                          flags->Finish()}) {
+  for (const Status& s : {which.status(), mb.status(), reps.status(), budget.status(),
+                          json_path.status(), flags->Finish()}) {
     if (!s.ok()) {
       std::fprintf(stderr, "bench tokenizer: %s\n", s.ToString().c_str());
       return 2;
     }
   }
-  if (*mb < 1 || *reps < 1) {
-    std::fprintf(stderr, "bench tokenizer: --mb and --reps must be >= 1\n");
+  if (*mb < 1 || *reps < 1 || *budget < 1) {
+    std::fprintf(stderr, "bench tokenizer: --mb, --reps and --budget-s must be >= 1\n");
     return 2;
   }
   struct ModelSpec {
@@ -197,79 +242,82 @@ int RunBenchTokenizer(int argc, char** argv) {
     for (size_t i = 0; i < docs.size(); ++i) out << (i ? "\x1e" : "") << docs[i];
   }
 
+  const std::string load_before = LoadAverage();
   nlohmann::json results = nlohmann::json::array();
-  std::printf("corpus: %.2f MB in %zu documents; one thread; median of %lld passes\n\n",
-              megabytes, docs.size(), static_cast<long long>(*reps));
-  std::printf("%-8s %-26s %10s %12s %10s\n", "model", "tokenizer", "MB/s", "tokens", "vs best ref");
+  std::printf("corpus: %.2f MB in %zu documents; one thread; median of up to %lld passes "
+              "(none started after %llds of passes); load average %s\n\n",
+              megabytes, docs.size(), static_cast<long long>(*reps),
+              static_cast<long long>(*budget), load_before.c_str());
+  std::printf("%-8s %-26s %9s %10s %7s %12s %12s\n", "model", "tokenizer", "load s", "MB/s",
+              "passes", "tokens", "vs best ref");
+  auto print_row = [](const std::string& model, const char* name, double load_s, double mbps,
+                      size_t passes, size_t tokens) {
+    std::printf("%-8s %-26s %9.3f %10.2f %7zu %12zu", model.c_str(), name, load_s, mbps, passes,
+                tokens);
+  };
   int rc = 0;
   for (const ModelSpec& m : models) {
+    Timer load_timer;
     auto tok = Tokenizer::Load(m.dir);
+    const double load_s = load_timer.Seconds();
     if (!tok.ok()) {
       std::fprintf(stderr, "bench tokenizer: %s\n", tok.status().ToString().c_str());
       rc = 1;
       continue;
     }
-    size_t tokens = 0;
-    for (const auto& d : docs) tokens += (*tok)->Encode(d, false).size();  // warm-up
-    std::vector<double> secs;
-    for (int64_t r = 0; r < *reps; ++r) {
-      Timer t;
-      for (const auto& d : docs) tokens = tokens + 0 * (*tok)->Encode(d, false).size();
-      secs.push_back(t.Seconds());
-    }
-    const double ours = megabytes / Median(secs);
-    nlohmann::json row = {{"model", m.name}, {"corpus_mb", megabytes},
-                          {"kvfork_mbps", ours}, {"kvfork_seconds", secs}};
+    const Passes ours_passes = TimePasses(**tok, docs, *reps, static_cast<double>(*budget));
+    const double ours = megabytes / Median(ours_passes.seconds);
+    nlohmann::json row = {{"model", m.name},
+                          {"corpus_mb", megabytes},
+                          {"kvfork_mbps", ours},
+                          {"kvfork_seconds", ours_passes.seconds},
+                          {"kvfork_load_seconds", load_s},
+                          {"kvfork_tokens", ours_passes.tokens}};
     double best_ref = 0;
     std::string best_name;
     if (!no_reference) {
-      const std::string cmd = "node '" + SourceDir() + "/tools/tokenizer/bench.mjs' '" +
-                              corpus_path + "' '" + m.dir + "' '" + m.gguf + "' " +
-                              std::to_string(*reps) + " 2>/dev/null";
-      std::string out;
-      if (FILE* p = popen(cmd.c_str(), "r")) {
-        char buf[4096];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-        if (pclose(p) != 0) out.clear();
-      }
-      const nlohmann::json ref = nlohmann::json::parse(out, nullptr, false);
-      if (ref.is_discarded() || !ref.is_object()) {
-        std::fprintf(stderr, "bench tokenizer: reference run failed: %s\n", cmd.c_str());
-        rc = 1;
-      } else {
-        for (const char* name : {"lenml", "llama_cpp"}) {
-          if (!ref.contains(name)) continue;
-          const double mbps = megabytes / Median(ref[name]["seconds"].get<std::vector<double>>());
-          row[std::string(name) + "_mbps"] = mbps;
-          row[std::string(name) + "_tokens"] = ref[name]["tokens"];
-          if (mbps > best_ref) best_ref = mbps, best_name = name;
-          std::printf("%-8s %-26s %10.2f %12lld\n", m.name.c_str(),
-                      std::string(name) == "lenml" ? "@lenml/tokenizers (node)"
-                                                   : "llama.cpp (node-llama-cpp)",
-                      mbps, ref[name]["tokens"].get<long long>());
-        }
+      const nlohmann::json ref =
+          RunReferences(corpus_path, m.dir, m.gguf, *reps, static_cast<double>(*budget));
+      if (ref.is_null()) rc = 1;
+      for (const char* name : {"lenml", "llama_cpp"}) {
+        if (ref.is_null() || !ref.contains(name)) continue;
+        const auto secs = ref[name]["seconds"].get<std::vector<double>>();
+        const double mbps = megabytes / Median(secs);
+        const double ref_load = ref[name]["load_seconds"].get<double>();
+        const auto ref_tokens = ref[name]["tokens"].get<size_t>();
+        const std::string key(name);
+        row[key + "_mbps"] = mbps;
+        row[key + "_seconds"] = secs;
+        row[key + "_load_seconds"] = ref_load;
+        row[key + "_tokens"] = ref_tokens;
+        if (mbps > best_ref) best_ref = mbps, best_name = name;
+        print_row(m.name, key == "lenml" ? "@lenml/tokenizers (node)" : "llama.cpp (node-llama-cpp)",
+                  ref_load, mbps, secs.size(), ref_tokens);
+        std::printf("\n");
       }
     }
-    std::size_t our_tokens = 0;
-    for (const auto& d : docs) our_tokens += (*tok)->Encode(d, false).size();
-    row["kvfork_tokens"] = our_tokens;
+    print_row(m.name, "kvfork", load_s, ours, ours_passes.seconds.size(), ours_passes.tokens);
     if (best_ref > 0) {
       row["speedup_vs_best_reference"] = ours / best_ref;
       row["best_reference"] = best_name;
       row["target_speedup"] = 3.0;
-      std::printf("%-8s %-26s %10.2f %12zu %9.2fx (target 3x)\n", m.name.c_str(), "kvfork", ours,
-                  our_tokens, ours / best_ref);
-    } else {
-      std::printf("%-8s %-26s %10.2f %12zu\n", m.name.c_str(), "kvfork", ours, our_tokens);
+      std::printf(" %11.2fx (target 3x)", ours / best_ref);
     }
+    std::printf("\n");
     results.push_back(row);
   }
   std::remove(corpus_path);
+  const std::string load_after = LoadAverage();
+  std::printf("\nload average after: %s\n", load_after.c_str());
+  const nlohmann::json doc = {{"load_average_before", load_before},
+                              {"load_average_after", load_after},
+                              {"reps", *reps},
+                              {"budget_seconds", *budget},
+                              {"results", results}};
   std::error_code ec;
   fs::create_directories(fs::path(*json_path).parent_path(), ec);
-  std::ofstream(*json_path) << results.dump(2) << "\n";
-  std::printf("\nwrote %s\n", json_path->c_str());
+  std::ofstream(*json_path) << doc.dump(2) << "\n";
+  std::printf("wrote %s\n", json_path->c_str());
   return rc;
 }
 

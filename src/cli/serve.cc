@@ -50,6 +50,10 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   KVFORK_ASSIGN_OR_RETURN(double body_mib, flags.GetDouble("max-body-mib", 16.0));
   KVFORK_ASSIGN_OR_RETURN(c.server.max_prompt_tokens, flags.GetInt("max-prompt-tokens", 0));
   KVFORK_ASSIGN_OR_RETURN(int64_t http_threads, flags.GetInt("http-threads", 0));
+  KVFORK_ASSIGN_OR_RETURN(int64_t read_timeout,
+                          flags.GetInt("http-read-timeout", c.server.read_timeout_seconds));
+  KVFORK_ASSIGN_OR_RETURN(int64_t write_timeout,
+                          flags.GetInt("http-write-timeout", c.server.write_timeout_seconds));
   KVFORK_ASSIGN_OR_RETURN(std::string name, flags.GetString("served-model-name", ""));
   c.server.log_prompts = flags.GetBool("log-prompts");
   KVFORK_ASSIGN_OR_RETURN(c.drain_seconds, flags.GetDouble("drain-seconds", 30.0));
@@ -57,6 +61,7 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   EngineOptions& e = c.engine;
   KVFORK_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", ThreadPool::DefaultThreads()));
   KVFORK_ASSIGN_OR_RETURN(e.max_queue, flags.GetInt("max-queue", e.max_queue));
+  KVFORK_ASSIGN_OR_RETURN(e.max_model_len, flags.GetInt("max-model-len", e.max_model_len));
   KVFORK_ASSIGN_OR_RETURN(e.kv_backend, flags.GetString("kv-backend", e.kv_backend));
   KVFORK_ASSIGN_OR_RETURN(e.kv_dtype, flags.GetString("kv-dtype", e.kv_dtype));
   KVFORK_ASSIGN_OR_RETURN(int64_t block_size, flags.GetInt("kv-block-size", e.kv_block_size));
@@ -76,6 +81,12 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   if (!(body_mib > 0)) return InvalidArgumentError("--max-body-mib must be positive");
   c.server.max_body_bytes = static_cast<int64_t>(body_mib * 1024 * 1024);
   if (c.drain_seconds < 0) return InvalidArgumentError("--drain-seconds must be >= 0");
+  if (read_timeout < 1 || read_timeout > 3600)
+    return InvalidArgumentError("--http-read-timeout must be in [1, 3600] seconds");
+  if (write_timeout < 1 || write_timeout > 3600)
+    return InvalidArgumentError("--http-write-timeout must be in [1, 3600] seconds");
+  c.server.read_timeout_seconds = static_cast<int>(read_timeout);
+  c.server.write_timeout_seconds = static_cast<int>(write_timeout);
   if (threads < 1) return InvalidArgumentError("--threads must be >= 1");
   e.threads = static_cast<int>(threads);
   if (e.max_queue < 1) return InvalidArgumentError("--max-queue must be >= 1");

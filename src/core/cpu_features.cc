@@ -6,6 +6,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #define KVFORK_X86 1
 #endif
 
@@ -19,6 +21,14 @@ uint64_t Xgetbv() {
   return (static_cast<uint64_t>(edx) << 32) | eax;
 }
 #endif
+
+// Linux refuses AMX tile data to a process until it asks (since 5.16): without
+// this, the first tile instruction faults. Asked once; the grant is per process.
+bool RequestAmxPermission() {
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
 
 CpuFeatures Detect() {
   CpuFeatures f;
@@ -40,6 +50,11 @@ CpuFeatures Detect() {
   f.avx512dq = zmm_os && ((b >> 17) & 1);
   f.avx512bw = zmm_os && ((b >> 30) & 1);
   f.avx512vl = zmm_os && ((b >> 31) & 1);
+  const bool tile_os = (xcr0 & 0x60000) == 0x60000;  // XTILECFG | XTILEDATA
+  if (tile_os && ((d >> 24) & 1) && ((d >> 22) & 1) && RequestAmxPermission()) {
+    f.amx_tile = true;
+    f.amx_bf16 = true;
+  }
   unsigned a1, b1, c1, d1;
   if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) f.avx512_bf16 = zmm_os && ((a1 >> 5) & 1);
 #endif
@@ -58,16 +73,21 @@ const CpuFeatures& DetectCpuFeatures() {
 bool IsaSupported(Isa isa) {
   const CpuFeatures& f = DetectCpuFeatures();
   switch (isa) {
-    case Isa::kScalar: return true;
-    case Isa::kAvx2: return f.avx2 && f.fma && f.f16c;
+    case Isa::kScalar:
+      return true;
+    case Isa::kAvx2:
+      return f.avx2 && f.fma && f.f16c;
     case Isa::kAvx512:
       return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
              f.avx512_bf16;
+    case Isa::kAmx:
+      return IsaSupported(Isa::kAvx512) && f.amx_tile && f.amx_bf16;
   }
   return false;
 }
 
 Isa BestSupportedIsa() {
+  if (IsaSupported(Isa::kAmx)) return Isa::kAmx;
   if (IsaSupported(Isa::kAvx512)) return Isa::kAvx512;
   if (IsaSupported(Isa::kAvx2)) return Isa::kAvx2;
   return Isa::kScalar;
@@ -75,9 +95,14 @@ Isa BestSupportedIsa() {
 
 const char* IsaName(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAmx:
+      return "amx";
   }
   return "?";
 }
@@ -86,7 +111,8 @@ StatusOr<Isa> ParseIsa(const std::string& name) {
   if (name == "scalar" || name == "portable") return Isa::kScalar;
   if (name == "avx2") return Isa::kAvx2;
   if (name == "avx512") return Isa::kAvx512;
-  return InvalidArgumentError("unknown ISA '" + name + "' (expected scalar, avx2 or avx512)");
+  if (name == "amx") return Isa::kAmx;
+  return InvalidArgumentError("unknown ISA '" + name + "' (expected scalar, avx2, avx512 or amx)");
 }
 
 Isa ActiveIsa() {

@@ -1,6 +1,6 @@
 // CPU feature detection and the instruction-set level kernels dispatch on.
 // The level is chosen once, at first use: the best the CPU supports, or the
-// one named by the environment variable KVFORK_CPU_ISA (scalar|avx2|avx512),
+// one named by the environment variable KVFORK_CPU_ISA (scalar|avx2|avx512|amx),
 // which must not exceed what the CPU supports.
 #pragma once
 
@@ -14,6 +14,7 @@ enum class Isa {
   kScalar = 0,  // portable C++
   kAvx2 = 1,    // AVX2 + FMA + F16C
   kAvx512 = 2,  // AVX-512 F/BW/VL/DQ + AVX512_BF16
+  kAmx = 3,     // kAvx512 + AMX-TILE + AMX-BF16 (bf16 MatMul on tiles, the rest as kAvx512)
 };
 
 struct CpuFeatures {
@@ -25,6 +26,11 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512dq = false;
   bool avx512_bf16 = false;
+  // AMX-TILE and AMX-BF16 reported by CPUID, the OS saving tile state (XCR0
+  // bits 17 and 18), and the kernel granting this process the tile data
+  // (arch_prctl ARCH_REQ_XCOMP_PERM, asked once at detection): all three, or false.
+  bool amx_tile = false;
+  bool amx_bf16 = false;
 };
 
 const CpuFeatures& DetectCpuFeatures();

@@ -21,6 +21,7 @@ struct EngineOptions {
   int64_t max_num_batched_tokens = 512;  // tokens per step (decode + prefill chunks)
   int64_t max_num_seqs = 8;              // sequences running at once
   int64_t max_queue = 256;               // waiting requests before Submit refuses
+  int64_t max_model_len = 0;             // prompt + output limit; 0 = the model's context
   std::string kv_backend = "auto";       // auto | paged | dense
   std::string kv_dtype = "bf16";         // bf16 | f32 | int8
   int kv_block_size = 16;                // tokens per KV block
@@ -90,6 +91,11 @@ class Engine {
   virtual int64_t max_context() const = 0;
   // Drops every cached (unreferenced) prefix block.
   virtual void ResetPrefixCache() = 0;
+  // Runs the KV cache's Check() (invariant 2: every block free, referenced or
+  // cached, counts consistent) on the engine thread between two steps and
+  // returns its result; blocks the caller for up to one step. Unavailable
+  // once the engine has shut down.
+  virtual Status CheckKv() = 0;
   // Finishes or aborts every request, releases every block, joins the thread.
   virtual void Shutdown() = 0;
 };

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <unordered_set>
@@ -19,6 +20,14 @@
 
 namespace kvfork {
 namespace {
+
+// The context a request may use: the model's, or less with --max-model-len
+// (vLLM's flag). The dense backend sizes its slots by it.
+int64_t ModelContext(const EngineOptions& options, const Model& model) {
+  const int64_t model_context = model.config().max_position_embeddings;
+  return options.max_model_len > 0 ? std::min<int64_t>(model_context, options.max_model_len)
+                                   : model_context;
+}
 
 class EngineImpl final : public Engine {
  public:
@@ -40,7 +49,7 @@ class EngineImpl final : public Engine {
     so.on_logits = options.on_logits_for_testing;
     scheduler_ = std::make_unique<Scheduler>(so, model, *kv_, pool_, tokenizer);
     limits_.vocab_size = model.config().vocab_size;
-    limits_.max_context = model.config().max_position_embeddings;
+    limits_.max_context = ModelContext(options, model);
     limits_.max_pool_tokens = kv_->max_sequence_tokens();
     UpdateStats();
     thread_ = std::thread([this] { Loop(); });
@@ -98,6 +107,18 @@ class EngineImpl final : public Engine {
     cv_.notify_one();
   }
 
+  Status CheckKv() override {
+    std::future<Status> result;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) return UnavailableError("engine is shut down: no KV check");
+      checks_.emplace_back();
+      result = checks_.back().get_future();
+    }
+    cv_.notify_one();
+    return result.get();
+  }
+
   void Shutdown() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -119,16 +140,18 @@ class EngineImpl final : public Engine {
     for (;;) {
       std::vector<Pending> submitted;
       std::vector<std::string> cancels;
+      std::vector<std::promise<Status>> checks;
       bool stop = false;
       bool reset = false;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] {
           return stopping_ || !submitted_.empty() || !cancels_.empty() || reset_cache_ ||
-                 scheduler_->HasWork();
+                 !checks_.empty() || scheduler_->HasWork();
         });
         submitted.swap(submitted_);
         cancels.swap(cancels_);
+        checks.swap(checks_);
         stop = stopping_;
         reset = reset_cache_;
         reset_cache_ = false;
@@ -137,11 +160,18 @@ class EngineImpl final : public Engine {
         scheduler_->Add(std::move(p.request), std::move(p.stream), p.arrival);
       for (const auto& id : cancels) scheduler_->Cancel(id);
       if (reset) kv_->ResetPrefixCache();
+      // Between steps no sequence is half-updated, so the check sees the
+      // same state a caller would after the last step.
+      for (auto& c : checks) c.set_value(kv_->Check());
       if (stop) {
         scheduler_->AbortAll();
         ForgetFinished();
         UpdateStats();
         scheduler_->PushFinalEvents();
+        std::lock_guard<std::mutex> lock(mu_);
+        stopped_ = true;
+        for (auto& c : checks_) c.set_value(UnavailableError("engine is shut down: no KV check"));
+        checks_.clear();
         return;
       }
       if (scheduler_->HasWork()) {
@@ -205,10 +235,12 @@ class EngineImpl final : public Engine {
   std::condition_variable cv_;
   std::vector<Pending> submitted_;
   std::vector<std::string> cancels_;
+  std::vector<std::promise<Status>> checks_;  // CheckKv callers waiting for the thread
   std::unordered_set<std::string> ids_;  // requests submitted and not yet ended
   int64_t waiting_now_ = 0;
   uint64_t next_arrival_ = 0;
   bool stopping_ = false;
+  bool stopped_ = false;  // the thread has returned: nobody answers checks_
   bool reset_cache_ = false;
 
   mutable std::mutex stats_mu_;
@@ -240,7 +272,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, M
   if (options.kv_block_size < 1)
     return InvalidArgumentError("--kv-block-size must be >= 1, got " +
                                 std::to_string(options.kv_block_size));
-  const int64_t model_context = model.config().max_position_embeddings;
+  if (options.max_model_len < 0)
+    return InvalidArgumentError("--max-model-len must be >= 0 (0 = the model's context), got " +
+                                std::to_string(options.max_model_len));
+  const int64_t model_context = ModelContext(options, model);
   KvCacheOptions ko;
   ko.layout = model.MakeKvLayout(dtype, options.kv_block_size);
   ko.num_blocks = options.kv_blocks;

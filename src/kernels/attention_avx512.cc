@@ -1,8 +1,10 @@
 // AVX-512 KV writes and paged attention: the AVX2 file's algorithms at 16
-// lanes (see attention_avx2.cc for why the order is chunking-invariant).
+// lanes (see attention_avx2.cc for why the order is chunking-invariant), with
+// scores reduced 16 keys at a time and K/V rows widened once per GQA group.
 // GCC 12's AVX-512 intrinsic headers build some results from _mm512_undefined_*
 // and then warn about them (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <cmath>
 #include <cstring>
@@ -14,7 +16,7 @@
 namespace kvfork::avx512 {
 namespace {
 
-constexpr int kMaxHeadDim = 512;     // ops.cc checks the layout against these
+constexpr int kMaxHeadDim = 512;  // ops.cc checks the layout against these
 constexpr int kMaxBlockSize = 1024;
 constexpr int kMaxGroup = 16;  // query heads per KV head
 
@@ -61,8 +63,10 @@ void StoreRow(const KvLayout& l, uint8_t* block, int layer, int kv, int head, in
 inline __m512 LoadKv(KvDType dtype, const uint8_t* row, int d, int valid) {
   const __mmask16 mask = Mask16(valid);
   switch (dtype) {
-    case KvDType::kF32: return _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(row) + d);
-    case KvDType::kBf16: return LoadBf16(reinterpret_cast<const uint16_t*>(row) + d, valid);
+    case KvDType::kF32:
+      return _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(row) + d);
+    case KvDType::kBf16:
+      return LoadBf16(reinterpret_cast<const uint16_t*>(row) + d, valid);
     case KvDType::kInt8:
       return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, row + d)));
   }
@@ -75,80 +79,189 @@ struct Task {
   int kvh;
 };
 
-// One query token against one KV head, for every query head of its GQA group
-// (see attention_avx2.cc).
+// Lane j of the result = the sum of the 16 lanes of d[j], by one fixed tree
+// (pairs within 128-bit lanes, then across them): a whole block of 16 keys'
+// scores for the cost of about 3 Hsum.
+inline __m512 Reduce16(const __m512 d[16]) {
+  __m512 s1[8], s2[4];
+  for (int i = 0; i < 8; ++i)
+    s1[i] = _mm512_add_ps(_mm512_unpacklo_ps(d[2 * i], d[2 * i + 1]),
+                          _mm512_unpackhi_ps(d[2 * i], d[2 * i + 1]));
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(s1[2 * i]), b = _mm512_castps_pd(s1[2 * i + 1]);
+    s2[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                          _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  const __m512 v0 = _mm512_add_ps(_mm512_shuffle_f32x4(s2[0], s2[1], 0x88),
+                                  _mm512_shuffle_f32x4(s2[0], s2[1], 0xdd));
+  const __m512 v1 = _mm512_add_ps(_mm512_shuffle_f32x4(s2[2], s2[3], 0x88),
+                                  _mm512_shuffle_f32x4(s2[2], s2[3], 0xdd));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(v0, v1, 0x88), _mm512_shuffle_f32x4(v0, v1, 0xdd));
+}
+
+// V columns accumulated per pass: G * kVecUnroll independent FMA chains, enough
+// to hide the FMA latency without running out of the 32 registers.
+template <int G>
+constexpr int kVecUnroll = G >= 8   ? 1
+                           : G >= 4 ? 2
+                           : G >= 2 ? 4
+                                    : 8;
+
+// One query token against one KV head, for the G query heads of its GQA group
+// (see attention_avx2.cc). Every K and V row is loaded and widened once for
+// the whole group. Per query head the order is fixed by the keys alone:
+// score of key j = (lanes of q * k accumulated over d in 16-lane steps, then
+// Reduce16) * scale; keys in blocks of block_size in position order with an
+// online softmax; acc = acc * corr, then one FMA chain over the block's keys
+// in order. Nothing depends on which other tokens or heads share the call.
+template <int G>
 void AttendGroup(const KvLayout& l, int layer, int num_heads, float scale, const AttentionSeq& s,
                  int64_t t, int kvh) {
+  constexpr int VU = kVecUnroll<G>;
   const int hd = l.head_dim, bs = l.block_size;
-  const int group = num_heads / l.num_kv_heads;
   const int nvec = (hd + 15) / 16;
-  const float* q0 = s.q + (t * num_heads + kvh * group) * hd;  // [group, hd]
-  float* out0 = s.out + (t * num_heads + kvh * group) * hd;    // [group, hd]
+  const float* q0 = s.q + (t * num_heads + kvh * G) * hd;  // [G, hd]
+  float* out0 = s.out + (t * num_heads + kvh * G) * hd;    // [G, hd]
   const int64_t ctx = s.start_pos + t + 1;
   const size_t row_bytes = static_cast<size_t>(hd) * l.ElementBytes();
   const bool int8 = l.dtype == KvDType::kInt8;
 
-  alignas(64) float acc[kMaxGroup * kMaxHeadDim];  // [group, nvec * 16]
-  for (int i = 0; i < group * nvec * 16; ++i) acc[i] = 0.0f;
-  float ms[kMaxGroup], ls[kMaxGroup];
-  for (int g = 0; g < group; ++g) {
+  alignas(64) float q[G * kMaxHeadDim];    // [G, nvec * 16], zero-padded
+  alignas(64) float acc[G * kMaxHeadDim];  // [G, nvec * 16]
+  for (int g = 0; g < G; ++g)
+    for (int v = 0; v < nvec; ++v) {
+      _mm512_store_ps(q + (g * nvec + v) * 16,
+                      _mm512_maskz_loadu_ps(Mask16(hd - v * 16), q0 + g * hd + v * 16));
+      _mm512_store_ps(acc + (g * nvec + v) * 16, _mm512_setzero_ps());
+    }
+  float ms[G], ls[G];
+  for (int g = 0; g < G; ++g) {
     ms[g] = -INFINITY;
     ls[g] = 0.0f;
   }
-  alignas(64) float scores[kMaxBlockSize + 16];
+  alignas(64) float scores[G][kMaxBlockSize + 16];
+  __m512 dots[G][16];
   for (int64_t b0 = 0; b0 < ctx; b0 += bs) {
     const uint8_t* block = s.blocks[b0 / bs];
     const int n = static_cast<int>(ctx - b0 < bs ? ctx - b0 : bs);
+    const int n16 = (n + 15) & ~15;
     const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
     const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
     const float* kscale =
         int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, kvh)) : nullptr;
     const float* vscale =
         int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, kvh)) : nullptr;
-    for (int g = 0; g < group; ++g) {
-      const float* q = q0 + g * hd;
-      for (int j = 0; j < n; ++j) {
-        const uint8_t* krow = kplane + j * row_bytes;
-        __m512 dot = _mm512_setzero_ps();
-        for (int v = 0; v < nvec; ++v)
-          dot = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(Mask16(hd - v * 16), q + v * 16),
-                                LoadKv(l.dtype, krow, v * 16, hd - v * 16), dot);
-        const float sc = Hsum(dot) * scale;
-        scores[j] = int8 ? sc * kscale[j] : sc;
+    // Scores, 16 keys at a time (keys past n give zero vectors, masked below).
+    for (int j0 = 0; j0 < n; j0 += 16) {
+      for (int jj = 0; jj < 16; ++jj) {
+        const int j = j0 + jj;
+        __m512 dot[G];
+        for (int g = 0; g < G; ++g) dot[g] = _mm512_setzero_ps();
+        if (j < n) {
+          const uint8_t* krow = kplane + j * row_bytes;
+          for (int v = 0; v < nvec; ++v) {
+            const __m512 kv = LoadKv(l.dtype, krow, v * 16, hd - v * 16);
+            for (int g = 0; g < G; ++g)
+              dot[g] = _mm512_fmadd_ps(_mm512_load_ps(q + (g * nvec + v) * 16), kv, dot[g]);
+          }
+        }
+        for (int g = 0; g < G; ++g) dots[g][jj] = dot[g];
       }
-      for (int j = n; j < ((n + 15) & ~15); ++j) scores[j] = -INFINITY;
+      const __mmask16 valid = Mask16(n - j0);
+      const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+      for (int g = 0; g < G; ++g) {
+        __m512 sc = _mm512_mul_ps(Reduce16(dots[g]), _mm512_set1_ps(scale));
+        if (int8) sc = _mm512_mul_ps(sc, _mm512_maskz_loadu_ps(valid, kscale + j0));
+        _mm512_store_ps(scores[g] + j0, _mm512_mask_blend_ps(valid, neg_inf, sc));
+      }
+    }
+    // Online softmax per head; -inf pads give 0.
+    __m512 vcorr[G];
+    for (int g = 0; g < G; ++g) {
       __m512 bmax = _mm512_set1_ps(-INFINITY);
-      for (int j = 0; j < n; j += 16) bmax = _mm512_max_ps(_mm512_load_ps(scores + j), bmax);
+      for (int j = 0; j < n16; j += 16) bmax = _mm512_max_ps(_mm512_load_ps(scores[g] + j), bmax);
       const float m_new = std::fmax(ms[g], Hmax(bmax));
       const float corr = ExpScalar(ms[g] - m_new);
       const __m512 vm = _mm512_set1_ps(m_new);
       __m512 psum = _mm512_setzero_ps();
-      for (int j = 0; j < n; j += 16) {
-        __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores + j), vm));  // -inf pads give 0
+      for (int j = 0; j < n16; j += 16) {
+        __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores[g] + j), vm));
         psum = _mm512_add_ps(psum, p);
-        _mm512_store_ps(scores + j, p);
+        if (int8) p = _mm512_mul_ps(p, _mm512_maskz_loadu_ps(Mask16(n - j), vscale + j));
+        _mm512_store_ps(scores[g] + j, p);
       }
       ls[g] = ls[g] * corr + Hsum(psum);
       ms[g] = m_new;
-      if (int8)
-        for (int j = 0; j < n; ++j) scores[j] *= vscale[j];
-      const __m512 vcorr = _mm512_set1_ps(corr);
-      float* ag = acc + g * nvec * 16;
-      for (int v = 0; v < nvec; ++v) {
-        __m512 a = _mm512_mul_ps(_mm512_load_ps(ag + v * 16), vcorr);
-        const uint8_t* vcol = vplane;
-        for (int j = 0; j < n; ++j, vcol += row_bytes)
-          a = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), LoadKv(l.dtype, vcol, v * 16, hd - v * 16),
-                              a);
-        _mm512_store_ps(ag + v * 16, a);
+      vcorr[g] = _mm512_set1_ps(corr);
+    }
+    // acc = acc * corr + sum over the block's keys in order of p[j] * V[j].
+    for (int v0 = 0; v0 < nvec; v0 += VU) {
+      __m512 a[G][VU];
+      for (int g = 0; g < G; ++g)
+        for (int u = 0; u < VU; ++u)
+          if (v0 + u < nvec)
+            a[g][u] = _mm512_mul_ps(_mm512_load_ps(acc + (g * nvec + v0 + u) * 16), vcorr[g]);
+      const uint8_t* vrow = vplane;
+      for (int j = 0; j < n; ++j, vrow += row_bytes) {
+        __m512 vv[VU];
+        for (int u = 0; u < VU; ++u)
+          if (v0 + u < nvec) vv[u] = LoadKv(l.dtype, vrow, (v0 + u) * 16, hd - (v0 + u) * 16);
+        for (int g = 0; g < G; ++g) {
+          const __m512 p = _mm512_set1_ps(scores[g][j]);
+          for (int u = 0; u < VU; ++u)
+            if (v0 + u < nvec) a[g][u] = _mm512_fmadd_ps(p, vv[u], a[g][u]);
+        }
       }
+      for (int g = 0; g < G; ++g)
+        for (int u = 0; u < VU; ++u)
+          if (v0 + u < nvec) _mm512_store_ps(acc + (g * nvec + v0 + u) * 16, a[g][u]);
     }
   }
-  for (int g = 0; g < group; ++g) {
+  for (int g = 0; g < G; ++g) {
     const __m512 vl = _mm512_set1_ps(ls[g]);
     for (int v = 0; v < nvec; ++v)
       _mm512_mask_storeu_ps(out0 + g * hd + v * 16, Mask16(hd - v * 16),
                             _mm512_div_ps(_mm512_load_ps(acc + (g * nvec + v) * 16), vl));
+  }
+}
+
+using AttendFn = void (*)(const KvLayout&, int, int, float, const AttentionSeq&, int64_t, int);
+
+// The group size is the layout's (num_heads / num_kv_heads), not the batch's.
+AttendFn AttendFor(int group) {
+  switch (group) {
+    case 1:
+      return AttendGroup<1>;
+    case 2:
+      return AttendGroup<2>;
+    case 3:
+      return AttendGroup<3>;
+    case 4:
+      return AttendGroup<4>;
+    case 5:
+      return AttendGroup<5>;
+    case 6:
+      return AttendGroup<6>;
+    case 7:
+      return AttendGroup<7>;
+    case 8:
+      return AttendGroup<8>;
+    case 9:
+      return AttendGroup<9>;
+    case 10:
+      return AttendGroup<10>;
+    case 11:
+      return AttendGroup<11>;
+    case 12:
+      return AttendGroup<12>;
+    case 13:
+      return AttendGroup<13>;
+    case 14:
+      return AttendGroup<14>;
+    case 15:
+      return AttendGroup<15>;
+    default:
+      return AttendGroup<16>;  // ops.cc checks group <= kMaxGroup
   }
 }
 
@@ -179,9 +292,10 @@ void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scal
   for (size_t i = 0; i < seqs.size(); ++i)
     for (int64_t t = 0; t < seqs[i].num_tokens; ++t)
       for (int h = 0; h < layout.num_kv_heads; ++h) tasks[n++] = Task{&seqs[i], t, h};
+  const AttendFn attend = AttendFor(num_heads / layout.num_kv_heads);
   pool.ParallelFor(total, [&](int64_t i) {
     const Task& task = tasks[i];
-    AttendGroup(layout, layer, num_heads, scale, *task.seq, task.t, task.kvh);
+    attend(layout, layer, num_heads, scale, *task.seq, task.t, task.kvh);
   });
 }
 

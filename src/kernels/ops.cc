@@ -1,6 +1,7 @@
 // Dispatch of every op to its ISA implementation, once per call, on
 // ActiveIsa(): kScalar runs reference.cc, kAvx2 the *_avx2.cc files, kAvx512
-// the *_avx512.cc files (ops_isa.h).
+// the *_avx512.cc files, kAmx matmul_amx.cc for MatMul and the *_avx512.cc
+// files for the rest (ops_isa.h).
 #include "kernels/ops.h"
 
 #include "core/cpu_features.h"
@@ -11,22 +12,30 @@ namespace kvfork {
 
 const char* KvDTypeName(KvDType t) {
   switch (t) {
-    case KvDType::kBf16: return "bf16";
-    case KvDType::kF32: return "f32";
-    case KvDType::kInt8: return "int8";
+    case KvDType::kBf16:
+      return "bf16";
+    case KvDType::kF32:
+      return "f32";
+    case KvDType::kInt8:
+      return "int8";
   }
   return "?";
 }
 
-#define KVFORK_DISPATCH(call)                    \
-  switch (ActiveIsa()) {                         \
-    case Isa::kAvx512: return avx512::call;      \
-    case Isa::kAvx2: return avx2::call;          \
-    case Isa::kScalar: break;                    \
-  }                                              \
+#define KVFORK_DISPATCH(call) \
+  switch (ActiveIsa()) {      \
+    case Isa::kAmx:           \
+    case Isa::kAvx512:        \
+      return avx512::call;    \
+    case Isa::kAvx2:          \
+      return avx2::call;      \
+    case Isa::kScalar:        \
+      break;                  \
+  }                           \
   return reference::call
 
 void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool) {
+  if (ActiveIsa() == Isa::kAmx) return amx::MatMul(x, m, w, y, pool);
   KVFORK_DISPATCH(MatMul(x, m, w, y, pool));
 }
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y) {

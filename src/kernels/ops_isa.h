@@ -1,6 +1,7 @@
 // Per-ISA implementations of the ops in ops.h, chosen by ops.cc on ActiveIsa().
 // avx2:: lives in *_avx2.cc (AVX2 + FMA + F16C), avx512:: in *_avx512.cc
-// (AVX-512 F/BW/VL/DQ + BF16); neither may be called unless the CPU has the ISA.
+// (AVX-512 F/BW/VL/DQ + BF16), amx::MatMul in matmul_amx.cc (AVX-512 +
+// AMX-TILE/BF16); none may be called unless the CPU has the ISA.
 //
 // The ISA translation units deliberately use no std containers or other
 // out-of-line template code: a weak symbol compiled with AVX-512 flags could
@@ -15,20 +16,20 @@
 #include "kernels/kv_layout.h"
 #include "kernels/ops.h"
 
-#define KVFORK_DECLARE_ISA_OPS                                                                  \
-  void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool);     \
-  void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,      \
-               float* y);                                                                      \
-  void Rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,                 \
-            const int32_t* positions, const float* inv_freq);                                  \
-  void SiluMul(const float* gate, const float* up, int64_t n, float* out);                     \
-  void AddInPlace(float* y, const float* x, int64_t n);                                        \
-  void Softmax(float* x, int64_t n);                                                           \
-  void EmbeddingLookup(const MatrixView& table, const int32_t* ids, int64_t n, float* out);    \
-  int64_t Argmax(const float* x, int64_t n);                                                   \
-  void WriteKv(const KvLayout& layout, int layer, uint8_t* const* blocks, int64_t start_pos,   \
-               int64_t num_tokens, const float* k, const float* v);                            \
-  void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,           \
+#define KVFORK_DECLARE_ISA_OPS                                                               \
+  void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool);   \
+  void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,    \
+               float* y);                                                                    \
+  void Rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,               \
+            const int32_t* positions, const float* inv_freq);                                \
+  void SiluMul(const float* gate, const float* up, int64_t n, float* out);                   \
+  void AddInPlace(float* y, const float* x, int64_t n);                                      \
+  void Softmax(float* x, int64_t n);                                                         \
+  void EmbeddingLookup(const MatrixView& table, const int32_t* ids, int64_t n, float* out);  \
+  int64_t Argmax(const float* x, int64_t n);                                                 \
+  void WriteKv(const KvLayout& layout, int layer, uint8_t* const* blocks, int64_t start_pos, \
+               int64_t num_tokens, const float* k, const float* v);                          \
+  void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,         \
                       std::span<const AttentionSeq> seqs, ThreadPool& pool);
 
 namespace kvfork {
@@ -38,6 +39,11 @@ KVFORK_DECLARE_ISA_OPS
 namespace avx512 {
 KVFORK_DECLARE_ISA_OPS
 }  // namespace avx512
+namespace amx {
+// Only MatMul differs at this level (bf16 weights on AMX tiles, f32 weights
+// on avx512::MatMul); every other op runs the avx512 version.
+void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool);
+}  // namespace amx
 }  // namespace kvfork
 
 #undef KVFORK_DECLARE_ISA_OPS

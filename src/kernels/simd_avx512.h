@@ -91,9 +91,40 @@ inline __m512 Exp(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  __m512i e =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
   __m512 res = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
   return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), res);
+}
+
+// In-place transpose of a 16x16 matrix of 32-bit lanes held as 16 rows:
+// afterwards r[j] lane i is what r[i] lane j was. Pure data movement.
+inline void Transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+    const __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  // r[4q + s] now holds, in each 128-bit lane L, rows 4L'.. of column group s:
+  // combine the four 128-bit lanes across row groups q.
+  for (int s = 0; s < 4; ++s) {
+    t[s] = _mm512_shuffle_f32x4(r[s], r[4 + s], 0x88);
+    t[4 + s] = _mm512_shuffle_f32x4(r[s], r[4 + s], 0xdd);
+    t[8 + s] = _mm512_shuffle_f32x4(r[8 + s], r[12 + s], 0x88);
+    t[12 + s] = _mm512_shuffle_f32x4(r[8 + s], r[12 + s], 0xdd);
+  }
+  for (int s = 0; s < 8; ++s) {
+    r[s] = _mm512_shuffle_f32x4(t[s], t[8 + s], 0x88);
+    r[8 + s] = _mm512_shuffle_f32x4(t[s], t[8 + s], 0xdd);
+  }
 }
 
 inline float ExpScalar(float x) { return _mm512_cvtss_f32(Exp(_mm512_set1_ps(x))); }

@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -67,6 +68,7 @@ struct HttpServer::Impl {
   ServingBackend backend;
   ServerMetrics metrics;
   ActiveRequests active;
+  std::atomic<bool> listener_done{false};  // listen_after_bind returned
 
   explicit Impl(const ServerOptions& o) : options(o), keys(o.api_keys) {}
 
@@ -266,9 +268,17 @@ struct HttpServer::Impl {
       res.set_content(metrics.Render(stats, options.model_name),
                       "text/plain; version=0.0.4; charset=utf-8");
     });
-    svr.Get("/v1/cache/stats", [this](const httplib::Request&, httplib::Response& res) {
+    svr.Get("/v1/cache/stats", [this](const httplib::Request& req, httplib::Response& res) {
       if (!ready.load()) return ReplyError(res, Unavailable("model is loading"));
-      Reply(res, 200, DumpJson(CacheStats()));
+      json stats = CacheStats();
+      // ?check=1: the engine runs the KV cache's integrity check between two
+      // steps (tests and soak runs ask for it; it waits up to one step).
+      const std::string check = req.get_param_value("check");
+      if (!check.empty() && check != "0" && check != "false") {
+        Status s = backend.engine->CheckKv();
+        stats["kv_check"] = s.ok() ? "ok" : s.ToString();
+      }
+      Reply(res, 200, DumpJson(stats));
     });
     svr.Post("/v1/cache/reset", [this](const httplib::Request&, httplib::Response& res) {
       if (auto err = CheckReady()) return ReplyError(res, *err);
@@ -333,15 +343,25 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerOptions& opt
   if (options.port < 0 || options.port > 65535)
     return InvalidArgumentError("--port must be in [0, 65535], got " + std::to_string(options.port));
   if (options.max_body_bytes <= 0) return InvalidArgumentError("--max-body-mib must be positive");
+  if (options.read_timeout_seconds < 1 || options.write_timeout_seconds < 1)
+    return InvalidArgumentError("--http-read-timeout and --http-write-timeout must be >= 1 s");
   auto impl = std::make_unique<Impl>(options);
   impl->start_time = static_cast<int64_t>(std::time(nullptr));
   const size_t threads = static_cast<size_t>(std::max(4, options.http_threads));
   impl->svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl->svr.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
   impl->svr.set_keep_alive_timeout(2);
-  impl->svr.set_read_timeout(30);
-  impl->svr.set_write_timeout(30);
+  impl->svr.set_read_timeout(options.read_timeout_seconds);
+  impl->svr.set_write_timeout(options.write_timeout_seconds);
   impl->svr.set_tcp_nodelay(true);
+  // httplib's default sets SO_REUSEPORT, which lets a second server bind the
+  // same port and silently take half of the connections. SO_REUSEADDR alone
+  // still allows a restart while old connections sit in TIME_WAIT, but a
+  // port with a live listener is refused ("in use").
+  impl->svr.set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   impl->InstallRoutes();
   if (options.port == 0) {
     impl->bound_port = impl->svr.bind_to_any_port(options.host);
@@ -353,7 +373,15 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerOptions& opt
     impl->bound_port = options.port;
   }
   Impl* raw = impl.get();
-  impl->listener = std::thread([raw] { raw->svr.listen_after_bind(); });
+  impl->listener = std::thread([raw] {
+    raw->svr.listen_after_bind();
+    raw->listener_done.store(true);
+  });
+  // httplib's stop() does nothing until the accept loop has started, so a
+  // server destroyed right after Start (the model failed to load) would
+  // join a listener that never stops. Return only once the loop runs.
+  while (!impl->svr.is_running() && !impl->listener_done.load())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 

@@ -5,7 +5,7 @@
 //
 // Routes: POST /v1/chat/completions, /v1/completions; GET /v1/models[/{id}];
 // GET /health (503 while loading); GET /metrics (Prometheus text);
-// GET /v1/cache/stats; POST /v1/cache/reset; llama.cpp's POST /tokenize,
+// GET /v1/cache/stats (?check=1 adds the KV integrity check); POST /v1/cache/reset; llama.cpp's POST /tokenize,
 // /detokenize, /apply-template.
 //
 // Threads: Start() runs the listener on its own thread with a pool of HTTP
@@ -35,6 +35,12 @@ struct ServerOptions {
   int64_t max_body_bytes = 16 << 20;  // larger bodies get 413
   int64_t max_prompt_tokens = 0;      // 0 = the context length minus one
   int http_threads = 64;              // worker threads (one per open connection)
+  // Per socket operation: a client that sends nothing for this long while its
+  // request is read (half a body, then silence) is dropped; one that accepts
+  // no bytes for this long while its response is written (a stalled stream
+  // reader) is dropped and its request cancelled.
+  int read_timeout_seconds = 30;
+  int write_timeout_seconds = 30;
   bool log_prompts = false;           // log each request's prompt text (off: privacy)
   std::string model_name;             // the id /v1/models reports and requests may name
 };

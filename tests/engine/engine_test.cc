@@ -551,5 +551,76 @@ TEST_F(EngineTest, BadRequestsRejectedAtSubmit) {
   EXPECT_NE(made.status().message().find("--schedule"), std::string::npos);
 }
 
+// CheckKv answers from the engine thread while requests run, after they end,
+// and refuses cleanly once the engine is shut down (the server's
+// /v1/cache/stats?check=1 relies on all three).
+TEST_F(EngineTest, CheckKvWhileRunningAndAfterShutdown) {
+  std::mt19937 rng(21);
+  EngineOptions o = SmallOptions();
+  o.kv_blocks = 24;  // small: the two requests preempt each other
+  o.max_num_batched_tokens = 16;
+  auto e = Make(o);
+  EXPECT_TRUE(e->CheckKv().ok());
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 3; ++i) {
+    Request r;
+    r.id = "check-" + std::to_string(i);
+    r.prompt_tokens = RandomPrompt(rng, 40);
+    r.sampling.max_tokens = 100;
+    r.sampling.ignore_eos = true;
+    streams.push_back(*e->Submit(r));
+  }
+  int checks = 0;
+  while (e->Stats().requests_finished < 3 && checks < 10000) {
+    Status s = e->CheckKv();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ++checks;
+  }
+  EXPECT_GT(checks, 0);
+  for (auto& s : streams) EXPECT_TRUE(Drain(*s).done);
+  EXPECT_GT(e->Stats().preemptions, 0);
+  EXPECT_TRUE(e->CheckKv().ok());
+  ExpectAllReleased(*e);
+  e->Shutdown();
+  Status after = e->CheckKv();
+  EXPECT_EQ(after.code(), StatusCode::kUnavailable) << after.ToString();
+}
+
+TEST_F(EngineTest, MaxModelLenLimitsContextAndSizesDenseSlots) {
+  // The tiny model's context is 4096 tokens: a dense slot of 256 blocks,
+  // more than a 64-block pool holds.
+  EngineOptions dense = SmallOptions();
+  dense.kv_backend = "dense";
+  dense.kv_blocks = 64;
+  ASSERT_FALSE(Engine::Create(dense, *model_, *tokenizer_).ok());
+  // --max-model-len 256: slots of 16 blocks, four of them in the pool.
+  dense.max_model_len = 256;
+  auto e = Make(dense);
+  EXPECT_EQ(e->max_context(), 256);
+  Request r;
+  r.id = "r";
+  r.prompt_tokens = {100, 200, 300};
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = 254;
+  auto too_long = e->Submit(r);
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("context length"), std::string::npos)
+      << too_long.status().ToString();
+  r.sampling.max_tokens = 8;
+  r.sampling.ignore_eos = true;
+  Result got = Drain(**e->Submit(r));
+  ASSERT_TRUE(got.done) << got.error.ToString();
+  EXPECT_EQ(got.usage.completion_tokens, 8);
+  // Larger than the model's context: the model's context stands.
+  EngineOptions paged = SmallOptions();
+  paged.max_model_len = 100000;
+  EXPECT_EQ(Make(paged)->max_context(), 4096);
+  EngineOptions bad = SmallOptions();
+  bad.max_model_len = -1;
+  auto made = Engine::Create(bad, *model_, *tokenizer_);
+  ASSERT_FALSE(made.ok());
+  EXPECT_NE(made.status().message().find("--max-model-len"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvfork

@@ -17,7 +17,7 @@ namespace kvfork::testing {
 // Every ISA this CPU can run (scalar always).
 inline std::vector<Isa> SupportedIsas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
     if (IsaSupported(isa)) out.push_back(isa);
   return out;
 }

@@ -8,5 +8,5 @@ kvfork_test(kernels_test
 # pick an AVX-512-compiled copy of an inline function for a scalar caller and
 # crash a CPU without AVX-512 (see kernels/ops_isa.h).
 kvfork_script_test(kernels_isa_objects_have_no_weak_symbols
-  COMMAND sh -c "nm -C -A $<TARGET_FILE:kvfork_kernels> | grep -E '_avx(2|512)\\.cc\\.o:.* [WV] ' && exit 1 || exit 0"
+  COMMAND sh -c "nm -C -A $<TARGET_FILE:kvfork_kernels> | grep -E '_(avx2|avx512|amx)\\.cc\\.o:.* [WV] ' && exit 1 || exit 0"
   LABELS unit)

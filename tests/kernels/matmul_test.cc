@@ -47,9 +47,8 @@ Weights MakeWeights(int64_t n, int64_t k, uint32_t seed) {
 float Tolerance(const float* x, const MatrixView& w, int64_t row, int64_t k) {
   double abs_sum = 0;
   for (int64_t c = 0; c < k; ++c) {
-    double wv = w.dtype == DType::kBf16
-                    ? Bf16ToF32(static_cast<const bf16_t*>(w.data)[row * k + c])
-                    : static_cast<const float*>(w.data)[row * k + c];
+    double wv = w.dtype == DType::kBf16 ? Bf16ToF32(static_cast<const bf16_t*>(w.data)[row * k + c])
+                                        : static_cast<const float*>(w.data)[row * k + c];
     abs_sum += std::fabs(x[c] * wv);
   }
   return static_cast<float>(4.0 * k * 5.96e-8 * abs_sum + 1e-30);
@@ -60,8 +59,17 @@ class MatMulTest : public ::testing::TestWithParam<DType> {};
 TEST_P(MatMulTest, MatchesReferenceOnEveryIsa) {
   const DType dtype = GetParam();
   ThreadPool pool(2);
-  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, 100}, {5, 50, 129},
-                         {7, 24, 64}, {13, 61, 257}, {4, 3, 7}}) {
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, 100},
+                         {5, 50, 129},
+                         {7, 24, 64},
+                         {13, 61, 257},
+                         {4, 3, 7},
+                         // Whole 16-row / 32-k tiles (no padded copy on amx),
+                         // 1..3 token blocks and 1..4 W tiles per task.
+                         {40, 96, 96},
+                         {17, 64, 1024},
+                         {1, 48, 32},
+                         {33, 208, 64}}) {
     Weights wb = MakeWeights(n, k, 11);
     MatrixView w = wb.View(dtype, n, k);
     std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 7);
@@ -75,8 +83,8 @@ TEST_P(MatMulTest, MatchesReferenceOnEveryIsa) {
         for (int64_t j = 0; j < n; ++j) {
           float tol = Tolerance(x.data() + i * k, w, j, k);
           ASSERT_NEAR(y[i * n + j], ref[i * n + j], tol)
-              << IsaName(isa) << " " << DTypeName(dtype) << " m=" << m << " n=" << n
-              << " k=" << k << " at (" << i << "," << j << ")";
+              << IsaName(isa) << " " << DTypeName(dtype) << " m=" << m << " n=" << n << " k=" << k
+              << " at (" << i << "," << j << ")";
         }
       }
     }
@@ -85,30 +93,33 @@ TEST_P(MatMulTest, MatchesReferenceOnEveryIsa) {
 
 TEST_P(MatMulTest, RowsOfABatchEqualSingleRowCallsBitwise) {
   const DType dtype = GetParam();
-  const int64_t n = 83, k = 201;  // n not a multiple of any tile, k not of 8/16/32/64
-  Weights wb = MakeWeights(n, k, 3);
-  MatrixView w = wb.View(dtype, n, k);
-  ThreadPool pool(2);
-  for (Isa isa : SupportedIsas()) {
-    ScopedIsa scoped(isa);
-    for (int64_t m : {7, 33, 512}) {
-      std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 100 + static_cast<uint32_t>(m));
-      std::vector<float> y(static_cast<size_t>(m * n));
-      MatMul(x.data(), m, w, y.data(), pool);
-      for (int64_t i = 0; i < m; ++i) {
-        std::vector<float> y1(static_cast<size_t>(n));
-        MatMul(x.data() + i * k, 1, w, y1.data(), pool);
-        size_t at = 0;
-        ASSERT_TRUE(SameBits(y.data() + i * n, y1.data(), static_cast<size_t>(n), &at))
-            << IsaName(isa) << " " << DTypeName(dtype) << " m=" << m << " row " << i << " col "
-            << at << ": " << y[i * n + at] << " vs " << y1[at];
-      }
-      // Any sub-batch starting anywhere gives the same bits too (tiles shift).
-      if (m > 5) {
-        std::vector<float> y3(static_cast<size_t>(3 * n));
-        MatMul(x.data() + 2 * k, 3, w, y3.data(), pool);
-        ASSERT_TRUE(SameBits(y.data() + 2 * n, y3.data(), static_cast<size_t>(3 * n)))
-            << IsaName(isa) << " m=" << m << " rows 2..4";
+  // n = 83, k = 201: not a multiple of any tile; n = 96, k = 128: whole tiles.
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{83, 201}, {96, 128}}) {
+    Weights wb = MakeWeights(n, k, 3);
+    MatrixView w = wb.View(dtype, n, k);
+    ThreadPool pool(2);
+    for (Isa isa : SupportedIsas()) {
+      ScopedIsa scoped(isa);
+      for (int64_t m : {7, 33, 512}) {
+        std::vector<float> x =
+            RandomFloats(static_cast<size_t>(m * k), 100 + static_cast<uint32_t>(m));
+        std::vector<float> y(static_cast<size_t>(m * n));
+        MatMul(x.data(), m, w, y.data(), pool);
+        for (int64_t i = 0; i < m; ++i) {
+          std::vector<float> y1(static_cast<size_t>(n));
+          MatMul(x.data() + i * k, 1, w, y1.data(), pool);
+          size_t at = 0;
+          ASSERT_TRUE(SameBits(y.data() + i * n, y1.data(), static_cast<size_t>(n), &at))
+              << IsaName(isa) << " " << DTypeName(dtype) << " m=" << m << " row " << i << " col "
+              << at << ": " << y[i * n + at] << " vs " << y1[at];
+        }
+        // Any sub-batch starting anywhere gives the same bits too (tiles shift).
+        if (m > 5) {
+          std::vector<float> y3(static_cast<size_t>(3 * n));
+          MatMul(x.data() + 2 * k, 3, w, y3.data(), pool);
+          ASSERT_TRUE(SameBits(y.data() + 2 * n, y3.data(), static_cast<size_t>(3 * n)))
+              << IsaName(isa) << " m=" << m << " rows 2..4";
+        }
       }
     }
   }

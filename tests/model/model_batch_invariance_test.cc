@@ -92,7 +92,7 @@ TEST(ModelBatchInvariance, AloneBatchedChunkedThreads) {
     auto model = Model::Load(tmp.Sub("m"), lo);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     const std::vector<int32_t> ids = Tokens(40, 1);
-    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
       if (!IsaSupported(isa)) continue;
       SetActiveIsaForTesting(isa);
       for (KvDType kv : {KvDType::kBf16, KvDType::kF32}) {

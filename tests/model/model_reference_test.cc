@@ -68,7 +68,7 @@ TEST_P(ModelReference, MatchesFloat64Reference) {
   auto model = Model::Load(dir, lo);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const double bound = c.dtype == DType::kF32 ? 1e-4 : 2e-2;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
     if (!IsaSupported(isa)) continue;
     SetActiveIsaForTesting(isa);
     // f32 KV so the bound measures the weights' dtype, not the cache's.

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/utf8.h"
+
 namespace kvfork::testing {
 
 class Mulberry32 {
@@ -34,24 +36,6 @@ inline const std::vector<CodepointRange> kRandomRanges = {
     {0x1f600, 0x1f64f, 2}, {0x30, 0x39, 2},
 };
 
-inline void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 // corpus.mjs randomText(seed, bytes).
 inline std::string RandomText(uint32_t seed, size_t bytes) {
   Mulberry32 rng(seed);
@@ -63,7 +47,7 @@ inline std::string RandomText(uint32_t seed, size_t bytes) {
     size_t r = 0;
     while (pick >= kRandomRanges[r].weight) pick -= kRandomRanges[r++].weight;
     const auto& range = kRandomRanges[r];
-    AppendUtf8(range.lo + rng.Next() % (range.hi - range.lo + 1), &out);
+    utf8::AppendCodepoint(range.lo + rng.Next() % (range.hi - range.lo + 1), &out);
   }
   return out;
 }

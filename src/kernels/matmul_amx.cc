@@ -1,0 +1,232 @@
+// AMX-BF16 MatMul: y[m, n] = sum_k x[m, k] * w[n, k] for bf16 weights
+// (f32 weights run the AVX-512 kernel at this level).
+//
+// Computed as Y^T = W * X^T so the weights need no repacking: an A tile is
+// 16 rows of W in their natural [N, K] layout (16 x 32 bf16, stride K), a B
+// tile is 32 k x 16 tokens of X, rounded to bf16 and packed once per call in
+// the VNNI layout TDPBF16PS reads (tile row r = the pairs k = 2r, 2r+1 of
+// each token), and a C tile is 16 weight rows x 16 tokens in f32.
+//
+// Reduction order (DESIGN.md invariant 1): every output element starts at
+// zero and takes one TDPBF16PS per 32-k chunk, chunks in increasing k, with
+// the same A data and its own token's column of B. Which other tokens share
+// the B tile, how many token blocks or W rows a task covers, and which thread
+// runs it change nothing in that sequence, so M=1 and M=512 and any thread
+// count give equal bits; decode (M=1) runs this same kernel and stays bound
+// by reading W. Choices made here depend only on the weight's shape: a W
+// panel whose rows are not a multiple of 16 (N tail) or whose K is not a
+// multiple of 32 (K tail) is copied zero-padded into scratch first; zero
+// products add nothing (except the sign of an exact zero), the same for every M.
+//
+// Tile registers: tmm0-3 accumulators (C), tmm4-5 W (A), tmm6-7 X (B), all
+// 16 rows x 64 bytes. Each task loads the tile configuration itself, so a
+// pool thread never runs tile instructions without it (and a configuration
+// some other library left on the thread is replaced).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/ops_isa.h"
+#include "kernels/scratch.h"
+#include "kernels/simd_avx512.h"
+
+// Tile instructions as asm with a memory clobber: GCC 12's _tile_loadd and
+// _tile_stored do not tell the compiler they read or write memory.
+#define KVFORK_TILE_ZERO(t) __asm__ volatile("tilezero %%tmm" #t ::)
+#define KVFORK_TILE_LOAD(t, base, stride) \
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"(stride) : "memory")
+#define KVFORK_TILE_STORE(t, base, stride) \
+  __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"(stride) : "memory")
+// C += A * B (AT&T operand order: B, A, C).
+#define KVFORK_TILE_DP(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+
+namespace kvfork::amx {
+namespace {
+
+using avx512::F32ToBf16Lanes;
+using avx512::Mask16;
+using avx512::Transpose16x16;
+
+constexpr int64_t kTileK = 32;            // bf16 per A/B tile row
+constexpr int64_t kBTileBytes = 16 * 64;  // one packed B tile
+constexpr int64_t kTaskRows = 64;         // W rows per task: two 32-row panels
+// Prefetch distance for W, in 32-k chunks (256 bytes ahead on each W row):
+// decode reads W once from DRAM, 16-32 rows side by side.
+constexpr int64_t kPrefetchChunks = 4;
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+inline void LoadTileConfig() {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  __asm__ volatile("ldtilecfg %0" ::"m"(cfg) : "memory");
+}
+
+// Rounds X to bf16 and packs it into B tiles: tile (tb, c) holds tokens
+// [16 tb, 16 tb + 16) and k in [32 c, 32 c + 32) at xp + (tb * kc + c) * 512
+// (uint16 units), row r = {x[t][32c + 2r], x[t][32c + 2r + 1]} for t = 0..15.
+// Tokens past m and k past the end are zeros.
+void PackX(const float* x, int64_t m, int64_t k, int64_t kc, uint16_t* xp, ThreadPool& pool) {
+  const int64_t blocks = (m + 15) / 16;
+  // Word w of the result: element w of the 32 (bf16 of lo in words 0, 2, ..,
+  // of hi in words 32 + 0, 2, ..): pairs (2r, 2r+1) land in dword r.
+  alignas(64) uint16_t idx_words[32];
+  for (int w = 0; w < 32; ++w)
+    idx_words[w] = static_cast<uint16_t>(w < 16 ? 2 * w : 32 + 2 * (w - 16));
+  const __m512i idx = _mm512_load_si512(idx_words);
+  pool.ParallelFor(blocks, [&](int64_t tb) {
+    for (int64_t c = 0; c < kc; ++c) {
+      const int64_t k0 = c * kTileK;
+      const int64_t left = k - k0;
+      __m512 v[16];
+      for (int j = 0; j < 16; ++j) {
+        const int64_t t = tb * 16 + j;
+        if (t >= m) {
+          v[j] = _mm512_setzero_ps();
+          continue;
+        }
+        const float* src = x + t * k + k0;
+        const __m512 lo = _mm512_maskz_loadu_ps(Mask16(left), src);
+        const __m512 hi = _mm512_maskz_loadu_ps(Mask16(left > 16 ? left - 16 : 0), src + 16);
+        v[j] = _mm512_castsi512_ps(
+            _mm512_permutex2var_epi16(F32ToBf16Lanes(lo), idx, F32ToBf16Lanes(hi)));
+      }
+      Transpose16x16(v);
+      uint16_t* dst = xp + (tb * kc + c) * (kBTileBytes / 2);
+      for (int r = 0; r < 16; ++r) _mm512_store_ps(dst + r * 32, v[r]);
+    }
+  });
+}
+
+// NA x NB C tiles over all kc chunks: A from W rows at a (row stride a_stride
+// bytes, the second A tile 16 rows further), B from packed X at b (the second
+// B tile b_next bytes further). C tile (i, j) is stored at c + (2 i + j) * 256.
+template <int NA, int NB>
+inline void Kernel(const uint8_t* a, int64_t a_stride, const uint8_t* b, int64_t b_next, int64_t kc,
+                   float* c) {
+  const int64_t b_stride = 64;
+  KVFORK_TILE_ZERO(0);
+  if constexpr (NB == 2) KVFORK_TILE_ZERO(1);
+  if constexpr (NA == 2) KVFORK_TILE_ZERO(2);
+  if constexpr (NA == 2 && NB == 2) KVFORK_TILE_ZERO(3);
+  const uint8_t* a1 = a + 16 * a_stride;
+  for (int64_t ch = 0; ch < kc; ++ch) {
+    const int64_t off = ch * 64;
+    if (ch + kPrefetchChunks < kc) {
+      const uint8_t* p = a + off + kPrefetchChunks * 64;
+      for (int i = 0; i < 16 * NA; ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(p + i * a_stride), _MM_HINT_T0);
+    }
+    KVFORK_TILE_LOAD(4, a + off, a_stride);
+    if constexpr (NA == 2) KVFORK_TILE_LOAD(5, a1 + off, a_stride);
+    const uint8_t* bc = b + ch * kBTileBytes;
+    KVFORK_TILE_LOAD(6, bc, b_stride);
+    if constexpr (NB == 2) KVFORK_TILE_LOAD(7, bc + b_next, b_stride);
+    KVFORK_TILE_DP(0, 4, 6);
+    if constexpr (NB == 2) KVFORK_TILE_DP(1, 4, 7);
+    if constexpr (NA == 2) KVFORK_TILE_DP(2, 5, 6);
+    if constexpr (NA == 2 && NB == 2) KVFORK_TILE_DP(3, 5, 7);
+  }
+  const int64_t c_stride = 64;
+  KVFORK_TILE_STORE(0, c, c_stride);
+  if constexpr (NB == 2) KVFORK_TILE_STORE(1, c + 256, c_stride);
+  if constexpr (NA == 2) KVFORK_TILE_STORE(2, c + 512, c_stride);
+  if constexpr (NA == 2 && NB == 2) KVFORK_TILE_STORE(3, c + 768, c_stride);
+}
+
+// Writes C tile [16 W rows][16 tokens] into y[token, n0 + row] for the first
+// `tokens` tokens and `rows` rows.
+inline void StoreTransposed(const float* ct, int tokens, int rows, float* y, int64_t n) {
+  __m512 v[16];
+  for (int i = 0; i < 16; ++i) v[i] = _mm512_load_ps(ct + 16 * i);
+  Transpose16x16(v);
+  const __mmask16 mask = Mask16(rows);
+  for (int j = 0; j < tokens; ++j) _mm512_mask_storeu_ps(y + j * n, mask, v[j]);
+}
+
+template <int NA, int NB>
+void Panel(const uint8_t* a, int64_t a_stride, const uint8_t* b, int64_t b_next, int64_t kc,
+           int64_t t0, int64_t m, int64_t r0, int64_t rows_left, float* y, int64_t n) {
+  alignas(64) float c[4 * 256];
+  Kernel<NA, NB>(a, a_stride, b, b_next, kc, c);
+  for (int i = 0; i < NA; ++i) {
+    const int rows = static_cast<int>(std::min<int64_t>(16, rows_left - 16 * i));
+    for (int j = 0; j < NB; ++j) {
+      const int tokens = static_cast<int>(std::min<int64_t>(16, m - t0 - 16 * j));
+      StoreTransposed(c + (2 * i + j) * 256, tokens, rows, y + (t0 + 16 * j) * n + r0 + 16 * i, n);
+    }
+  }
+}
+
+// W rows [n0, n0 + rows) for every token.
+void RunTask(const uint16_t* w, int64_t k, int64_t n0, int64_t rows, const uint16_t* xp, int64_t m,
+             int64_t kc, float* y, int64_t n) {
+  LoadTileConfig();
+  const uint8_t* a = reinterpret_cast<const uint8_t*>(w + n0 * k);
+  int64_t a_stride = k * 2;
+  if (k % kTileK != 0 || rows % 16 != 0) {
+    // Ragged panel: a zero-padded copy, [round_up(rows, 16), kc * 32] bf16.
+    const int64_t prow = (rows + 15) / 16 * 16, kp = kc * kTileK;
+    uint16_t* pad = static_cast<uint16_t*>(
+        ThreadScratch(kScratchTask, static_cast<size_t>(prow * kp) * sizeof(uint16_t)));
+    std::memset(pad, 0, static_cast<size_t>(prow * kp) * sizeof(uint16_t));
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(pad + r * kp, w + (n0 + r) * k, static_cast<size_t>(k) * sizeof(uint16_t));
+    a = reinterpret_cast<const uint8_t*>(pad);
+    a_stride = kp * 2;
+  }
+  const int64_t tiles16 = (rows + 15) / 16;
+  const int64_t token_blocks = (m + 15) / 16;
+  const int64_t b_next = kc * kBTileBytes;
+  const uint8_t* xb = reinterpret_cast<const uint8_t*>(xp);
+  for (int64_t tb = 0; tb < token_blocks; tb += 2) {
+    const bool two_b = tb + 1 < token_blocks;
+    const uint8_t* b = xb + tb * b_next;
+    for (int64_t p = 0; p < tiles16; p += 2) {
+      const bool two_a = p + 1 < tiles16;
+      const uint8_t* ap = a + p * 16 * a_stride;
+      const int64_t r0 = n0 + p * 16, rows_left = rows - p * 16;
+      if (two_a && two_b) {
+        Panel<2, 2>(ap, a_stride, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
+      } else if (two_a) {
+        Panel<2, 1>(ap, a_stride, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
+      } else if (two_b) {
+        Panel<1, 2>(ap, a_stride, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
+      } else {
+        Panel<1, 1>(ap, a_stride, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool) {
+  if (w.dtype != DType::kBf16) return avx512::MatMul(x, m, w, y, pool);
+  const int64_t n = w.rows, k = w.cols;
+  if (m <= 0 || n <= 0) return;
+  const int64_t kc = (k + kTileK - 1) / kTileK;
+  const int64_t token_blocks = (m + 15) / 16;
+  uint16_t* xp = static_cast<uint16_t*>(
+      ThreadScratch(kScratchCaller, static_cast<size_t>(token_blocks * kc * kBTileBytes)));
+  PackX(x, m, k, kc, xp, pool);
+  const uint16_t* wd = static_cast<const uint16_t*>(w.data);
+  const int64_t tasks = (n + kTaskRows - 1) / kTaskRows;
+  pool.ParallelFor(tasks, [&](int64_t t) {
+    const int64_t n0 = t * kTaskRows;
+    RunTask(wd, k, n0, std::min(kTaskRows, n - n0), xp, m, kc, y, n);
+  });
+}
+
+}  // namespace kvfork::amx
