@@ -50,6 +50,13 @@ class Sampler {
 
   int64_t num_generated() const { return num_generated_; }
 
+  // True when a Sample() is one pass over the row (greedy, no logprobs):
+  // tens of microseconds on a 151,936-entry row, less than handing it to
+  // another thread can cost on a loaded machine.
+  bool Cheap() const {
+    return (params_.temperature == 0.0 || params_.top_k == 1) && params_.top_logprobs < 0;
+  }
+
  private:
   // Whether ProcessLogits could change a row now (bias, penalties).
   bool ChangesLogits() const;

@@ -232,10 +232,18 @@ void Scheduler::SampleAndEmitQueued() {
       options_.on_logits(j.choice->request->request.id, j.choice->index, j.row);
   const int64_t t0 = NowNanos();
   // Each job touches only its own choice's Sampler (n > 1 siblings read the
-  // same row): independent, so any thread may run any of them.
-  pool_.ParallelFor(static_cast<int64_t>(jobs_.size()), [this](int64_t i) {
+  // same row): independent, so any thread may run any of them. Greedy jobs
+  // alone are cheaper to run here than to hand out.
+  auto sample = [this](int64_t i) {
     jobs_[i].result = jobs_[i].choice->sampler->Sample(jobs_[i].row);
-  });
+  };
+  const bool all_cheap = std::all_of(jobs_.begin(), jobs_.end(),
+                                     [](const SampleJob& j) { return j.choice->sampler->Cheap(); });
+  if (all_cheap) {
+    for (int64_t i = 0; i < static_cast<int64_t>(jobs_.size()); ++i) sample(i);
+  } else {
+    pool_.ParallelFor(static_cast<int64_t>(jobs_.size()), sample);
+  }
   sample_ns_ += NowNanos() - t0;
   for (SampleJob& j : jobs_) Emit(j.choice, std::move(j.result));
   jobs_.clear();
@@ -387,12 +395,20 @@ bool Scheduler::Step() {
   // 4. One forward over everything.
   batch_.tokens.clear();
   batch_.seqs.clear();
-  for (const Item& it : items) {
+  // Logits only for rows that get sampled: decode tokens and the chunk that
+  // ends a fresh prompt (a re-admitted choice already knows its next token).
+  std::vector<int64_t> row_of(items.size(), -1);
+  int64_t rows = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
     ForwardSeq fs;
     fs.num_tokens = static_cast<int64_t>(it.tokens.size());
     fs.start_pos = kv_.NumTokens(*it.choice->seq);
     fs.blocks = kv_.BlockTable(*it.choice->seq);
     fs.all_logits = false;
+    fs.no_logits = !it.decode &&
+                   !(it.choice->fresh && fs.start_pos + fs.num_tokens >= it.choice->HistorySize());
+    if (!fs.no_logits) row_of[i] = rows++;
     batch_.seqs.push_back(fs);
     batch_.tokens.insert(batch_.tokens.end(), it.tokens.begin(), it.tokens.end());
   }
@@ -405,7 +421,7 @@ bool Scheduler::Step() {
     ReapDone();
     return true;
   }
-  KVFORK_CHECK(static_cast<int64_t>(logits_.size()) == static_cast<int64_t>(items.size()) * vocab_);
+  KVFORK_CHECK(static_cast<int64_t>(logits_.size()) == rows * vocab_);
 
   // 5. Append, queue the choices to sample, sample them together, emit.
   sample_ns_ = 0;
@@ -419,9 +435,8 @@ bool Scheduler::Step() {
       FailRequest(c->request, a.WithContext("kv append"));
       continue;
     }
-    std::span<const float> row(logits_.data() + i * vocab_, vocab_);
     if (items[i].decode) {
-      jobs_.push_back({c, row, {}});
+      jobs_.push_back({c, std::span<const float>(logits_.data() + row_of[i] * vocab_, vocab_), {}});
       continue;
     }
     if (kv_.NumTokens(*c->seq) < c->HistorySize()) continue;  // more chunks to come
@@ -429,6 +444,8 @@ bool Scheduler::Step() {
       c->phase = SeqPhase::kDecode;  // re-admitted: its pending token is known
       continue;
     }
+    KVFORK_CHECK(row_of[i] >= 0);
+    const std::span<const float> row(logits_.data() + row_of[i] * vocab_, vocab_);
     c->fresh = false;
     RequestState* r = c->request;
     if (r->choices.size() > 1) {

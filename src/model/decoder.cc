@@ -61,7 +61,8 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
   {
     int64_t t = 0;
     for (const ForwardSeq& s : batch.seqs)
-      for (int64_t i = 0; i < s.num_tokens; ++i) positions_[t++] = static_cast<int32_t>(s.start_pos + i);
+      for (int64_t i = 0; i < s.num_tokens; ++i)
+        positions_[t++] = static_cast<int32_t>(s.start_pos + i);
   }
   x_.resize(T * H);
   h_.resize(T * H);
@@ -73,13 +74,13 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
   up_.resize(T * I);
   out_.resize(T * H);
 
-  std::vector<AttentionSeq> attn_seqs(batch.seqs.size());
+  attn_seqs_.resize(batch.seqs.size());
   {
     int64_t t = 0;
     for (size_t s = 0; s < batch.seqs.size(); ++s) {
       const ForwardSeq& fs = batch.seqs[s];
-      attn_seqs[s] = {q_.data() + t * qd, attn_.data() + t * qd, fs.num_tokens, fs.start_pos,
-                      fs.blocks};
+      attn_seqs_[s] = {q_.data() + t * qd, attn_.data() + t * qd, fs.num_tokens, fs.start_pos,
+                       fs.blocks};
       t += fs.num_tokens;
     }
   }
@@ -102,7 +103,7 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
         t += s.num_tokens;
       }
     }
-    PagedAttention(layout, static_cast<int>(l), static_cast<int>(c.num_heads), scale, attn_seqs,
+    PagedAttention(layout, static_cast<int>(l), static_cast<int>(c.num_heads), scale, attn_seqs_,
                    pool);
     MatMul(attn_.data(), T, L.o_proj, out_.data(), pool);
     AddInPlace(x_.data(), out_.data(), T * H);
@@ -115,19 +116,22 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
   }
 
   // Final norm and lm_head only for the rows whose logits are asked for.
+  auto first_row = [](const ForwardSeq& s) {
+    return s.no_logits ? s.num_tokens : s.all_logits ? 0 : s.num_tokens - 1;
+  };
   int64_t rows = 0;
-  for (const ForwardSeq& s : batch.seqs) rows += s.all_logits ? s.num_tokens : 1;
+  for (const ForwardSeq& s : batch.seqs) rows += s.num_tokens - first_row(s);
+  logits->resize(rows * c.vocab_size);
+  if (rows == 0) return OkStatus();
   rows_.resize(rows * H);
   {
     int64_t t = 0, r = 0;
     for (const ForwardSeq& s : batch.seqs) {
-      const int64_t first = s.all_logits ? 0 : s.num_tokens - 1;
-      for (int64_t i = first; i < s.num_tokens; ++i, ++r)
+      for (int64_t i = first_row(s); i < s.num_tokens; ++i, ++r)
         RmsNorm(x_.data() + (t + i) * H, w.final_norm, 1, H, eps, rows_.data() + r * H);
       t += s.num_tokens;
     }
   }
-  logits->resize(rows * c.vocab_size);
   MatMul(rows_.data(), rows, w.lm_head, logits->data(), pool);
   return OkStatus();
 }

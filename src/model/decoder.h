@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "model/arch.h"
 #include "model/model.h"
 #include "model/weights.h"
@@ -34,17 +35,18 @@ class Decoder final : public Model {
   std::vector<float> inv_freq_;  // [head_dim / 2]
 
   // Scratch, resized per call (capacity kept).
-  std::vector<int32_t> positions_;  // [tokens]
-  std::vector<float> x_;            // [tokens, hidden] residual stream
-  std::vector<float> h_;            // [tokens, hidden] normed
-  std::vector<float> q_;            // [tokens, num_heads, head_dim]
-  std::vector<float> k_;            // [tokens, num_kv_heads, head_dim]
-  std::vector<float> v_;            // [tokens, num_kv_heads, head_dim]
-  std::vector<float> attn_;         // [tokens, num_heads, head_dim]
-  std::vector<float> gate_;         // [tokens, intermediate]
-  std::vector<float> up_;           // [tokens, intermediate]
-  std::vector<float> out_;          // [tokens, hidden]
-  std::vector<float> rows_;         // [logit rows, hidden]
+  std::vector<int32_t> positions_;       // [tokens]
+  std::vector<float> x_;                 // [tokens, hidden] residual stream
+  std::vector<float> h_;                 // [tokens, hidden] normed
+  std::vector<float> q_;                 // [tokens, num_heads, head_dim]
+  std::vector<float> k_;                 // [tokens, num_kv_heads, head_dim]
+  std::vector<float> v_;                 // [tokens, num_kv_heads, head_dim]
+  std::vector<float> attn_;              // [tokens, num_heads, head_dim]
+  std::vector<float> gate_;              // [tokens, intermediate]
+  std::vector<float> up_;                // [tokens, intermediate]
+  std::vector<float> out_;               // [tokens, hidden]
+  std::vector<float> rows_;              // [logit rows, hidden]
+  std::vector<AttentionSeq> attn_seqs_;  // [sequences]
 };
 
 }  // namespace kvfork

@@ -33,10 +33,14 @@ struct ModelLoadOptions {
 
 // One sequence's slice of a ForwardBatch.
 struct ForwardSeq {
-  int64_t num_tokens = 0;  // its tokens, consecutive in ForwardBatch::tokens
-  int64_t start_pos = 0;   // position of its first new token
+  int64_t num_tokens = 0;            // its tokens, consecutive in ForwardBatch::tokens
+  int64_t start_pos = 0;             // position of its first new token
   uint8_t* const* blocks = nullptr;  // block table covering [0, start_pos + num_tokens)
-  bool all_logits = false;  // logits for every new token (else only the last)
+  bool all_logits = false;           // logits for every new token (else only the last)
+  // No logits row at all, whatever all_logits says: a prefill chunk that
+  // nobody samples. When no sequence wants a row, the final norm and the
+  // lm head (the largest matrix of a small model) are skipped.
+  bool no_logits = false;
 };
 
 struct ForwardBatch {
@@ -58,9 +62,10 @@ class Model {
   KvLayout MakeKvLayout(KvDType dtype, int block_size) const;
 
   // Runs every sequence's new tokens, writes their K/V, and returns logits
-  // [rows, vocab_size] row-major: for each sequence in order, one row per new
-  // token if all_logits, else one row for its last token. Bitwise the same
-  // for a sequence whatever else is in the batch and however it is chunked.
+  // [rows, vocab_size] row-major: for each sequence in order, none if
+  // no_logits, one row per new token if all_logits, else one row for its
+  // last token. Bitwise the same for a sequence whatever else is in the batch
+  // and however it is chunked.
   virtual Status Forward(const ForwardBatch& batch, const KvLayout& layout, ThreadPool& pool,
                          std::vector<float>* logits) = 0;
 };
