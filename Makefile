@@ -7,7 +7,8 @@ KVFORK := $(BUILD_DIR)/src/cli/kvfork
 DEFAULT_MODEL := models/default
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test test-unit model clean
+.PHONY: all deps build run test test-unit test-release model clean \
+        build-asan test-asan build-tsan test-tsan fuzz
 
 all: build
 
@@ -35,11 +36,48 @@ run: model
 	@echo "    -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":32}'"
 	$(KVFORK) serve --model $(DEFAULT_MODEL) --port $(PORT)
 
-test: build
+# Every tier on the release build, then the sanitizer tiers and the fuzzers
+# (docs/testing.md). CI runs this from a clean clone; see there for its time.
+test: test-release test-asan test-tsan
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CI_FUZZ_SECONDS)
+
+test-release: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
 test-unit: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) -L unit
+
+# ---- sanitizers and fuzzers (docs/testing.md) ----
+# asan: Clang, ASan + UBSan, -O1; also builds the libFuzzer targets (the
+# modules they drive carry coverage instrumentation), so one sanitized build
+# serves both the unit/model tiers and `make fuzz`.
+# tsan: Clang, TSan; only what the engine and server tests need.
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1 \
+           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+           TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+TSAN_TARGETS := kvfork core_test engine_unit_test engine_test server_unit_test
+TSAN_TESTS := ^(core_test|engine_unit_test|engine_test|server_unit_test|server_e2e_test)$$
+
+build-asan: deps
+	@cmake --preset asan >/dev/null
+	@cmake --build --preset asan -j $(JOBS)
+
+test-asan: build-asan
+	$(SAN_ENV) ctest --test-dir build/asan --output-on-failure -j $(JOBS) -L 'unit|model'
+
+build-tsan: deps
+	@cmake --preset tsan >/dev/null
+	@cmake --build --preset tsan -j $(JOBS) --target $(TSAN_TARGETS)
+
+test-tsan: build-tsan
+	$(SAN_ENV) ctest --test-dir build/tsan --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
+
+# make fuzz FUZZ_SECONDS=N: each libFuzzer target for N seconds, JOBS at a
+# time. `make test` runs each for CI_FUZZ_SECONDS.
+FUZZ_SECONDS ?= 60
+CI_FUZZ_SECONDS ?= 60
+fuzz: build-asan
+	tests/fuzz/run_fuzzers.sh build/asan $(FUZZ_SECONDS) $(JOBS)
 
 clean:
 	rm -rf build
