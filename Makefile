@@ -52,25 +52,39 @@ test-unit: build
 # modules they drive carry coverage instrumentation), so one sanitized build
 # serves both the unit/model tiers and `make fuzz`.
 # tsan: Clang, TSan; only what the engine and server tests need.
-SAN_ENV := ASAN_OPTIONS=detect_leaks=1 \
-           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-           TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+# A report fails the process (halt_on_error, -fno-sanitize-recover=all) and is
+# also written to build/<preset>/sanitizer-reports/: a test that runs the
+# kvfork binary as a child (the server e2e test) might not show its stderr,
+# so any file there fails the target and is printed.
+ASAN_OPTS := detect_leaks=1
+UBSAN_OPTS := print_stacktrace=1:halt_on_error=1
+TSAN_OPTS := halt_on_error=1:second_deadlock_stack=1
 TSAN_TARGETS := kvfork core_test engine_unit_test engine_test server_unit_test
 TSAN_TESTS := ^(core_test|engine_unit_test|engine_test|server_unit_test|server_e2e_test)$$
+# san_ctest(preset, ctest args)
+define san_ctest
+	@rm -rf build/$(1)/sanitizer-reports && mkdir -p build/$(1)/sanitizer-reports
+	ASAN_OPTIONS=$(ASAN_OPTS):log_path=$(CURDIR)/build/$(1)/sanitizer-reports/asan \
+	UBSAN_OPTIONS=$(UBSAN_OPTS):log_path=$(CURDIR)/build/$(1)/sanitizer-reports/ubsan \
+	TSAN_OPTIONS=$(TSAN_OPTS):log_path=$(CURDIR)/build/$(1)/sanitizer-reports/tsan \
+	  ctest --test-dir build/$(1) --output-on-failure -j $(JOBS) $(2) || { cat build/$(1)/sanitizer-reports/* 2>/dev/null; exit 1; }
+	@if [ -n "$$(ls build/$(1)/sanitizer-reports)" ]; then cat build/$(1)/sanitizer-reports/*; \
+	  echo "sanitizer reports above (build/$(1)/sanitizer-reports)"; exit 1; fi
+endef
 
 build-asan: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
 
 test-asan: build-asan
-	$(SAN_ENV) ctest --test-dir build/asan --output-on-failure -j $(JOBS) -L 'unit|model'
+	$(call san_ctest,asan,-L 'unit|model')
 
 build-tsan: deps
 	@cmake --preset tsan >/dev/null
 	@cmake --build --preset tsan -j $(JOBS) --target $(TSAN_TARGETS)
 
 test-tsan: build-tsan
-	$(SAN_ENV) ctest --test-dir build/tsan --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
+	$(call san_ctest,tsan,-R '$(TSAN_TESTS)')
 
 # make fuzz FUZZ_SECONDS=N: each libFuzzer target for N seconds, JOBS at a
 # time. `make test` runs each for CI_FUZZ_SECONDS.
