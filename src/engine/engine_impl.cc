@@ -34,7 +34,6 @@ class EngineImpl final : public Engine {
   EngineImpl(const EngineOptions& options, Model& model, const Tokenizer& tokenizer,
              std::unique_ptr<KvCache> kv, int64_t max_context)
       : options_(options),
-        model_(model),
         kv_(std::move(kv)),
         pool_(options.threads > 0 ? options.threads : ThreadPool::DefaultThreads()),
         max_context_(max_context) {
@@ -224,7 +223,6 @@ class EngineImpl final : public Engine {
   }
 
   EngineOptions options_;
-  Model& model_;
   std::unique_ptr<KvCache> kv_;
   ThreadPool pool_;
   int64_t max_context_;

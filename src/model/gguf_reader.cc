@@ -1,5 +1,6 @@
 #include "model/gguf_reader.h"
 
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -65,6 +66,12 @@ Status SkipScalarOrString(Cursor* c, GgufType t, const std::string& path) {
   return c->Skip(size);
 }
 
+std::string ShapeString(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
 }  // namespace
 
 StatusOr<GgufReader> GgufReader::Open(const std::string& path) {
@@ -107,6 +114,10 @@ StatusOr<GgufReader> GgufReader::Open(const std::string& path) {
             for (uint64_t j = 0; j < n; ++j) KVFORK_RETURN_IF_ERROR(c.ReadString().status());
           } else {
             KVFORK_ASSIGN_OR_RETURN(uint64_t size, ScalarSize(v.array_type, path));
+            // n * size must not wrap around to a small skip.
+            if (n > UINT64_MAX / size)
+              return DataLossError(path + ": key " + key + ": array of " + std::to_string(n) +
+                                   " elements is larger than the file");
             KVFORK_RETURN_IF_ERROR(c.Skip(n * size));
           }
         } else {
@@ -224,11 +235,23 @@ StatusOr<std::vector<uint8_t>> GgufReader::ReadTensor(const std::string& name) c
       return UnimplementedError(path_ + ": tensor " + name + " has ggml type " +
                                 std::to_string(t->ggml_type) + " (only F32, F16, BF16 are read)");
   }
-  uint64_t n = elem;
-  for (int64_t d : t->ne) n *= static_cast<uint64_t>(d);
-  std::ifstream in(path_, std::ios::binary);
+  std::ifstream in(path_, std::ios::binary | std::ios::ate);
   if (!in) return NotFoundError(path_ + ": cannot open GGUF file");
-  in.seekg(static_cast<std::streamoff>(data_start_ + t->offset));
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  // The size comes from the file: check it against the file before
+  // allocating (a bad shape must not ask for terabytes or wrap around).
+  const uint64_t start = data_start_ + t->offset;
+  if (t->offset > file_size || start > file_size)
+    return DataLossError(path_ + ": tensor " + name + " starts past the end of the file");
+  uint64_t n = elem;
+  for (int64_t d : t->ne) {
+    const uint64_t dim = static_cast<uint64_t>(d);
+    if (d < 0 || (dim != 0 && n > (file_size - start) / dim))
+      return DataLossError(path_ + ": tensor " + name + " of shape " + ShapeString(t->ne) +
+                           " is larger than the file");
+    n *= dim;
+  }
+  in.seekg(static_cast<std::streamoff>(start));
   std::vector<uint8_t> out(n);
   in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(n));
   if (static_cast<uint64_t>(in.gcount()) != n)

@@ -296,7 +296,11 @@ Status WriteRandomModel(const RandomModelOptions& o, const std::string& out_dir)
   for (const ExpectedTensor& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
-    const auto [mean, stddev] = Distribution(t, c);
+    // Plain variables, not a structured binding: the lambda below captures
+    // them, which C++20 allows but Clang 14 (the sanitizer build) rejects.
+    const std::pair<double, double> dist = Distribution(t, c);
+    const double mean = dist.first;
+    const double stddev = dist.second;
     const uint64_t key = SplitMix64(o.seed ^ SplitMix64(NameHash(t.name)));
     const size_t esize = DTypeSize(o.dtype);
     buf.resize(static_cast<size_t>(n) * esize);

@@ -281,10 +281,25 @@ std::optional<ApiError> ParseSampling(const json& body, Endpoint endpoint,
 }  // namespace
 
 std::optional<ApiError> ParseJsonBody(std::string_view body, nlohmann::json* out) {
+  // nlohmann's parser keeps its own stack, but copying, comparing and
+  // converting a value (the chat template's context) recurse once per level:
+  // a body of 100k nested brackets (200 KB) overflowed the stack and took the
+  // server down. Deeper nesting than any real request needs is refused here.
+  bool too_deep = false;
+  auto depth_limit = [&too_deep](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxJsonDepth) too_deep = true;
+    return !too_deep;  // false: the parser drops the value instead of building it
+  };
   try {
-    *out = nlohmann::json::parse(body.begin(), body.end());
+    *out = nlohmann::json::parse(body.begin(), body.end(), depth_limit);
   } catch (const nlohmann::json::exception& e) {
     return BadRequest(std::string("request body is not valid JSON: ") + e.what(), "invalid_json");
+  }
+  if (too_deep) {
+    *out = nlohmann::json();
+    return BadRequest("request body nests JSON values deeper than " + std::to_string(kMaxJsonDepth) +
+                          " levels",
+                      "invalid_json");
   }
   return std::nullopt;
 }

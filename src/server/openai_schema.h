@@ -61,7 +61,13 @@ std::optional<ApiError> ParseRequestBody(Endpoint endpoint, std::string_view bod
 // and writes the normalized array.
 std::optional<ApiError> ParseMessages(const nlohmann::json& messages, nlohmann::json* out);
 
-// Parses JSON text; a syntax error (or invalid UTF-8) is a 400 saying where.
+// Deepest nesting of arrays and objects a request body may have (a tool's
+// JSON schema is a few levels; the limit keeps recursion over the value,
+// in copies and in the chat template, far from the stack's end).
+inline constexpr int kMaxJsonDepth = 128;
+
+// Parses JSON text; a syntax error (or invalid UTF-8) or nesting deeper than
+// kMaxJsonDepth is a 400 saying what.
 std::optional<ApiError> ParseJsonBody(std::string_view body, nlohmann::json* out);
 
 }  // namespace kvfork::server

@@ -282,15 +282,22 @@ class Renderer {
     return OkStatus();
   }
 
+  // The macro lives in a variable of its closure scope, so it holds that
+  // scope weakly (a strong capture is a cycle: every render that defines a
+  // macro would leak both); the renderer keeps the scope alive instead, and
+  // macros, which capture the renderer, never outlive it.
   Value MakeMacro(const Node& n, const ScopePtr& closure) {
     const Node* node = &n;
-    return Value::Function(n.text, [this, node, closure](const CallArgs& args) -> StatusOr<Value> {
+    macro_closures_.push_back(closure);
+    std::weak_ptr<Scope> weak_closure = closure;
+    return Value::Function(n.text, [this, node, weak_closure](const CallArgs& args) -> StatusOr<Value> {
       if (args.positional.size() > node->params.size()) {
         return InvalidArgumentError("macro '" + node->text + "' takes not more than " +
                                     std::to_string(node->params.size()) + " argument(s)");
       }
       auto scope = std::make_shared<Scope>();
-      scope->parent = closure;
+      scope->parent = weak_closure.lock();
+      KVFORK_CHECK(scope->parent != nullptr);  // kept by macro_closures_
       for (const auto& [key, value] : args.keyword) {
         bool known = false;
         for (const auto& p : node->params) known = known || p.first == key;
@@ -497,6 +504,7 @@ class Renderer {
   std::map<std::string, Value> globals_;
   Flow flow_ = Flow::kNormal;
   int loop_depth_ = 0;
+  std::vector<ScopePtr> macro_closures_;  // the scopes macros were defined in
 };
 
 Status CheckExpr(const Expr* e) {

