@@ -103,6 +103,8 @@ def markdown(cells, meta, targets, charts):
            "and defaults otherwise (`cache_prompt` on, `--cache-ram` 8192 MiB)",
            f"- kvfork {meta['kvfork_commit']}; llama.cpp {meta['llama_commit']}",
            f"- total time {meta['total_s'] / 60:.1f} min", ""]
+    if meta.get("user_notes"):
+        out += ["Notes given with `--note`:", ""] + [f"- {n}" for n in meta["user_notes"]] + [""]
     if meta.get("notes"):
         out += ["Notes:", ""] + [f"- {n}" for n in meta["notes"]] + [""]
     out += ["## Targets (issue 7)", "", "| target | measured | holds |", "|---|---|---|"]
