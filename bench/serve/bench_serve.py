@@ -67,6 +67,11 @@ def parse_args(argv):
     ap.add_argument("--out", default="",
                     help="output directory (default bench/results; out/bench-serve-quick with --quick)")
     ap.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a sentence for the page's notes (why a setting was chosen); repeatable")
+    ap.add_argument("--render", default="",
+                    help="rebuild README.md and the charts from this serve.json (no servers run); "
+                         "--note adds to its notes")
     ap.add_argument("--max-minutes", type=float, default=0,
                     help="start no new (scenario, server) run after this many minutes; what was "
                          "skipped is listed in the report (default 0 = no limit)")
@@ -92,6 +97,8 @@ def parse_args(argv):
             ap.error(f"--scenarios: unknown scenario {s!r} (known: {', '.join(scenarios.ALL)})")
     if a.threads < 1 or a.parallel < 1:
         ap.error("--threads and --parallel must be >= 1")
+    if a.render:
+        a.out = a.out or os.path.dirname(os.path.abspath(a.render))
     a.out = a.out or os.path.join(ROOT, "out/bench-serve-quick" if a.quick else "bench/results")
     return a
 
@@ -199,8 +206,36 @@ def run_cell(a, server_name, scenario, model, llama_bin, token_map, log_dir):
         server.stop()
 
 
+def publish(cells, meta, out, with_charts):
+    """Target checks, charts, serve.json and README.md into `out`; returns (page, charts)."""
+    targets = report.check_targets(cells, meta)
+    chart_list = report.charts(cells, meta, out) if with_charts else []
+    if with_charts and not chart_list:
+        meta["notes"].append("no charts: matplotlib is missing (install python3-matplotlib and run "
+                             "with /usr/bin/python3)")
+    with open(os.path.join(out, "serve.json"), "w") as f:
+        json.dump({"meta": meta, "targets": targets, "cells": cells}, f, indent=1)
+    page = report.markdown(cells, meta, targets, chart_list)
+    with open(os.path.join(out, "README.md"), "w") as f:
+        f.write(page)
+    return page, chart_list
+
+
+def render(a):
+    with open(a.render) as f:
+        data = json.load(f)
+    meta = data["meta"]
+    meta["user_notes"] = meta.get("user_notes", []) + a.note
+    os.makedirs(a.out, exist_ok=True)
+    page, chart_list = publish(data["cells"], meta, a.out, not a.no_charts)
+    print(page.split("## Charts")[0])
+    return 0
+
+
 def main(argv):
     a = parse_args(argv)
+    if a.render:
+        return render(a)
     t_start = time.monotonic()
     if not os.access(a.kvfork, os.X_OK):
         raise SystemExit(f"bench serve: no kvfork binary at {a.kvfork} (run `make build`)")
@@ -229,7 +264,7 @@ def main(argv):
         "servers": a.servers, "scenarios": a.scenarios, "quick": a.quick,
         "kvfork_commit": git_rev(ROOT),
         "llama_commit": git_rev(os.path.join(ROOT, ".cache/llama.cpp")) if want_llama else None,
-        "notes": [],
+        "notes": [], "user_notes": a.note,
     }
     cells = []
     meta["skipped"] = []
@@ -241,17 +276,7 @@ def main(argv):
                                 for c in cells for n in c.get("ideal_notes") or []})
         if meta["skipped"]:
             meta["notes"].append(f"not run (--max-minutes {a.max_minutes:g}): " + ", ".join(meta["skipped"]))
-        targets = report.check_targets(cells, meta)
-        chart_list = report.charts(cells, meta, a.out) if final and not a.no_charts else []
-        if final and not a.no_charts and not chart_list:
-            meta["notes"].append("no charts: matplotlib is missing (install python3-matplotlib and run "
-                                 "with /usr/bin/python3)")
-        with open(os.path.join(a.out, "serve.json"), "w") as f:
-            json.dump({"meta": meta, "targets": targets, "cells": cells}, f, indent=1)
-        page = report.markdown(cells, meta, targets, chart_list)
-        with open(os.path.join(a.out, "README.md"), "w") as f:
-            f.write(page)
-        return page, chart_list
+        return publish(cells, meta, a.out, final and not a.no_charts)
 
     # Scenario-major, so every server of a scenario runs under similar load.
     # The page is rewritten after every cell, so a run cut short keeps what it measured.

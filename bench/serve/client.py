@@ -22,8 +22,9 @@ def chat_body(messages, max_tokens, logprobs=False):
         "stream_options": {"include_usage": True},
     }
     if logprobs:
+        # top_logprobs 1: llama.cpp sends no logprobs at all with 0.
         body["logprobs"] = True
-        body["top_logprobs"] = 0
+        body["top_logprobs"] = 1
     return body
 
 
@@ -32,11 +33,12 @@ def stream_chat(port, body, timeout=1800.0):
 
     Keys: ok, error, status, t_send, ttft, e2e, itl (list of seconds),
     text, reasoning, usage, finish_reason, token_bytes (list of bytes objects
-    when logprobs were asked, else None).
+    when logprobs were asked, else None) and token_ids (ids where the server
+    names them, else None entries).
     """
     r = {"ok": False, "error": None, "status": None, "ttft": None, "e2e": None, "itl": [],
          "text": "", "reasoning": "", "usage": None, "finish_reason": None,
-         "token_bytes": [] if body.get("logprobs") else None, "chunks": 0}
+         "token_bytes": [] if body.get("logprobs") else None, "token_ids": [], "chunks": 0}
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     t_send = time.monotonic()
     r["t_send"] = t_send
@@ -87,6 +89,8 @@ def stream_chat(port, body, timeout=1800.0):
                         raw = entry.get("bytes")
                         r["token_bytes"].append(bytes(raw) if raw is not None
                                                 else entry.get("token", "").encode())
+                        # llama.cpp also names the id; kvfork gives bytes only.
+                        r["token_ids"].append(entry.get("id"))
                 if choice.get("finish_reason"):
                     r["finish_reason"] = choice["finish_reason"]
         r["e2e"] = time.monotonic() - t_send

@@ -6,7 +6,8 @@ any request sent before it (that request's prompt, plus its generated tokens
 but the last, which never enters the KV cache), capped at prompt - 1 because
 the last prompt token is always computed. Prompt token ids come from the
 server under test's own /apply-template and /tokenize; generated token ids
-(multiturn only) from the logprobs' bytes mapped through tokenizer.json.
+(multiturn only) from the logprobs: the id where the server names it
+(llama.cpp), else the token's bytes mapped through tokenizer.json (kvfork).
 """
 
 import json
@@ -108,7 +109,8 @@ def attach_ideal(run, port, token_map, block_size):
         e["ideal_floor"] = e["ideal"] // block_size * block_size
         seq = list(ids)
         if r.get("token_bytes"):
-            gen = [token_map.id_of(b) for b in r["token_bytes"]] if token_map else [None]
+            named = r.get("token_ids") or [None] * len(r["token_bytes"])
+            gen = [i if i is not None else token_map.id_of(b) for i, b in zip(named, r["token_bytes"])]
             if None not in gen:
                 seq += gen[:-1]
             else:

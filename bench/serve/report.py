@@ -99,9 +99,12 @@ def markdown(cells, meta, targets, charts):
            f"exported to GGUF bf16 by `kvfork export-gguf`",
            f"- threads: {meta['threads']} for every server; kvfork `--max-model-len "
            f"{meta['max_model_len']} --kv-cache-mib {meta['kv_cache_mib']}` (llama.cpp's per-slot "
-           f"context and KV size); llama.cpp `-np {meta['parallel']}` and defaults otherwise",
+           f"context and KV size); llama.cpp `-np {meta['parallel']} -c {meta['parallel'] * meta['max_model_len']}` "
+           "and defaults otherwise (`cache_prompt` on, `--cache-ram` 8192 MiB)",
            f"- kvfork {meta['kvfork_commit']}; llama.cpp {meta['llama_commit']}",
            f"- total time {meta['total_s'] / 60:.1f} min", ""]
+    if meta.get("user_notes"):
+        out += ["Notes given with `--note`:", ""] + [f"- {n}" for n in meta["user_notes"]] + [""]
     if meta.get("notes"):
         out += ["Notes:", ""] + [f"- {n}" for n in meta["notes"]] + [""]
     out += ["## Targets (issue 7)", "", "| target | measured | holds |", "|---|---|---|"]
@@ -121,8 +124,11 @@ def markdown(cells, meta, targets, charts):
         for c in rows:
             ideal = c["ideal_cached_tokens"]
             cached = f"{c['cached_tokens']:,} / {ideal:,}" if ideal is not None else f"{c['cached_tokens']:,} / –"
-            kv = c.get("peak_kv_bytes_server") or c.get("llama_kv_allocated_bytes")
-            kv_s = fmt(kv, 1 / MIB, 0) + (" (allocated)" if c["server"] == LLAMA and kv else "")
+            if c["server"] == LLAMA:
+                kv_s = (f"{fmt(c.get('llama_kv_bytes_held'), 1 / MIB, 0)} held at end / "
+                        f"{fmt(c.get('llama_kv_allocated_bytes'), 1 / MIB, 0)} allocated")
+            else:
+                kv_s = fmt(c.get("peak_kv_bytes_server"), 1 / MIB, 0)
             out.append(
                 f"| {CONFIGS[c['server']]['label']} | {c['requests_ok']}/{c['requests']} | {cached} | "
                 f"{c['computed_prompt_tokens']:,} | {fmt(c['ttft_p50_s'], 1e3, 0)} / "
@@ -148,7 +154,8 @@ def markdown(cells, meta, targets, charts):
             "of the measured phase / its wall time.",
             "- **RSS**: `/proc/PID/status` VmRSS sampled every 100 ms from start to stop (peak includes "
             "VmHWM). **peak KV**: kvfork's `kv_bytes_peak` (blocks used or cached, whole process life); "
-            "for llama.cpp the KV buffer its log reports, allocated at start.",
+            "for llama.cpp the tokens its slots hold at the end (`/slots` n_prompt_tokens x KV bytes per "
+            "token) and the KV buffer its log reports, allocated whole at start.",
             "", "## Reproduce", "", "```sh", "make bench-serve            # this page (the issue's defaults)",
             "make bench-serve ARGS=--quick   # a small run while developing (writes out/bench-serve-quick)",
             "/usr/bin/python3 bench/serve/bench_serve.py --help", "```", ""]

@@ -136,11 +136,17 @@ class ServerProcess:
             if self.kv_cache_mib:
                 cmd += ["--kv-cache-mib", str(self.kv_cache_mib)]
             return cmd + self.config["flags"]
-        # llama.cpp with its defaults (cache_prompt on, --cache-ram default,
-        # context from the model) except slots and threads.
+        # llama.cpp with its defaults (cache_prompt on, --cache-ram default)
+        # except slots, threads and the context: left unset, this version asks
+        # for n_ctx_train per slot (8 x 40960 tokens for Qwen3-0.6B, 35 GiB of
+        # KV) and shrinks it to the free host memory, so every slot gets
+        # max_model_len tokens, the same as each kvfork request.
         return [self.llama_bin, "-m", self.model["gguf"], "--host", "127.0.0.1",
                 "--port", str(self.port), "-t", str(self.threads), "-tb", str(self.threads),
-                "-np", str(self.parallel)]
+                "-np", str(self.parallel), "-c", str(self.llama_context_tokens())]
+
+    def llama_context_tokens(self):
+        return self.parallel * (self.max_model_len or self.model["context"] // self.parallel)
 
     def __enter__(self):
         self.start()
@@ -221,14 +227,9 @@ class ServerProcess:
         return [s.get("n_prompt_tokens", 0) for s in slots]
 
     def llama_kv_allocated_bytes(self):
-        """llama.cpp's KV buffer as its log states it ("llama_kv_cache: size = X MiB")."""
-        try:
-            with open(self.log_path, errors="replace") as f:
-                text = f.read()
-        except OSError:
-            return None
-        sizes = re.findall(r"llama_kv_cache:.*?size\s*=\s*([\d.]+) MiB", text)
-        return int(sum(float(x) for x in sizes) * 1024 * 1024) if sizes else None
+        """llama.cpp's KV buffer: -c tokens x the model's K+V bytes per token (f16 K and V
+        by default, as many bytes as kvfork's bf16); allocated whole at start."""
+        return self.llama_context_tokens() * self.model["kv_bytes_per_token"]
 
     def llama_context(self):
         """(n_ctx, n_ctx_seq) from llama.cpp's log, or (None, None)."""
