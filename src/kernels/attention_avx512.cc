@@ -299,7 +299,8 @@ Attend AttendFor(int group) {
     case 15:
       return AttendForG<15>();
     default:
-      return AttendForG<16>();  // ops.cc checks group <= kMaxGroup
+      static_assert(kMaxGroup == 16, "one case per group size up to kMaxGroup");
+      return AttendForG<kMaxGroup>();  // ops.cc checks group <= 16
   }
 }
 
