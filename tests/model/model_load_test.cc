@@ -82,6 +82,25 @@ TEST(ModelLoad, LoadsBothArchitecturesTiedAndUntied) {
   }
 }
 
+// The writer pads the header so the tensor data starts on a cache line: the
+// AMX MatMul loads 64-byte rows of W, and a row split over two lines slows
+// the decode GEMV. mmap maps offset 0 to a page, so file offset = alignment.
+TEST(ModelLoad, WrittenTensorsStartOnCacheLines) {
+  for (DType dtype : {DType::kBf16, DType::kF32}) {
+    TempDir tmp;
+    std::string dir = WriteTiny(tmp, Architecture::kQwen3, false, dtype);
+    auto st = SafetensorsFile::Open(dir + "/model.safetensors");
+    ASSERT_TRUE(st.ok());
+    int matrices = 0;
+    for (const TensorInfo& t : (*st)->tensors()) {
+      if (t.shape.size() != 2) continue;  // norms of odd sizes may follow any offset
+      ++matrices;
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % 64, 0u) << t.name;
+    }
+    EXPECT_GT(matrices, 8);
+  }
+}
+
 TEST(ModelLoad, MissingFiles) {
   ExpectLoadError("/nonexistent/model", StatusCode::kNotFound, {"/nonexistent/model"});
   TempDir tmp;
