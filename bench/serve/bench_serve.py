@@ -17,6 +17,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -256,7 +257,7 @@ def main(argv):
     cpu, cores, mem = machine()
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": " ".join(["bench/serve/bench_serve.py"] + argv),
+        "command": shlex.join(["bench/serve/bench_serve.py"] + argv),
         "cpu": cpu, "cores": cores, "mem_gib": mem, "load_before": load_avg(),
         "shape": a.shape, "arch": model["arch"], "kv_bytes_per_token": model["kv_bytes_per_token"],
         "threads": a.threads, "parallel": a.parallel, "max_model_len": a.max_model_len,

@@ -6,6 +6,7 @@ the Markdown page and the charts are written."""
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -32,7 +33,7 @@ def main():
         cmd = [sys.executable, os.path.join(SRC, "bench/serve/bench_serve.py"), "--quick", "--shape", "tiny",
                "--servers", "kvfork-paged", "--max-model-len", "2048", "--idle-seconds", "0.5",
                "--kvfork", KVFORK, "--models-dir", os.path.join(BUILD, "test-data/bench-serve-models"),
-               "--out", out]
+               "--out", out, "--note", "a note with spaces"]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
         print(p.stdout[-3000:], p.stderr[-3000:])
         if p.returncode != 0:
@@ -43,6 +44,10 @@ def main():
                     "kv_bytes_per_token", "max_model_len", "kv_cache_mib", "kvfork_commit"):
             if key not in data["meta"]:
                 fail(f"meta has no {key}")
+        # The recorded command can be pasted back into a shell as it ran.
+        argv = shlex.split(data["meta"]["command"])
+        if argv[0] != "bench/serve/bench_serve.py" or argv[argv.index("--note") + 1] != "a note with spaces":
+            fail(f"meta command does not split back into the arguments: {data['meta']['command']}")
         cells = {c["scenario"]: c for c in data["cells"]}
         expected = ["idle", "burst", "seqshare", "multiturn", "churn", "distinct_burst", "shared_prefix"]
         if sorted(cells) != sorted(expected):
