@@ -395,6 +395,27 @@ TEST_F(EngineTest, CachedTokensCountReusedPrompt) {
   EXPECT_GT(e->Stats().prefix_hits_tokens, 0);
 }
 
+// A request counts as waiting from the moment Submit returns, before the
+// engine thread has taken it from its inbox or published a step's stats.
+TEST_F(EngineTest, SubmittedRequestIsNeverMissingFromStats) {
+  std::mt19937 rng(5);
+  auto e = Make(SmallOptions());
+  for (int i = 0; i < 20; ++i) {
+    Request r;
+    r.id = "r" + std::to_string(i);
+    r.prompt_tokens = RandomPrompt(rng, 40);
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = 2;
+    auto stream = e->Submit(r);
+    ASSERT_TRUE(stream.ok());
+    EngineStats s = e->Stats();
+    EXPECT_GE(s.requests_running + s.requests_waiting, 1) << "request " << i;
+    Drain(**stream);
+  }
+  EngineStats s = e->Stats();
+  EXPECT_EQ(s.requests_running + s.requests_waiting, 0);
+}
+
 TEST_F(EngineTest, CancellationAtEveryStageFreesEverything) {
   std::mt19937 rng(11);
   EngineOptions o = SmallOptions();
