@@ -93,7 +93,7 @@ def markdown(cells, meta, targets, charts):
            f"- command: `{meta['command']}`",
            f"- machine: {meta['cpu']}, {meta['cores']} cores, {meta['mem_gib']:.0f} GiB; "
            f"load average {meta['load_before']} before, {meta['load_after']} after "
-           f"(the server under test keeps it near its thread count; more than that before the "
+           "(the server under test keeps it near its thread count; more than that before the "
            f"run means other jobs shared the {meta['cores']} cores)",
            f"- model: random bf16 weights, shape `{meta['shape']}` ({meta['arch']}), "
            f"{meta['kv_bytes_per_token']} KV bytes per token; llama.cpp runs the same weights "

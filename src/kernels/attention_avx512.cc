@@ -172,89 +172,87 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
 
   alignas(64) float scores[Q * G][kMaxBlockSize + 16];
   __m512 dots[Q * G][16];
-  {
-    const uint8_t* block = s.blocks[b0 / bs];
-    const int n = static_cast<int>(ctx_end - b0 < bs ? ctx_end - b0 : bs);  // keys read
-    const int n16 = (n + 15) & ~15;
-    int valid[Q];  // keys of this block token i may see (0 .. n)
-    for (int i = 0; i < Q; ++i) {
-      const int64_t v = ctx0 + i - b0;
-      valid[i] = static_cast<int>(v < 0 ? 0 : v > n ? n : v);
-    }
-    const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
-    const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
-    const float* kscale =
-        int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, kvh)) : nullptr;
-    const float* vscale =
-        int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, kvh)) : nullptr;
-    // Scores, 16 keys at a time (keys past n give zero vectors, masked below).
-    for (int j0 = 0; j0 < n; j0 += 16) {
-      for (int jj = 0; jj < 16; ++jj) {
-        const int j = j0 + jj;
-        __m512 dot[Q * G];
-        for (int i = 0; i < Q * G; ++i) dot[i] = _mm512_setzero_ps();
-        if (j < n) {
-          const uint8_t* krow = kplane + j * row_bytes;
-          for (int v = 0; v < nvec; ++v) {
-            const __m512 kv = LoadKv(l.dtype, krow, v * 16, hd - v * 16);
-            for (int i = 0; i < Q * G; ++i)
-              dot[i] = _mm512_fmadd_ps(_mm512_load_ps(q + (i * nvec + v) * 16), kv, dot[i]);
-          }
+  const uint8_t* block = s.blocks[b0 / bs];
+  const int n = static_cast<int>(ctx_end - b0 < bs ? ctx_end - b0 : bs);  // keys read
+  const int n16 = (n + 15) & ~15;
+  int valid[Q];  // keys of this block token i may see (0 .. n)
+  for (int i = 0; i < Q; ++i) {
+    const int64_t v = ctx0 + i - b0;
+    valid[i] = static_cast<int>(v < 0 ? 0 : v > n ? n : v);
+  }
+  const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
+  const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
+  const float* kscale =
+      int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, kvh)) : nullptr;
+  const float* vscale =
+      int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, kvh)) : nullptr;
+  // Scores, 16 keys at a time (keys past n give zero vectors, masked below).
+  for (int j0 = 0; j0 < n; j0 += 16) {
+    for (int jj = 0; jj < 16; ++jj) {
+      const int j = j0 + jj;
+      __m512 dot[Q * G];
+      for (int i = 0; i < Q * G; ++i) dot[i] = _mm512_setzero_ps();
+      if (j < n) {
+        const uint8_t* krow = kplane + j * row_bytes;
+        for (int v = 0; v < nvec; ++v) {
+          const __m512 kv = LoadKv(l.dtype, krow, v * 16, hd - v * 16);
+          for (int i = 0; i < Q * G; ++i)
+            dot[i] = _mm512_fmadd_ps(_mm512_load_ps(q + (i * nvec + v) * 16), kv, dot[i]);
         }
-        for (int i = 0; i < Q * G; ++i) dots[i][jj] = dot[i];
       }
-      const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-      const __m512 kscale_lanes =
-          int8 ? _mm512_maskz_loadu_ps(Mask16(n - j0), kscale + j0) : _mm512_setzero_ps();
-      for (int i = 0; i < Q * G; ++i) {
-        const int left = valid[i / G] - j0;
-        const __mmask16 mask = Mask16(left > 0 ? left : 0);
-        __m512 sc = _mm512_mul_ps(Reduce16(dots[i]), _mm512_set1_ps(scale));
-        if (int8) sc = _mm512_mul_ps(sc, kscale_lanes);
-        _mm512_store_ps(scores[i] + j0, _mm512_mask_blend_ps(mask, neg_inf, sc));
-      }
+      for (int i = 0; i < Q * G; ++i) dots[i][jj] = dot[i];
     }
-    // Online softmax per (token, head); -inf scores give p = 0.
-    __m512 vcorr[Q * G];
+    const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+    const __m512 kscale_lanes =
+        int8 ? _mm512_maskz_loadu_ps(Mask16(n - j0), kscale + j0) : _mm512_setzero_ps();
     for (int i = 0; i < Q * G; ++i) {
-      __m512 bmax = _mm512_set1_ps(-INFINITY);
-      for (int j = 0; j < n16; j += 16) bmax = _mm512_max_ps(_mm512_load_ps(scores[i] + j), bmax);
-      const float m_new = std::fmax(ms[i], Hmax(bmax));
-      const float corr = ExpScalar(ms[i] - m_new);
-      const __m512 vm = _mm512_set1_ps(m_new);
-      __m512 psum = _mm512_setzero_ps();
-      for (int j = 0; j < n16; j += 16) {
-        __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores[i] + j), vm));
-        psum = _mm512_add_ps(psum, p);
-        if (int8) p = _mm512_mul_ps(p, _mm512_maskz_loadu_ps(Mask16(n - j), vscale + j));
-        _mm512_store_ps(scores[i] + j, p);
-      }
-      ls[i] = ls[i] * corr + Hsum(psum);
-      ms[i] = m_new;
-      vcorr[i] = _mm512_set1_ps(corr);
+      const int left = valid[i / G] - j0;
+      const __mmask16 mask = Mask16(left > 0 ? left : 0);
+      __m512 sc = _mm512_mul_ps(Reduce16(dots[i]), _mm512_set1_ps(scale));
+      if (int8) sc = _mm512_mul_ps(sc, kscale_lanes);
+      _mm512_store_ps(scores[i] + j0, _mm512_mask_blend_ps(mask, neg_inf, sc));
     }
-    // acc = acc * corr + sum over the block's keys in order of p[j] * V[j].
-    for (int v0 = 0; v0 < nvec; v0 += VU) {
-      __m512 a[Q * G][VU];
-      for (int i = 0; i < Q * G; ++i)
-        for (int u = 0; u < VU; ++u)
-          if (v0 + u < nvec)
-            a[i][u] = _mm512_mul_ps(_mm512_load_ps(acc + (i * nvec + v0 + u) * 16), vcorr[i]);
-      const uint8_t* vrow = vplane;
-      for (int j = 0; j < n; ++j, vrow += row_bytes) {
-        __m512 vv[VU];
-        for (int u = 0; u < VU; ++u)
-          if (v0 + u < nvec) vv[u] = LoadKv(l.dtype, vrow, (v0 + u) * 16, hd - (v0 + u) * 16);
-        for (int i = 0; i < Q * G; ++i) {
-          const __m512 p = _mm512_set1_ps(scores[i][j]);
-          for (int u = 0; u < VU; ++u)
-            if (v0 + u < nvec) a[i][u] = _mm512_fmadd_ps(p, vv[u], a[i][u]);
-        }
-      }
-      for (int i = 0; i < Q * G; ++i)
-        for (int u = 0; u < VU; ++u)
-          if (v0 + u < nvec) _mm512_store_ps(acc + (i * nvec + v0 + u) * 16, a[i][u]);
+  }
+  // Online softmax per (token, head); -inf scores give p = 0.
+  __m512 vcorr[Q * G];
+  for (int i = 0; i < Q * G; ++i) {
+    __m512 bmax = _mm512_set1_ps(-INFINITY);
+    for (int j = 0; j < n16; j += 16) bmax = _mm512_max_ps(_mm512_load_ps(scores[i] + j), bmax);
+    const float m_new = std::fmax(ms[i], Hmax(bmax));
+    const float corr = ExpScalar(ms[i] - m_new);
+    const __m512 vm = _mm512_set1_ps(m_new);
+    __m512 psum = _mm512_setzero_ps();
+    for (int j = 0; j < n16; j += 16) {
+      __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores[i] + j), vm));
+      psum = _mm512_add_ps(psum, p);
+      if (int8) p = _mm512_mul_ps(p, _mm512_maskz_loadu_ps(Mask16(n - j), vscale + j));
+      _mm512_store_ps(scores[i] + j, p);
     }
+    ls[i] = ls[i] * corr + Hsum(psum);
+    ms[i] = m_new;
+    vcorr[i] = _mm512_set1_ps(corr);
+  }
+  // acc = acc * corr + sum over the block's keys in order of p[j] * V[j].
+  for (int v0 = 0; v0 < nvec; v0 += VU) {
+    __m512 a[Q * G][VU];
+    for (int i = 0; i < Q * G; ++i)
+      for (int u = 0; u < VU; ++u)
+        if (v0 + u < nvec)
+          a[i][u] = _mm512_mul_ps(_mm512_load_ps(acc + (i * nvec + v0 + u) * 16), vcorr[i]);
+    const uint8_t* vrow = vplane;
+    for (int j = 0; j < n; ++j, vrow += row_bytes) {
+      __m512 vv[VU];
+      for (int u = 0; u < VU; ++u)
+        if (v0 + u < nvec) vv[u] = LoadKv(l.dtype, vrow, (v0 + u) * 16, hd - (v0 + u) * 16);
+      for (int i = 0; i < Q * G; ++i) {
+        const __m512 p = _mm512_set1_ps(scores[i][j]);
+        for (int u = 0; u < VU; ++u)
+          if (v0 + u < nvec) a[i][u] = _mm512_fmadd_ps(p, vv[u], a[i][u]);
+      }
+    }
+    for (int i = 0; i < Q * G; ++i)
+      for (int u = 0; u < VU; ++u)
+        if (v0 + u < nvec) _mm512_store_ps(acc + (i * nvec + v0 + u) * 16, a[i][u]);
   }
 }
 
