@@ -31,19 +31,10 @@
 #include <atomic>
 #include <cstring>
 
+#include "kernels/amx_tiles.h"
 #include "kernels/ops_isa.h"
 #include "kernels/scratch.h"
 #include "kernels/simd_avx512.h"
-
-// Tile instructions as asm with a memory clobber: GCC 12's _tile_loadd and
-// _tile_stored do not tell the compiler they read or write memory.
-#define KVFORK_TILE_ZERO(t) __asm__ volatile("tilezero %%tmm" #t ::)
-#define KVFORK_TILE_LOAD(t, base, stride) \
-  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"(stride) : "memory")
-#define KVFORK_TILE_STORE(t, base, stride) \
-  __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"(stride) : "memory")
-// C += A * B (AT&T operand order: B, A, C).
-#define KVFORK_TILE_DP(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
 
 namespace kvfork::amx {
 namespace {
@@ -61,23 +52,6 @@ constexpr int64_t kTaskRows = 64;         // W rows per task: two 32-row panels
 // 14-16 GB/s (85-95% of a plain read loop) to 12.4-13.7 GB/s: the hardware
 // prefetchers already follow the 16-32 row streams, and the extra load-port
 // work only delays the tile loads.
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-inline void LoadTileConfig() {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;
-    cfg.rows[t] = 16;
-  }
-  __asm__ volatile("ldtilecfg %0" ::"m"(cfg) : "memory");
-}
 
 // Rounds X to bf16 and packs it into B tiles: tile (tb, c) holds tokens
 // [16 tb, 16 tb + 16) and k in [32 c, 32 c + 32) at xp + (tb * kc + c) * 512
@@ -226,11 +200,7 @@ void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool
   static std::atomic<uint64_t> calls{0};
   const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
   pool.ParallelFor(tasks, [&](int64_t t) {
-    thread_local uint64_t configured_for = 0;
-    if (configured_for != call) {
-      LoadTileConfig();
-      configured_for = call;
-    }
+    ConfigureTilesFor(call);
     const int64_t n0 = t * kTaskRows;
     RunTask(wd, k, n0, std::min(kTaskRows, n - n0), xp, m, kc, y, n);
   });

@@ -1,7 +1,7 @@
 // Dispatch of every op to its ISA implementation, once per call, on
 // ActiveIsa(): kScalar runs reference.cc, kAvx2 the *_avx2.cc files, kAvx512
-// the *_avx512.cc files, kAmx matmul_amx.cc for MatMul and the *_avx512.cc
-// files for the rest (ops_isa.h).
+// the *_avx512.cc files, kAmx the *_amx.cc files for MatMul and
+// PagedAttention and the *_avx512.cc files for the rest (ops_isa.h).
 #include "kernels/ops.h"
 
 #include "core/cpu_features.h"
@@ -67,6 +67,7 @@ void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scal
   KVFORK_CHECK_MSG(layout.block_size <= 1024, "PagedAttention: block_size above 1024");
   KVFORK_CHECK_MSG(num_heads % layout.num_kv_heads == 0 && num_heads / layout.num_kv_heads <= 16,
                    "PagedAttention: num_heads must be a multiple of num_kv_heads, at most 16x");
+  if (ActiveIsa() == Isa::kAmx) return amx::PagedAttention(layout, layer, num_heads, scale, seqs, pool);
   KVFORK_DISPATCH(PagedAttention(layout, layer, num_heads, scale, seqs, pool));
 }
 

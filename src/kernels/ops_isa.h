@@ -1,6 +1,6 @@
 // Per-ISA implementations of the ops in ops.h, chosen by ops.cc on ActiveIsa().
 // avx2:: lives in *_avx2.cc (AVX2 + FMA + F16C), avx512:: in *_avx512.cc
-// (AVX-512 F/BW/VL/DQ + BF16), amx::MatMul in matmul_amx.cc (AVX-512 +
+// (AVX-512 F/BW/VL/DQ + BF16), amx:: in *_amx.cc (AVX-512 +
 // AMX-TILE/BF16); none may be called unless the CPU has the ISA.
 //
 // The ISA translation units deliberately use no std containers or other
@@ -40,9 +40,12 @@ namespace avx512 {
 KVFORK_DECLARE_ISA_OPS
 }  // namespace avx512
 namespace amx {
-// Only MatMul differs at this level (bf16 weights on AMX tiles, f32 weights
-// on avx512::MatMul); every other op runs the avx512 version.
+// MatMul and PagedAttention differ at this level (bf16 weights and bf16 KV on
+// AMX tiles; other dtypes and layouts call the avx512 version); every other
+// op runs the avx512 version.
 void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool);
+void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,
+                    std::span<const AttentionSeq> seqs, ThreadPool& pool);
 }  // namespace amx
 }  // namespace kvfork
 

@@ -113,9 +113,14 @@ std::vector<float> RunChunked(const Case& c, int64_t chunk, ThreadPool& pool) {
 
 TEST_P(AttentionTest, MatchesReference) {
   ThreadPool pool(2);
-  // GQA groups of 2 (head_dim 64, 68), 1 (MHA) and 4 query heads per KV head.
-  for (auto [head_dim, num_heads] : {std::pair{64, 4}, {68, 4}, {40, 2}, {72, 8}}) {
-    Case c = MakeCase(GetParam(), head_dim, 45, 30, num_heads);
+  // GQA groups of 2 (head_dim 64, 68, 128), 1 (MHA), 4, 3, 8 and 16 query
+  // heads per KV head; bf16 KV with head_dim 64, 96 or 128 runs the amx
+  // level's tile kernel (16 query rows per tile, so 1 to 8 tokens a tile),
+  // 150 tokens: several key groups of 32 and several tiles per task.
+  for (auto [head_dim, num_heads, tokens] :
+       {std::tuple{64, 4, 45}, {68, 4, 45}, {40, 2, 45}, {72, 8, 45}, {128, 4, 150},
+        {96, 6, 150}, {64, 16, 150}, {64, 32, 70}}) {
+    Case c = MakeCase(GetParam(), head_dim, tokens, 30, num_heads);
     std::vector<float> want;
     {
       ScopedIsa scoped(Isa::kScalar);
@@ -135,9 +140,15 @@ TEST_P(AttentionTest, MatchesReference) {
 TEST_P(AttentionTest, ChunkingThreadsAndBatchingDoNotChangeBits) {
   // The SIMD paths run 1, 2 or 4 query tokens per task where the GQA group is
   // at most 4 (tokens of one tile see keys masked past their own position):
-  // groups 2, 1 and 8, and blocks of 16 and of 32 keys.
-  for (auto [num_heads, block_size] : {std::pair{4, 16}, {4, 32}, {2, 16}, {16, 16}}) {
-    Case c = MakeCase(GetParam(), 68, 50, 40, num_heads, block_size);
+  // groups 2, 1 and 8, and blocks of 16 and of 32 keys. The amx level's tile
+  // kernel (bf16 KV, head_dim 64 or 128 here) puts 16 / group tokens in a
+  // tile and 8 tiles in a task; 150 tokens cross tiles, tasks and key groups
+  // of 32, and blocks of 48 split a key group across two blocks.
+  for (auto [head_dim, num_heads, block_size, tokens] :
+       {std::tuple{68, 4, 16, 50}, {68, 4, 32, 50}, {68, 2, 16, 50}, {68, 16, 16, 50},
+        {64, 4, 16, 150}, {128, 4, 32, 150}, {64, 2, 48, 150}, {128, 16, 16, 70},
+        {64, 6, 16, 70}}) {
+    Case c = MakeCase(GetParam(), head_dim, tokens, 40, num_heads, block_size);
     for (Isa isa : SupportedIsas()) {
       ScopedIsa scoped(isa);
       ThreadPool pool1(1), pool3(3);
@@ -147,7 +158,8 @@ TEST_P(AttentionTest, ChunkingThreadsAndBatchingDoNotChangeBits) {
         size_t at = 0;
         ASSERT_TRUE(SameBits(whole.data(), got.data(), got.size(), &at))
             << IsaName(isa) << " " << KvDTypeName(GetParam()) << " chunk=" << chunk
-            << " heads=" << num_heads << " block=" << block_size << " at " << at;
+            << " head_dim=" << head_dim << " heads=" << num_heads << " block=" << block_size
+            << " at " << at;
       }
       // Two sequences in one call (one a decode step, one a prefill chunk) give
       // the same bits as each alone.

@@ -1,0 +1,326 @@
+// AMX paged attention for bf16 KV (head_dim a multiple of 32, at most 256,
+// block_size a multiple of 16); every other layout runs avx512::PagedAttention.
+//
+// A task is one KV head of a span of query tokens of one sequence. Its query
+// rows (token, query head of the GQA group) go 16 to a tile; keys go 32 at a
+// time (a key group: positions [32 g, 32 g + 32), the same for every chunking)
+// through an online softmax:
+//
+//   S^T = K * Q^T    A: 16 keys x 32 dims straight from the KV block (its
+//                    natural [slot][head_dim] layout), B: Q^T packed once per
+//                    tile, C: 16 keys x 16 query rows, two per key group.
+//   softmax          AVX-512 with the 16 query rows in the lanes: no
+//                    horizontal reductions; keys in position order.
+//   O += P * V       A: P (16 rows x 32 keys), B: V packed once per key group
+//                    for the whole span (pairs of keys interleaved), C: 16
+//                    rows x 16 dims, then acc = acc * corr + C per row.
+//
+// Q and P enter the tiles as bf16 pairs hi + lo (hi = bf16(x), lo =
+// bf16(x - hi)), two TDPBF16PS each, so they keep ~16 significant bits
+// rather than bf16's 8; K and V are bf16 already and enter exactly.
+//
+// Invariance (DESIGN.md invariant 1): every tile element depends only on its
+// own A row and B column, so a query row's scores, probabilities and output
+// are computed by the same operations in the same order whichever rows share
+// its tile; a row whose context ends inside a key group sees the later keys
+// masked (-inf scores: corr = exp(0) = 1, p = 0), and a group past its whole
+// context leaves its state as it was, as in the avx512 kernel. Decode (one
+// token) runs the same code. Results differ from the avx512 level's (another
+// summation order, ~2^-17 relative rounding of Q and P), as levels may.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/amx_tiles.h"
+#include "kernels/ops_isa.h"
+#include "kernels/scratch.h"
+#include "kernels/simd_avx512.h"
+
+namespace kvfork::amx {
+namespace {
+
+using avx512::Exp;
+using avx512::Transpose16x16;
+
+constexpr int kRows = 16;         // query rows per tile
+constexpr int kGroupKeys = 32;    // keys per online-softmax step
+constexpr int kMaxHeadDim = 256;  // acc and packed Q sizes
+constexpr int kSpanTiles = 8;     // tiles per task, sharing each packed V
+constexpr int64_t kTileStride = 64;  // bytes between rows of a packed tile
+
+bool Supported(const KvLayout& l) {
+  return l.dtype == KvDType::kBf16 && l.head_dim % 32 == 0 && l.head_dim <= kMaxHeadDim &&
+         l.block_size % 16 == 0;
+}
+
+// One tile of query rows: row i = token i / G of the tile, head i % G of the
+// group; rows past tokens * G are padding (zero queries, never stored).
+struct alignas(64) QueryTile {
+  uint16_t qt[kMaxHeadDim / 32][2][kRows * 32];  // Q^T B tiles per 32 dims: hi, lo
+  float acc[kRows][kMaxHeadDim];                 // O, unnormalized
+  int32_t ctx[kRows];                            // keys a row sees: positions < ctx
+  float m[kRows];                                // running max score
+  float l[kRows];                                // running sum of p
+  int64_t t0;                                    // first query token (of the sequence)
+  int tokens;
+  int64_t ctx_end;  // the largest ctx
+};
+
+// The V rows of one key group, packed for the whole span: B tile d (dims
+// [16 d, 16 d + 16)) row k = {V[2k][n], V[2k+1][n]} for n in the chunk.
+struct alignas(64) PackedV {
+  uint16_t tiles[kMaxHeadDim / 16][kRows * 32];
+};
+
+// 32 bf16 of x (f32, 32 values) as hi and lo = bf16(x - hi), in order.
+inline void SplitBf16(__m512 x0, __m512 x1, __m512i* hi, __m512i* lo) {
+  const __m512bh h = _mm512_cvtne2ps_pbh(x1, x0);
+  __m512i hb;
+  std::memcpy(&hb, &h, sizeof(hb));
+  const __m512 h0 = _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hb)), 16));
+  const __m512 h1 = _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hb, 1)), 16));
+  const __m512bh lb = _mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
+  *hi = hb;
+  std::memcpy(lo, &lb, sizeof(*lo));
+}
+
+void InitTile(const KvLayout& l, int num_heads, int G, const AttentionSeq& s, int64_t t0,
+              int tokens, int kvh, QueryTile* tile) {
+  const int hd = l.head_dim;
+  const int rows = tokens * G;
+  tile->t0 = t0;
+  tile->tokens = tokens;
+  for (int i = 0; i < kRows; ++i) {
+    // Padding rows copy row 0's context so their math stays finite.
+    tile->ctx[i] = static_cast<int32_t>(s.start_pos + t0 + (i < rows ? i / G : 0) + 1);
+    tile->m[i] = -INFINITY;
+    tile->l[i] = 0.0f;
+  }
+  tile->ctx_end = s.start_pos + t0 + tokens;
+  for (int i = 0; i < kRows; ++i) std::memset(tile->acc[i], 0, static_cast<size_t>(hd) * sizeof(float));
+  for (int c = 0; c < hd / 32; ++c) {
+    __m512 hi[kRows], lo[kRows];
+    for (int i = 0; i < kRows; ++i) {
+      if (i >= rows) {
+        hi[i] = lo[i] = _mm512_setzero_ps();
+        continue;
+      }
+      const float* q = s.q + ((t0 + i / G) * num_heads + kvh * G + i % G) * hd + c * 32;
+      __m512i h, o;
+      SplitBf16(_mm512_loadu_ps(q), _mm512_loadu_ps(q + 16), &h, &o);
+      hi[i] = _mm512_castsi512_ps(h);  // dword r = dims (2r, 2r + 1)
+      lo[i] = _mm512_castsi512_ps(o);
+    }
+    Transpose16x16(hi);  // row r = dims (2r, 2r + 1) of every query row
+    Transpose16x16(lo);
+    for (int r = 0; r < kRows; ++r) {
+      _mm512_store_ps(tile->qt[c][0] + r * 32, hi[r]);
+      _mm512_store_ps(tile->qt[c][1] + r * 32, lo[r]);
+    }
+  }
+}
+
+// Address of K (kv = 0) or V (kv = 1) row of position pos.
+inline const uint8_t* KvRow(const KvLayout& l, const AttentionSeq& s, int layer, int kv, int kvh,
+                            int64_t pos) {
+  const int bs = l.block_size;
+  return s.blocks[pos / bs] + l.PlaneOffset(layer, kv, kvh) +
+         static_cast<size_t>(pos % bs) * l.head_dim * 2;
+}
+
+// V rows [g0, g0 + 32) interleaved by key pairs; keys at or past n_keys
+// (not written yet) are zeros, so their p = 0 adds nothing.
+void PackV(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t g0, int n_keys,
+           PackedV* pv) {
+  const int hd = l.head_dim;
+  alignas(64) uint16_t idx_lo[32], idx_hi[32];
+  for (int n = 0; n < 16; ++n) {
+    idx_lo[2 * n] = static_cast<uint16_t>(n);
+    idx_lo[2 * n + 1] = static_cast<uint16_t>(32 + n);
+    idx_hi[2 * n] = static_cast<uint16_t>(16 + n);
+    idx_hi[2 * n + 1] = static_cast<uint16_t>(48 + n);
+  }
+  const __m512i ilo = _mm512_load_si512(idx_lo), ihi = _mm512_load_si512(idx_hi);
+  for (int k = 0; k < kGroupKeys / 2; ++k) {
+    const int j = 2 * k;
+    const uint16_t* va =
+        j < n_keys ? reinterpret_cast<const uint16_t*>(KvRow(l, s, layer, 1, kvh, g0 + j)) : nullptr;
+    const uint16_t* vb = j + 1 < n_keys ? reinterpret_cast<const uint16_t*>(
+                                              KvRow(l, s, layer, 1, kvh, g0 + j + 1))
+                                        : nullptr;
+    for (int c = 0; c < hd / 32; ++c) {
+      const __m512i a = va ? _mm512_loadu_si512(va + c * 32) : _mm512_setzero_si512();
+      const __m512i b = vb ? _mm512_loadu_si512(vb + c * 32) : _mm512_setzero_si512();
+      _mm512_store_si512(pv->tiles[2 * c] + k * 32, _mm512_permutex2var_epi16(a, ilo, b));
+      _mm512_store_si512(pv->tiles[2 * c + 1] + k * 32, _mm512_permutex2var_epi16(a, ihi, b));
+    }
+  }
+}
+
+// One key group [g0, g0 + 32) for one tile (g0 < tile->ctx_end); span_end:
+// keys written for the span (positions below it exist in the block table).
+void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, float scale,
+               int64_t g0, int64_t span_end, const PackedV& pv, QueryTile* tile) {
+  const int hd = l.head_dim;
+  const int64_t row_bytes = int64_t{hd} * 2;
+  const bool second = g0 + 16 < span_end;  // keys 16..31 of the group exist
+
+  // S^T: keys in rows, query rows in columns (tmm0: keys 0-15, tmm1: 16-31).
+  alignas(64) float st[kGroupKeys][kRows];
+  const uint8_t* k0 = KvRow(l, s, layer, 0, kvh, g0);
+  const uint8_t* k1 = second ? KvRow(l, s, layer, 0, kvh, g0 + 16) : nullptr;
+  KVFORK_TILE_ZERO(0);
+  KVFORK_TILE_ZERO(1);
+  for (int c = 0; c < hd / 32; ++c) {
+    KVFORK_TILE_LOAD(4, tile->qt[c][0], kTileStride);
+    KVFORK_TILE_LOAD(5, tile->qt[c][1], kTileStride);
+    KVFORK_TILE_LOAD(2, k0 + c * 64, row_bytes);
+    KVFORK_TILE_DP(0, 2, 4);
+    KVFORK_TILE_DP(0, 2, 5);
+    if (second) {
+      KVFORK_TILE_LOAD(3, k1 + c * 64, row_bytes);
+      KVFORK_TILE_DP(1, 3, 4);
+      KVFORK_TILE_DP(1, 3, 5);
+    }
+  }
+  KVFORK_TILE_STORE(0, st[0], kTileStride);
+  KVFORK_TILE_STORE(1, st[16], kTileStride);  // zeros when !second: masked below
+
+  // Online softmax, lanes = query rows, keys in position order.
+  const __m512i ctx = _mm512_load_si512(tile->ctx);
+  const __m512 vscale = _mm512_set1_ps(scale), neg_inf = _mm512_set1_ps(-INFINITY);
+  const __m512 m_old = _mm512_load_ps(tile->m);
+  __m512 m_new = m_old;
+  __m512 sc[kGroupKeys];
+  for (int j = 0; j < kGroupKeys; ++j) {
+    const __mmask16 seen =
+        _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(g0 + j)), ctx);
+    sc[j] = _mm512_mask_blend_ps(seen, neg_inf, _mm512_mul_ps(_mm512_load_ps(st[j]), vscale));
+    m_new = _mm512_max_ps(sc[j], m_new);
+  }
+  const __m512 corr = Exp(_mm512_sub_ps(m_old, m_new));
+  for (int j = 0; j < kGroupKeys; ++j) sc[j] = Exp(_mm512_sub_ps(sc[j], m_new));
+  // Sum of p by one fixed tree over the 32 keys.
+  __m512 t[16];
+  for (int j = 0; j < 16; ++j) t[j] = _mm512_add_ps(sc[2 * j], sc[2 * j + 1]);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) t[j] = _mm512_add_ps(t[2 * j], t[2 * j + 1]);
+  _mm512_store_ps(tile->l, _mm512_add_ps(_mm512_mul_ps(_mm512_load_ps(tile->l), corr), t[0]));
+  _mm512_store_ps(tile->m, m_new);
+
+  // P rows (query row, 32 keys) as hi and lo A tiles.
+  alignas(64) uint16_t p_hi[kRows * 32], p_lo[kRows * 32];
+  Transpose16x16(sc);       // sc[i] = keys 0-15 of row i
+  Transpose16x16(sc + 16);  // sc[16 + i] = keys 16-31 of row i
+  for (int i = 0; i < kRows; ++i) {
+    __m512i h, o;
+    SplitBf16(sc[i], sc[16 + i], &h, &o);
+    _mm512_store_si512(p_hi + i * 32, h);
+    _mm512_store_si512(p_lo + i * 32, o);
+  }
+
+  // O chunk = P * V, two 16-dim chunks at a time; then acc = acc * corr + O.
+  alignas(64) float corr_rows[kRows];
+  _mm512_store_ps(corr_rows, corr);
+  alignas(64) float o[2][kRows][16];
+  KVFORK_TILE_LOAD(2, p_hi, kTileStride);
+  KVFORK_TILE_LOAD(3, p_lo, kTileStride);
+  for (int d = 0; d < hd / 16; d += 2) {
+    KVFORK_TILE_ZERO(0);
+    KVFORK_TILE_ZERO(1);
+    KVFORK_TILE_LOAD(4, pv.tiles[d], kTileStride);
+    KVFORK_TILE_LOAD(5, pv.tiles[d + 1], kTileStride);
+    KVFORK_TILE_DP(0, 2, 4);
+    KVFORK_TILE_DP(0, 3, 4);
+    KVFORK_TILE_DP(1, 2, 5);
+    KVFORK_TILE_DP(1, 3, 5);
+    KVFORK_TILE_STORE(0, o[0], kTileStride);
+    KVFORK_TILE_STORE(1, o[1], kTileStride);
+    for (int i = 0; i < kRows; ++i) {
+      const __m512 c = _mm512_set1_ps(corr_rows[i]);
+      float* a = tile->acc[i] + d * 16;
+      _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_load_ps(a), c, _mm512_load_ps(o[0][i])));
+      _mm512_store_ps(a + 16, _mm512_fmadd_ps(_mm512_load_ps(a + 16), c, _mm512_load_ps(o[1][i])));
+    }
+  }
+}
+
+void FinishTile(const KvLayout& l, int num_heads, int G, const AttentionSeq& s, int kvh,
+                const QueryTile& tile) {
+  const int hd = l.head_dim;
+  for (int i = 0; i < tile.tokens * G; ++i) {
+    float* out = s.out + ((tile.t0 + i / G) * num_heads + kvh * G + i % G) * hd;
+    const __m512 vl = _mm512_set1_ps(tile.l[i]);
+    for (int d = 0; d < hd; d += 16)
+      _mm512_storeu_ps(out + d, _mm512_div_ps(_mm512_load_ps(tile.acc[i] + d), vl));
+  }
+}
+
+struct Task {
+  const AttentionSeq* seq;
+  int64_t t0;  // first query token of the span
+  int64_t tokens;
+  int kvh;
+};
+
+// Tokens [t0, t0 + tokens) against KV head kvh, in tiles of 16 / G tokens
+// that walk the key groups together, each group's V packed once.
+void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const Task& task) {
+  const AttentionSeq& s = *task.seq;
+  const int G = num_heads / l.num_kv_heads;
+  const int per_tile = kRows / G;
+  const int ntiles = static_cast<int>((task.tokens + per_tile - 1) / per_tile);
+  uint8_t* scratch = static_cast<uint8_t*>(
+      ThreadScratch(kScratchTask, sizeof(PackedV) + ntiles * sizeof(QueryTile)));
+  auto* pv = reinterpret_cast<PackedV*>(scratch);
+  auto* tiles = reinterpret_cast<QueryTile*>(scratch + sizeof(PackedV));
+  for (int k = 0; k < ntiles; ++k) {
+    const int64_t t = task.t0 + int64_t{k} * per_tile;
+    const int tokens = static_cast<int>(
+        task.tokens - (t - task.t0) < per_tile ? task.tokens - (t - task.t0) : per_tile);
+    InitTile(l, num_heads, G, s, t, tokens, task.kvh, &tiles[k]);
+  }
+  const int64_t span_end = s.start_pos + task.t0 + task.tokens;  // keys written
+  for (int64_t g0 = 0; g0 < span_end; g0 += kGroupKeys) {
+    const int n_keys = static_cast<int>(span_end - g0 < kGroupKeys ? span_end - g0 : kGroupKeys);
+    PackV(l, s, layer, task.kvh, g0, n_keys, pv);
+    for (int k = 0; k < ntiles; ++k)
+      if (g0 < tiles[k].ctx_end) TileGroup(l, s, layer, task.kvh, scale, g0, span_end, *pv, &tiles[k]);
+  }
+  for (int k = 0; k < ntiles; ++k) FinishTile(l, num_heads, G, s, task.kvh, tiles[k]);
+}
+
+}  // namespace
+
+void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,
+                    std::span<const AttentionSeq> seqs, ThreadPool& pool) {
+  if (!Supported(layout)) return avx512::PagedAttention(layout, layer, num_heads, scale, seqs, pool);
+  const int G = num_heads / layout.num_kv_heads;
+  const int64_t span_tokens = int64_t{kRows / G} * kSpanTiles;
+  int64_t total = 0;
+  for (size_t i = 0; i < seqs.size(); ++i)
+    total += (seqs[i].num_tokens + span_tokens - 1) / span_tokens * layout.num_kv_heads;
+  if (total == 0) return;
+  Task* tasks =
+      static_cast<Task*>(ThreadScratch(kScratchCaller, static_cast<size_t>(total) * sizeof(Task)));
+  int64_t n = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const AttentionSeq& s = seqs[i];
+    for (int64_t t = 0; t < s.num_tokens; t += span_tokens)
+      for (int h = 0; h < layout.num_kv_heads; ++h)
+        tasks[n++] = Task{&s, t, s.num_tokens - t < span_tokens ? s.num_tokens - t : span_tokens, h};
+  }
+  static std::atomic<uint64_t> calls{0};
+  const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  pool.ParallelFor(n, [&](int64_t i) {
+    ConfigureTilesFor(call);
+    AttendSpan(layout, layer, num_heads, scale, tasks[i]);
+  });
+}
+
+}  // namespace kvfork::amx
