@@ -19,7 +19,7 @@ TARGETS=(safetensors model_config tokenizer_load encode_decode chat_template req
 OUT=$BUILD/fuzz
 
 python3 tests/fuzz/make_seeds.py --kvfork "$BUILD/src/cli/kvfork" --out "$OUT/seeds" >/dev/null
-rm -rf "$OUT/logs" "$OUT/artifacts"
+rm -rf "$OUT/logs" "$OUT/artifacts" "$OUT/tmp"
 mkdir -p "$OUT/logs"
 export KVFORK_CACHE_DIR=${KVFORK_CACHE_DIR:-$PWD/.cache}
 # Leaks are reported per input by libFuzzer; UBSan reports abort.
@@ -28,7 +28,11 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 run_one() {
   local t=$1
-  mkdir -p "$OUT/corpus/$t" "$OUT/artifacts/$t"
+  mkdir -p "$OUT/corpus/$t" "$OUT/artifacts/$t" "$OUT/tmp/$t"
+  # Scratch files (fuzz_util.cc: $TMPDIR/kvfork-fuzz-PID) live in the build
+  # dir, so a target that crashes before its atexit cleanup leaves nothing in
+  # /tmp; the next run removes them.
+  export TMPDIR=$OUT/tmp/$t
   # -timeout: one input taking 30 s is a hang (the slowest seed takes < 1 s,
   # leaving room for a loaded machine);
   # -rss_limit_mb: a request or file that makes us allocate GiBs is a bug.
