@@ -33,6 +33,7 @@
 
 #include "kernels/amx_tiles.h"
 #include "kernels/ops_isa.h"
+#include "kernels/row_tasks.h"
 #include "kernels/scratch.h"
 #include "kernels/simd_avx512.h"
 
@@ -186,23 +187,24 @@ void RunTask(const uint16_t* w, int64_t k, int64_t n0, int64_t rows, const uint1
 
 }  // namespace
 
-void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool) {
-  if (w.dtype != DType::kBf16) return avx512::MatMul(x, m, w, y, pool);
-  const int64_t n = w.rows, k = w.cols;
-  if (m <= 0 || n <= 0) return;
+void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,
+                  ThreadPool& pool) {
+  if (targets[0].w.dtype != DType::kBf16) return avx512::MatMulShared(x, m, targets, pool);
+  const int64_t k = targets[0].w.cols;
   const int64_t kc = (k + kTileK - 1) / kTileK;
   const int64_t token_blocks = (m + 15) / 16;
   uint16_t* xp = static_cast<uint16_t*>(
       ThreadScratch(kScratchCaller, static_cast<size_t>(token_blocks * kc * kBTileBytes)));
   PackX(x, m, k, kc, xp, pool);
-  const uint16_t* wd = static_cast<const uint16_t*>(w.data);
-  const int64_t tasks = (n + kTaskRows - 1) / kTaskRows;
+  const RowTasks tasks(targets, kTaskRows);
   static std::atomic<uint64_t> calls{0};
   const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
-  pool.ParallelFor(tasks, [&](int64_t t) {
+  pool.ParallelFor(tasks.size(), [&](int64_t t) {
     ConfigureTilesFor(call);
-    const int64_t n0 = t * kTaskRows;
-    RunTask(wd, k, n0, std::min(kTaskRows, n - n0), xp, m, kc, y, n);
+    const RowTasks::Task task = tasks[t];
+    const MatrixView& w = task.target->w;
+    RunTask(static_cast<const uint16_t*>(w.data), k, task.row0, task.rows, xp, m, kc,
+            task.target->y, w.rows);
   });
 }
 

@@ -9,12 +9,14 @@
 //
 // Blocking: X is packed once per call into [m, kp] f32 (zero-padded to a
 // multiple of 8, rounded through bf16 for bf16 weights); threads take blocks
-// of kBlockRows W rows (which stay in L2) and run every X tile over them.
+// of kBlockRows W rows (which stay in L2; of every matrix of a MatMulShared
+// call, row_tasks.h) and run every X tile over them.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 
 #include "kernels/ops_isa.h"
+#include "kernels/row_tasks.h"
 #include "kernels/scratch.h"
 #include "kernels/simd_avx2.h"
 
@@ -92,11 +94,15 @@ void RunTiles(const float* xp, int64_t kp, int64_t m, const WT* w, int64_t n, in
 }
 
 template <typename WT>
-void RunBlocks(const float* xp, int64_t kp, int64_t m, const WT* w, int64_t n, int64_t k, float* y,
+void RunBlocks(const float* xp, int64_t kp, int64_t m, std::span<const MatMulTarget> targets,
                ThreadPool& pool) {
-  const int64_t tasks = (n + kBlockRows - 1) / kBlockRows;
-  pool.ParallelFor(tasks, [&](int64_t t) {
-    const int64_t n0 = t * kBlockRows, n1 = std::min(n, n0 + kBlockRows);
+  const RowTasks tasks(targets, kBlockRows);
+  pool.ParallelFor(tasks.size(), [&](int64_t t) {
+    const RowTasks::Task task = tasks[t];
+    const int64_t n = task.target->w.rows, k = task.target->w.cols;
+    const int64_t n0 = task.row0, n1 = n0 + task.rows;
+    const WT* w = static_cast<const WT*>(task.target->w.data);
+    float* y = task.target->y;
     if constexpr (std::is_same_v<WT, uint16_t>) {
       if (m >= 4) {
         // Many X tiles will reuse this block: convert it to f32 once (exact,
@@ -118,11 +124,11 @@ void RunBlocks(const float* xp, int64_t kp, int64_t m, const WT* w, int64_t n, i
 
 }  // namespace
 
-void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool) {
-  const int64_t n = w.rows, k = w.cols;
-  if (m <= 0 || n <= 0) return;
+void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,
+                  ThreadPool& pool) {
+  const int64_t k = targets[0].w.cols;
   const int64_t kp = (k + 7) & ~int64_t{7};
-  const bool bf16 = w.dtype == DType::kBf16;
+  const bool bf16 = targets[0].w.dtype == DType::kBf16;
   float* xp = static_cast<float*>(ThreadScratch(kScratchCaller, static_cast<size_t>(m * kp) * sizeof(float)));
   pool.ParallelFor(m, [&](int64_t i) {
     const float* src = x + i * k;
@@ -138,9 +144,9 @@ void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool
     }
   });
   if (bf16) {
-    RunBlocks(xp, kp, m, static_cast<const uint16_t*>(w.data), n, k, y, pool);
+    RunBlocks<uint16_t>(xp, kp, m, targets, pool);
   } else {
-    RunBlocks(xp, kp, m, static_cast<const float*>(w.data), n, k, y, pool);
+    RunBlocks<float>(xp, kp, m, targets, pool);
   }
 }
 

@@ -8,7 +8,8 @@
 // f32 weights: the same with 16-lane FMA steps of 16.
 // Register tiles of MR X rows x NR W rows share W and X loads but never change
 // how an element accumulates, so M=1 and M=512 give equal bits (invariant 1);
-// threads take blocks of kBlockRows W rows.
+// threads take blocks of kBlockRows W rows (of every matrix of a
+// MatMulShared call, row_tasks.h).
 // GCC 12's AVX-512 intrinsic headers build some results from _mm512_undefined_*
 // and then warn about them (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -16,6 +17,7 @@
 #include <algorithm>
 
 #include "kernels/ops_isa.h"
+#include "kernels/row_tasks.h"
 #include "kernels/scratch.h"
 #include "kernels/simd_avx512.h"
 
@@ -106,12 +108,15 @@ void TileRow(const T* xp, int64_t kp, int64_t i0, int mr, const T* w, int64_t k,
 }
 
 template <typename T>
-void RunBlocks(const T* xp, int64_t kp, int64_t m, const T* w, int64_t n, int64_t k, float* y,
+void RunBlocks(const T* xp, int64_t kp, int64_t m, std::span<const MatMulTarget> targets,
                ThreadPool& pool) {
-  const int64_t tasks = (n + kBlockRows - 1) / kBlockRows;
-  pool.ParallelFor(tasks, [&](int64_t t) {
-    const int64_t n0 = t * kBlockRows, n1 = std::min(n, n0 + kBlockRows);
-    const T* wb = w + n0 * k;
+  const RowTasks tasks(targets, kBlockRows);
+  pool.ParallelFor(tasks.size(), [&](int64_t t) {
+    const RowTasks::Task task = tasks[t];
+    const int64_t n = task.target->w.rows, k = task.target->w.cols;
+    const int64_t n0 = task.row0, n1 = n0 + task.rows;
+    const T* wb = static_cast<const T*>(task.target->w.data) + n0 * k;
+    float* y = task.target->y;
     int64_t i0 = 0;
     for (; i0 + 4 <= m; i0 += 4) TileRow<4, 6>(xp, kp, i0, 4, wb, k, n0, n1, y, n);
     switch (m - i0) {
@@ -125,10 +130,10 @@ void RunBlocks(const T* xp, int64_t kp, int64_t m, const T* w, int64_t n, int64_
 
 }  // namespace
 
-void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool) {
-  const int64_t n = w.rows, k = w.cols;
-  if (m <= 0 || n <= 0) return;
-  if (w.dtype == DType::kBf16) {
+void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,
+                  ThreadPool& pool) {
+  const int64_t k = targets[0].w.cols;
+  if (targets[0].w.dtype == DType::kBf16) {
     const int64_t kp = (k + 31) & ~int64_t{31};
     uint16_t* xp = static_cast<uint16_t*>(
         ThreadScratch(kScratchCaller, static_cast<size_t>(m * kp) * sizeof(uint16_t)));
@@ -141,7 +146,7 @@ void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool
         StoreBf16(dst + c, F32ToBf16Lanes(v));
       }
     });
-    RunBlocks(xp, kp, m, static_cast<const uint16_t*>(w.data), n, k, y, pool);
+    RunBlocks(xp, kp, m, targets, pool);
   } else {
     const int64_t kp = (k + 15) & ~int64_t{15};
     float* xp = static_cast<float*>(
@@ -152,7 +157,7 @@ void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool
       for (int64_t c = 0; c < kp; c += 16)
         _mm512_store_ps(dst + c, _mm512_maskz_loadu_ps(Mask16(k > c ? k - c : 0), src + c));
     });
-    RunBlocks(xp, kp, m, static_cast<const float*>(w.data), n, k, y, pool);
+    RunBlocks(xp, kp, m, targets, pool);
   }
 }
 

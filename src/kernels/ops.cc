@@ -7,6 +7,7 @@
 #include "core/cpu_features.h"
 #include "kernels/ops_isa.h"
 #include "kernels/reference.h"
+#include "kernels/row_tasks.h"
 
 namespace kvfork {
 
@@ -35,8 +36,40 @@ const char* KvDTypeName(KvDType t) {
   return reference::call
 
 void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool) {
-  if (ActiveIsa() == Isa::kAmx) return amx::MatMul(x, m, w, y, pool);
-  KVFORK_DISPATCH(MatMul(x, m, w, y, pool));
+  const MatMulTarget target{w, y};
+  MatMulShared(x, m, std::span<const MatMulTarget>(&target, 1), pool);
+}
+
+void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,
+                  ThreadPool& pool) {
+  if (m <= 0) return;
+  for (const MatMulTarget& t : targets)
+    KVFORK_CHECK_MSG(t.w.cols == targets[0].w.cols, "MatMulShared: matrices of different cols");
+  size_t i = 0;
+  while (i < targets.size()) {
+    // The longest run from i that one ISA-level call takes.
+    size_t j = i + 1;
+    while (j < targets.size() && j - i < static_cast<size_t>(kMaxMatMulTargets) &&
+           targets[j].w.dtype == targets[i].w.dtype) {
+      ++j;
+    }
+    const std::span<const MatMulTarget> run = targets.subspan(i, j - i);
+    switch (ActiveIsa()) {
+      case Isa::kAmx:
+        amx::MatMulShared(x, m, run, pool);
+        break;
+      case Isa::kAvx512:
+        avx512::MatMulShared(x, m, run, pool);
+        break;
+      case Isa::kAvx2:
+        avx2::MatMulShared(x, m, run, pool);
+        break;
+      case Isa::kScalar:
+        for (const MatMulTarget& t : run) reference::MatMul(x, m, t.w, t.y, pool);
+        break;
+    }
+    i = j;
+  }
 }
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y) {
   KVFORK_DISPATCH(RmsNorm(x, weight, rows, dim, eps, y));

@@ -30,6 +30,22 @@ struct MatrixView {
 // does) and products are accumulated in f32; with f32 weights it is f32 FMA.
 void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool);
 
+// One weight matrix of a MatMulShared call and where its product goes.
+struct MatMulTarget {
+  MatrixView w;
+  float* y = nullptr;  // [m, w.rows]
+};
+
+// MatMul(x, m, t.w, t.y) for every target t, with the same bits (invariant 1),
+// but x is rounded and packed once and the rows of all the matrices are
+// shared among the threads in one ParallelFor: at decode, where every
+// projection is a short read of its weights, q/k/v (or gate/up) then stream
+// as one matrix, with one sync instead of three. Every w has x's cols;
+// consecutive targets of one dtype share a pass, a change of dtype starts
+// another.
+void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,
+                  ThreadPool& pool);
+
 // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for rows r < rows. In place is fine.
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y);
 

@@ -16,8 +16,11 @@
 #include "kernels/kv_layout.h"
 #include "kernels/ops.h"
 
+// MatMulShared here takes 1..kMaxMatMulTargets targets (row_tasks.h) of one
+// dtype, and m > 0; ops.cc groups the caller's list.
 #define KVFORK_DECLARE_ISA_OPS                                                               \
-  void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool);   \
+  void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,        \
+                    ThreadPool& pool);                                                       \
   void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,    \
                float* y);                                                                    \
   void Rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,               \
@@ -40,10 +43,11 @@ namespace avx512 {
 KVFORK_DECLARE_ISA_OPS
 }  // namespace avx512
 namespace amx {
-// MatMul and PagedAttention differ at this level (bf16 weights and bf16 KV on
-// AMX tiles; other dtypes and layouts call the avx512 version); every other
-// op runs the avx512 version.
-void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool);
+// MatMulShared and PagedAttention differ at this level (bf16 weights and bf16
+// KV on AMX tiles; other dtypes and layouts call the avx512 version); every
+// other op runs the avx512 version.
+void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,
+                  ThreadPool& pool);
 void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,
                     std::span<const AttentionSeq> seqs, ThreadPool& pool);
 }  // namespace amx

@@ -89,9 +89,8 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = w.layers[l];
     RmsNorm(x_.data(), L.input_norm, T, H, eps, h_.data());
-    MatMul(h_.data(), T, L.q_proj, q_.data(), pool);
-    MatMul(h_.data(), T, L.k_proj, k_.data(), pool);
-    MatMul(h_.data(), T, L.v_proj, v_.data(), pool);
+    const MatMulTarget qkv[] = {{L.q_proj, q_.data()}, {L.k_proj, k_.data()}, {L.v_proj, v_.data()}};
+    MatMulShared(h_.data(), T, qkv, pool);
     if (arch_.after_qkv != nullptr) arch_.after_qkv(c, L, T, q_.data(), k_.data());
     Rope(q_.data(), T, c.num_heads, c.head_dim, positions_.data(), inv_freq_.data());
     Rope(k_.data(), T, c.num_kv_heads, c.head_dim, positions_.data(), inv_freq_.data());
@@ -108,8 +107,8 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
     MatMul(attn_.data(), T, L.o_proj, out_.data(), pool);
     AddInPlace(x_.data(), out_.data(), T * H);
     RmsNorm(x_.data(), L.post_attn_norm, T, H, eps, h_.data());
-    MatMul(h_.data(), T, L.gate_proj, gate_.data(), pool);
-    MatMul(h_.data(), T, L.up_proj, up_.data(), pool);
+    const MatMulTarget gate_up[] = {{L.gate_proj, gate_.data()}, {L.up_proj, up_.data()}};
+    MatMulShared(h_.data(), T, gate_up, pool);
     SiluMul(gate_.data(), up_.data(), T * I, gate_.data());
     MatMul(gate_.data(), T, L.down_proj, out_.data(), pool);
     AddInPlace(x_.data(), out_.data(), T * H);

@@ -148,6 +148,47 @@ TEST_P(MatMulTest, ThreadCountDoesNotChangeBits) {
   }
 }
 
+// MatMulShared: every target gets the bits of its own MatMul call, whatever
+// the number of targets (more than one ISA-level pass holds), their row
+// counts (tasks of one ParallelFor straddle matrices), M and the threads.
+TEST_P(MatMulTest, SharedCallGivesEachTargetItsOwnCallsBits) {
+  const DType dtype = GetParam();
+  const std::vector<int64_t> rows = {40, 17, 64, 130, 24};
+  for (int64_t k : {96, 201}) {
+    std::vector<Weights> wbs;
+    for (size_t i = 0; i < rows.size(); ++i)
+      wbs.push_back(MakeWeights(rows[i], k, 20 + static_cast<uint32_t>(i)));
+    for (Isa isa : SupportedIsas()) {
+      ScopedIsa scoped(isa);
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        for (int64_t m : {1, 5, 33}) {
+          std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 40);
+          std::vector<std::vector<float>> ys, own;
+          std::vector<MatMulTarget> targets;
+          for (size_t i = 0; i < rows.size(); ++i) {
+            ys.emplace_back(static_cast<size_t>(m * rows[i]), -1.0f);
+            own.emplace_back(static_cast<size_t>(m * rows[i]), -2.0f);
+            // Alternate dtypes in the second half: each change starts a pass.
+            const DType d = i >= 3 && i % 2 == 1 ? (dtype == DType::kBf16 ? DType::kF32 : DType::kBf16)
+                                                 : dtype;
+            targets.push_back({wbs[i].View(d, rows[i], k), ys.back().data()});
+          }
+          MatMulShared(x.data(), m, targets, pool);
+          for (size_t i = 0; i < rows.size(); ++i) {
+            MatMul(x.data(), m, targets[i].w, own[i].data(), pool);
+            size_t at = 0;
+            ASSERT_TRUE(SameBits(ys[i].data(), own[i].data(), own[i].size(), &at))
+                << IsaName(isa) << " " << DTypeName(targets[i].w.dtype) << " k=" << k
+                << " threads=" << threads << " m=" << m << " target " << i << " at " << at
+                << ": " << ys[i][at] << " vs " << own[i][at];
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMulBf16, RoundsXToBf16First) {
   // x = 1 + 2^-10 is not a bf16; rounded it is 1.0, so 1 * w must give w exactly.
   const int64_t k = 1;
