@@ -78,6 +78,12 @@ StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::stri
   void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (map == MAP_FAILED) return InternalError(path + ": mmap failed: " + std::strerror(errno));
+  // Every decode step reads all the weights: mapped in 2 MB pages they cost
+  // the TLB one walk per 2 MB instead of per 4 KB (a decode-like GEMV sweep:
+  // 49 -> 46 ms). With this advice, page-cache misses are read in as PMD-sized
+  // folios, which the kernel maps as huge pages; pages already cached keep
+  // their size. Advice only: where THP is off it changes nothing.
+  madvise(map, size, MADV_HUGEPAGE);
   f->map_ = map;
   f->map_size_ = size;
   const uint8_t* base = static_cast<const uint8_t*>(map);
