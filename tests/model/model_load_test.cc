@@ -9,6 +9,7 @@
 #include "model/decoder.h"
 #include "model/model.h"
 #include "model_test_util.h"
+#include "proc_smaps.h"
 
 namespace kvfork {
 namespace {
@@ -101,35 +102,16 @@ TEST(ModelLoad, WrittenTensorsStartOnCacheLines) {
   }
 }
 
-// The VmFlags line of the /proc/self/smaps entry whose range holds p, or "".
-std::string VmFlagsOf(const void* p) {
-  std::ifstream smaps("/proc/self/smaps");
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  bool inside = false;
-  std::string line;
-  while (std::getline(smaps, line)) {
-    unsigned long lo = 0, hi = 0;
-    char dash = 0;
-    if (std::sscanf(line.c_str(), "%lx%c%lx", &lo, &dash, &hi) == 3 && dash == '-') {
-      inside = a >= lo && a < hi;
-    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
-      return line;
-    }
-  }
-  return "";
-}
-
 // The weights are read whole every decode step: the mapping asks for 2 MB
 // pages (VmFlags "hg" is MADV_HUGEPAGE), which cut a decode-like GEMV sweep
 // from 49 to 46 ms (docs/kernels.md).
 TEST(ModelLoad, WeightsMappingAdvisesHugePages) {
-  if (!fs::exists("/sys/kernel/mm/transparent_hugepage/enabled"))
-    GTEST_SKIP() << "kernel without transparent huge pages";
+  if (!testing::KernelHasThp()) GTEST_SKIP() << "kernel without transparent huge pages";
   TempDir tmp;
   std::string dir = WriteTiny(tmp, Architecture::kQwen3, false, DType::kBf16);
   auto st = SafetensorsFile::Open(dir + "/model.safetensors");
   ASSERT_TRUE(st.ok());
-  const std::string flags = VmFlagsOf((*st)->tensors().front().data);
+  const std::string flags = testing::VmFlagsOf((*st)->tensors().front().data);
   ASSERT_FALSE(flags.empty()) << "no smaps entry for the mapping";
   EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
 }

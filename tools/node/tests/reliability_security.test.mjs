@@ -222,7 +222,9 @@ test('request size and count limits hold', async () => {
       assert.match(data, /^(HTTP\/1\.1 4\d\d |$)/, data.slice(0, 60));
     }
     // The queue bound: one running, two waiting, the rest 429.
-    const body = { prompt: 'queue bound', max_tokens: 60, ignore_eos: true };
+    // Long enough (most of a second on the tiny model) that all 8 arrive while the
+    // first still runs, even on a loaded machine.
+    const body = { prompt: 'queue bound', max_tokens: 400, ignore_eos: true };
     const rs = await Promise.all(Array.from({ length: 8 }, () => postJson(url, body)));
     const codes = rs.map((r) => r.status);
     assert.ok(codes.filter((c) => c === 429).length >= 1, 'statuses ' + codes);
