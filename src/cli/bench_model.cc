@@ -16,7 +16,6 @@
 // Flags: --shape qwen3-0.6b|llama-3.2-1b, --model DIR, --threads N (default all
 //        cores), --prompt-tokens N (512), --decode-tokens N (32),
 //        --json PATH (bench/results/model.json).
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -124,14 +123,10 @@ StatusOr<BlockTable> AllocateBlocks(const KvLayout& layout, int64_t tokens) {
   const int64_t n = (tokens + layout.block_size - 1) / layout.block_size;
   const size_t block_bytes = layout.BlockBytes();  // a multiple of 64
   BlockTable t;
-  const size_t huge = size_t{2} << 20;
-  const size_t bytes = (block_bytes * n + huge - 1) / huge * huge;  // aligned_alloc wants a multiple
-  t.memory.reset(static_cast<uint8_t*>(std::aligned_alloc(huge, bytes)));
+  t.memory.reset(static_cast<uint8_t*>(std::aligned_alloc(64, block_bytes * n)));
   if (t.memory == nullptr)
     return ResourceExhaustedError("cannot allocate " + std::to_string(block_bytes * n) +
                                   " bytes of KV blocks");
-  // 2 MB pages, as the KV pool's (kv/block_pool.cc).
-  madvise(t.memory.get(), bytes, MADV_HUGEPAGE);
   for (int64_t i = 0; i < n; ++i) t.blocks.push_back(t.memory.get() + i * block_bytes);
   return t;
 }

@@ -4,11 +4,9 @@
 #include <memory>
 #include <vector>
 
-#include "kv/block_pool.h"
 #include "kv/dense_kv_cache.h"
 #include "kv/kv_test_util.h"
 #include "kv/paged_kv_cache.h"
-#include "proc_smaps.h"
 
 namespace kvfork {
 namespace {
@@ -354,18 +352,6 @@ std::unique_ptr<DenseKvCache> MakeDense(int64_t blocks, int64_t max_context) {
   auto c = DenseKvCache::Create(o);
   KVFORK_CHECK_MSG(c.ok(), c.status().ToString());
   return std::move(c).value();
-}
-
-// Attention reads a few KB of every block per layer: the pool asks for 2 MB
-// pages (VmFlags "hg" is MADV_HUGEPAGE) so that costs a TLB walk per block,
-// not per 4 KB (docs/kv_cache.md).
-TEST(BlockPool, ArenaAdvisesHugePages) {
-  if (!testing::KernelHasThp()) GTEST_SKIP() << "kernel without transparent huge pages";
-  auto pool = BlockPool::Create(TinyLayout(), 64);
-  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
-  const std::string flags = testing::VmFlagsOf((*pool)->Data(0));
-  ASSERT_FALSE(flags.empty()) << "no smaps entry for the pool";
-  EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
 }
 
 TEST(DenseKvCache, SnapshotPrefixIsCopied) {
