@@ -6,7 +6,6 @@
 #include "cli/bench_limits.h"
 
 #include <immintrin.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -164,11 +163,8 @@ Bandwidth MeasureBandwidth(ThreadPool& pool, double min_seconds) {
   const size_t bytes = kBandwidthBufferBytes;
   constexpr size_t kTaskBytes = size_t{32} << 20;
   std::unique_ptr<uint8_t, decltype(&std::free)> buf(
-      static_cast<uint8_t*>(std::aligned_alloc(size_t{2} << 20, bytes)), &std::free);
+      static_cast<uint8_t*>(std::aligned_alloc(4096, bytes)), &std::free);
   KVFORK_CHECK_MSG(buf != nullptr, "cannot allocate the bandwidth buffer");
-  // In 2 MB pages where THP allows, as the model's weights are mapped
-  // (safetensors.cc), so the limit is not set by TLB misses the model avoids.
-  madvise(buf.get(), bytes, MADV_HUGEPAGE);
   // Distinct pages, so the kernel cannot back the buffer with one zero page.
   std::memset(buf.get(), 1, bytes);
   std::vector<ReadPattern> patterns;
