@@ -2,7 +2,9 @@
 // (f32 weights run the AVX-512 kernel at this level).
 //
 // Computed as Y^T = W * X^T so the weights need no repacking: an A tile is
-// 16 rows of W in their natural [N, K] layout (16 x 32 bf16, stride K), a B
+// 16 rows of W in their natural [N, K] layout (16 x 32 bf16, stride K; a task
+// that passes over its rows more than once keeps a packed copy of the tiles
+// its first pass loaded, see RunTask), a B
 // tile is 32 k x 16 tokens of X, rounded to bf16 and packed once per call in
 // the VNNI layout TDPBF16PS reads (tile row r = the pairs k = 2r, 2r+1 of
 // each token), and a C tile is 16 weight rows x 16 tokens in f32.
@@ -90,22 +92,43 @@ void PackX(const float* x, int64_t m, int64_t k, int64_t kc, uint16_t* xp, Threa
   });
 }
 
-// NA x NB C tiles over all kc chunks: A from W rows at a (row stride a_stride
-// bytes, the second A tile 16 rows further), B from packed X at b (the second
-// B tile b_next bytes further). C tile (i, j) is stored at c + (2 i + j) * 256.
+// Where the A tiles of a task's W rows are: tile (t, ch) (rows 16 t..16 t + 15,
+// k chunk ch) at base + t * tile_step + ch * chunk_step, rows row_stride
+// bytes apart. In place in W ([N, K]: row_stride = 2 K, chunk_step = 64) or
+// packed one tile after another (row_stride = 64, chunk_step = 1 KB).
+struct ATiles {
+  const uint8_t* base = nullptr;
+  int64_t row_stride = 0;
+  int64_t chunk_step = 0;
+  int64_t tile_step = 0;
+};
+
+// NA x NB C tiles over all kc chunks: A tiles t0 and t0 + 1 of w, B from
+// packed X at b (the second B tile b_next bytes further). C tile (i, j) is
+// stored at c + (2 i + j) * 256. With a_copy, every A tile loaded is also
+// stored there, packed (tile (t, ch) at a_copy + (t * kc + ch) * 1 KB), so
+// later passes over the same rows read contiguous tiles.
 template <int NA, int NB>
-inline void Kernel(const uint8_t* a, int64_t a_stride, const uint8_t* b, int64_t b_next, int64_t kc,
-                   float* c) {
+inline void Kernel(const ATiles& w, int64_t t0, const uint8_t* b, int64_t b_next, int64_t kc,
+                   float* c, uint8_t* a_copy) {
   const int64_t b_stride = 64;
   KVFORK_TILE_ZERO(0);
   if constexpr (NB == 2) KVFORK_TILE_ZERO(1);
   if constexpr (NA == 2) KVFORK_TILE_ZERO(2);
   if constexpr (NA == 2 && NB == 2) KVFORK_TILE_ZERO(3);
-  const uint8_t* a1 = a + 16 * a_stride;
+  const uint8_t* a = w.base + t0 * w.tile_step;
+  const uint8_t* a1 = a + w.tile_step;
+  const int64_t a_stride = w.row_stride;
   for (int64_t ch = 0; ch < kc; ++ch) {
-    const int64_t off = ch * 64;
+    const int64_t off = ch * w.chunk_step;
     KVFORK_TILE_LOAD(4, a + off, a_stride);
     if constexpr (NA == 2) KVFORK_TILE_LOAD(5, a1 + off, a_stride);
+    if (a_copy != nullptr) {
+      const int64_t copy_stride = 64;
+      uint8_t* dst = a_copy + (t0 * kc + ch) * 1024;
+      KVFORK_TILE_STORE(4, dst, copy_stride);
+      if constexpr (NA == 2) KVFORK_TILE_STORE(5, dst + kc * 1024, copy_stride);
+    }
     const uint8_t* bc = b + ch * kBTileBytes;
     KVFORK_TILE_LOAD(6, bc, b_stride);
     if constexpr (NB == 2) KVFORK_TILE_LOAD(7, bc + b_next, b_stride);
@@ -132,10 +155,11 @@ inline void StoreTransposed(const float* ct, int tokens, int rows, float* y, int
 }
 
 template <int NA, int NB>
-void Panel(const uint8_t* a, int64_t a_stride, const uint8_t* b, int64_t b_next, int64_t kc,
-           int64_t t0, int64_t m, int64_t r0, int64_t rows_left, float* y, int64_t n) {
+void Panel(const ATiles& w, int64_t wt0, const uint8_t* b, int64_t b_next, int64_t kc,
+           int64_t t0, int64_t m, int64_t r0, int64_t rows_left, float* y, int64_t n,
+           uint8_t* a_copy) {
   alignas(64) float c[4 * 256];
-  Kernel<NA, NB>(a, a_stride, b, b_next, kc, c);
+  Kernel<NA, NB>(w, wt0, b, b_next, kc, c, a_copy);
   for (int i = 0; i < NA; ++i) {
     const int rows = static_cast<int>(std::min<int64_t>(16, rows_left - 16 * i));
     for (int j = 0; j < NB; ++j) {
@@ -145,24 +169,47 @@ void Panel(const uint8_t* a, int64_t a_stride, const uint8_t* b, int64_t b_next,
   }
 }
 
+// Copies W rows [0, rows) (w points at the first, K = k) into A tiles one
+// after another at dst: tile (t, ch) is 16 rows x 64 bytes at
+// dst + (t * kc + ch) * 1 KB; rows past `rows` and k past K are zeros.
+void PackA(const uint16_t* w, int64_t k, int64_t rows, int64_t kc, uint8_t* dst) {
+  const int64_t tiles16 = (rows + 15) / 16;
+  for (int64_t t = 0; t < tiles16; ++t) {
+    for (int64_t ch = 0; ch < kc; ++ch) {
+      const int64_t k0 = ch * kTileK;
+      const __mmask32 mask = avx512::Mask32(k - k0);
+      uint8_t* tile = dst + (t * kc + ch) * 1024;
+      for (int r = 0; r < 16; ++r) {
+        const int64_t row = t * 16 + r;
+        const __m512i v = row < rows ? _mm512_maskz_loadu_epi16(mask, w + row * k + k0)
+                                     : _mm512_setzero_si512();
+        _mm512_store_si512(tile + r * 64, v);
+      }
+    }
+  }
+}
+
 // W rows [n0, n0 + rows) for every token.
 void RunTask(const uint16_t* w, int64_t k, int64_t n0, int64_t rows, const uint16_t* xp, int64_t m,
              int64_t kc, float* y, int64_t n) {
-  const uint8_t* a = reinterpret_cast<const uint8_t*>(w + n0 * k);
-  int64_t a_stride = k * 2;
-  if (k % kTileK != 0 || rows % 16 != 0) {
-    // Ragged panel: a zero-padded copy, [round_up(rows, 16), kc * 32] bf16.
-    const int64_t prow = (rows + 15) / 16 * 16, kp = kc * kTileK;
-    uint16_t* pad = static_cast<uint16_t*>(
-        ThreadScratch(kScratchTask, static_cast<size_t>(prow * kp) * sizeof(uint16_t)));
-    std::memset(pad, 0, static_cast<size_t>(prow * kp) * sizeof(uint16_t));
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(pad + r * kp, w + (n0 + r) * k, static_cast<size_t>(k) * sizeof(uint16_t));
-    a = reinterpret_cast<const uint8_t*>(pad);
-    a_stride = kp * 2;
-  }
   const int64_t tiles16 = (rows + 15) / 16;
   const int64_t token_blocks = (m + 15) / 16;
+  ATiles a{reinterpret_cast<const uint8_t*>(w + n0 * k), k * 2, 64, 16 * k * 2};
+  uint8_t* a_copy = nullptr;  // filled during the first pass over the token blocks
+  if (k % kTileK != 0 || rows % 16 != 0 || token_blocks > 2) {
+    uint8_t* packed = static_cast<uint8_t*>(
+        ThreadScratch(kScratchTask, static_cast<size_t>(tiles16 * kc * 1024)));
+    if (k % kTileK != 0 || rows % 16 != 0) {
+      // A ragged panel needs zero padding: pack it first.
+      PackA(w + n0 * k, k, rows, kc, packed);
+      a = {packed, 64, 1024, kc * 1024};
+    } else {
+      // Later passes re-read the panel from L2, where contiguous 1 KB tiles
+      // load faster than 16 rows K apart; the first pass stores the tiles it
+      // loads (from DRAM, overlapped with its products) packed.
+      a_copy = packed;
+    }
+  }
   const int64_t b_next = kc * kBTileBytes;
   const uint8_t* xb = reinterpret_cast<const uint8_t*>(xp);
   for (int64_t tb = 0; tb < token_blocks; tb += 2) {
@@ -170,17 +217,20 @@ void RunTask(const uint16_t* w, int64_t k, int64_t n0, int64_t rows, const uint1
     const uint8_t* b = xb + tb * b_next;
     for (int64_t p = 0; p < tiles16; p += 2) {
       const bool two_a = p + 1 < tiles16;
-      const uint8_t* ap = a + p * 16 * a_stride;
       const int64_t r0 = n0 + p * 16, rows_left = rows - p * 16;
       if (two_a && two_b) {
-        Panel<2, 2>(ap, a_stride, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
+        Panel<2, 2>(a, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n, a_copy);
       } else if (two_a) {
-        Panel<2, 1>(ap, a_stride, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
+        Panel<2, 1>(a, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n, a_copy);
       } else if (two_b) {
-        Panel<1, 2>(ap, a_stride, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
+        Panel<1, 2>(a, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n, a_copy);
       } else {
-        Panel<1, 1>(ap, a_stride, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
+        Panel<1, 1>(a, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n, a_copy);
       }
+    }
+    if (a_copy != nullptr) {
+      a = {a_copy, 64, 1024, kc * 1024};
+      a_copy = nullptr;
     }
   }
 }
