@@ -122,8 +122,11 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
     {
       int64_t t = 0;
       for (const ForwardSeq& s : batch.seqs) {
-        WriteKv(layout, static_cast<int>(l), s.blocks, s.start_pos, s.num_tokens,
-                k_.data() + t * kvd, v_.data() + t * kvd);
+        // Each token fills its own slots (and int8 scales): split like the rest.
+        ForTokenRows(pool, s.num_tokens, [&](int64_t r0, int64_t r1) {
+          WriteKv(layout, static_cast<int>(l), s.blocks, s.start_pos + r0, r1 - r0,
+                  k_.data() + (t + r0) * kvd, v_.data() + (t + r0) * kvd);
+        });
         t += s.num_tokens;
       }
     }
