@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "model/model.h"
+#include "model/model_test_util.h"
 #include "model/random_model.h"
 #include "test_env.h"
 #include "tokenizer/tokenizer.h"
@@ -68,7 +69,10 @@ Result Drain(RequestStream& s) {
 class EngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string dir = testing::BuildDir() + "/engine_test_model";
+    // A fresh temporary directory: running the binary by hand from anywhere
+    // leaves nothing behind.
+    model_dir_ = new testing::TempDir();
+    const std::string dir = model_dir_->Sub("model");
     RandomModelOptions o;
     o.shape = "tiny";
     o.seed = 5;
@@ -87,6 +91,7 @@ class EngineTest : public ::testing::Test {
   static void TearDownTestSuite() {
     delete model_;
     delete tokenizer_;
+    delete model_dir_;
   }
 
   static EngineOptions SmallOptions() {
@@ -119,10 +124,12 @@ class EngineTest : public ::testing::Test {
     EXPECT_EQ(s.requests_waiting, 0);
   }
 
+  static testing::TempDir* model_dir_;
   static Model* model_;
   static Tokenizer* tokenizer_;
 };
 
+testing::TempDir* EngineTest::model_dir_ = nullptr;
 Model* EngineTest::model_ = nullptr;
 Tokenizer* EngineTest::tokenizer_ = nullptr;
 
