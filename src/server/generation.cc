@@ -337,8 +337,13 @@ bool GenerationRun::Pump(int64_t wait_ms, std::vector<std::string>* chunks) {
   return std::any_of(stream_done_.begin(), stream_done_.end(), [](bool d) { return !d; });
 }
 
-int GenerationRun::CollectAll(std::string* body) {
+int GenerationRun::CollectAll(std::string* body, const std::function<bool()>& client_gone) {
+  int64_t next_check_ns = NowNanos() + 500'000'000;
   while (Pump(100, nullptr)) {
+    if (client_gone && !cancelled_ && NowNanos() >= next_check_ns) {
+      next_check_ns = NowNanos() + 500'000'000;
+      if (client_gone()) CancelAll(/*disconnected=*/true);
+    }
   }
   env_.metrics->ObserveRequestLatency((NowNanos() - arrival_ns_) * 1e-9);
   Finish();

@@ -97,7 +97,9 @@ class GenerationRun {
   bool cancelled() const { return cancelled_; }
 
   // Non-streaming: waits for every choice; returns the HTTP status and the body.
-  int CollectAll(std::string* body);
+  // client_gone, when given, is asked about twice a second; once it says yes,
+  // the request is cancelled as a disconnect (the body is then for nobody).
+  int CollectAll(std::string* body, const std::function<bool()>& client_gone = nullptr);
   // Streaming: writes the chunks that are ready, waiting up to wait_ms for
   // events. Returns true while more is to come. A write that fails cancels
   // the request (client gone) and returns false.

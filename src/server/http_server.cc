@@ -21,6 +21,7 @@
 #include "server/auth.h"
 #include "server/generation.h"
 #include "server/metrics.h"
+#include "server/peer_watch.h"
 #include "server/openai_schema.h"
 #include "server/response_writer.h"
 #include "tokenizer/chat_template.h"
@@ -111,7 +112,9 @@ struct HttpServer::Impl {
     if (auto err = SubmitGeneration(env, std::move(prepared), &run)) return ReplyError(res, *err);
     if (!run->streaming()) {
       std::string body;
-      int status = run->CollectAll(&body);
+      int status = run->CollectAll(&body, [&req] {
+        return PeerClosed(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+      });
       Reply(res, status, body);
       return;
     }

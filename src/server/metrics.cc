@@ -201,7 +201,7 @@ std::string ServerMetrics::Render(const EngineStats& s, const std::string& model
              static_cast<double>(n));
   }
   w.Family("kvfork_client_disconnects_total", "counter",
-           "Streams whose client went away before the end (request cancelled).");
+           "Requests whose client went away before the end (request cancelled).");
   w.Sample("kvfork_client_disconnects_total", {}, static_cast<double>(disconnects_));
   return w.text();
 }

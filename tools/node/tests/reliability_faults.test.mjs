@@ -205,6 +205,43 @@ test('a stream reader that stops reading: cancelled at the write timeout, others
   }
 });
 
+test('a client that drops a non-streaming request: cancelled within about a second', async () => {
+  const server = await startServer(['--kv-blocks', '512']);
+  try {
+    const before = await metric(server.url, 'kvfork_client_disconnects_total');
+    // 4,000 tokens take the tiny model several seconds on two threads.
+    const body = JSON.stringify({ prompt: 'a long answer nobody waits for', max_tokens: 4000, ignore_eos: true });
+    const s = await connect(server.url);
+    s.on('error', () => {});
+    s.write(postHead('/v1/completions', Buffer.byteLength(body)) + body);
+    let stats;
+    for (let t = 0; t < 100; t++) {
+      stats = await cacheStats(server.url);
+      if (stats.requests_running === 1) break;
+      await sleep(20);
+    }
+    assert.equal(stats.requests_running, 1, JSON.stringify(stats));
+    const t0 = Date.now();
+    s.destroy();
+    while (Date.now() - t0 < 5000) {
+      stats = await cacheStats(server.url);
+      if (stats.requests_running === 0) break;
+      await sleep(50);
+    }
+    const ms = Date.now() - t0;
+    assert.equal(stats.requests_running, 0, `still running ${ms} ms after the client left`);
+    assert.ok(ms < 2500, `cancelled ${ms} ms after the client left`);
+    assert.equal(await metric(server.url, 'kvfork_client_disconnects_total'), before + 1);
+    // A client that stays gets its whole answer.
+    const ok = await postJson(server.url + '/v1/completions', { prompt: 'still here', max_tokens: 300, ignore_eos: true });
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(ok.json.usage.completion_tokens, 300);
+    await expectIdle(server.url);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
 test('a slow but steady reader gets its whole stream', async () => {
   const server = await startServer(['--kv-blocks', '256', '--http-write-timeout', '2']);
   try {
