@@ -31,18 +31,13 @@ void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, flo
   }
 }
 
-void Rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
-          const int32_t* positions, const float* inv_freq) {
-  constexpr int64_t kMaxHalf = 512;  // ops.cc checks head_dim <= 1024
+// The rotation is the reference's mul/sub, so bits match.
+void RopeRotate(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
+                const float* cos, const float* sin) {
   const int64_t half = head_dim / 2;
-  alignas(64) float cos_t[kMaxHalf], sin_t[kMaxHalf];
   for (int64_t t = 0; t < num_tokens; ++t) {
-    // Angles in double and the rotation as mul/sub, exactly as the reference.
-    for (int64_t i = 0; i < half; ++i) {
-      double angle = static_cast<double>(positions[t]) * static_cast<double>(inv_freq[i]);
-      cos_t[i] = static_cast<float>(std::cos(angle));
-      sin_t[i] = static_cast<float>(std::sin(angle));
-    }
+    const float* cos_t = cos + t * half;
+    const float* sin_t = sin + t * half;
     for (int64_t h = 0; h < num_heads; ++h) {
       float* a = x + (t * num_heads + h) * head_dim;
       float* b = a + half;

@@ -4,6 +4,8 @@
 // PagedAttention and the *_avx512.cc files for the rest (ops_isa.h).
 #include "kernels/ops.h"
 
+#include <cmath>
+
 #include "core/cpu_features.h"
 #include "kernels/ops_isa.h"
 #include "kernels/reference.h"
@@ -76,9 +78,30 @@ void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, flo
 }
 void Rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
           const int32_t* positions, const float* inv_freq) {
-  // The SIMD paths keep a cos/sin row on the stack.
+  // One token's cos/sin row on the stack at a time.
   KVFORK_CHECK_MSG(head_dim <= 1024, "Rope: head_dim above 1024");
-  KVFORK_DISPATCH(Rope(x, num_tokens, num_heads, head_dim, positions, inv_freq));
+  constexpr int64_t kMaxHalf = 512;
+  const int64_t half = head_dim / 2;
+  alignas(64) float cos_t[kMaxHalf], sin_t[kMaxHalf];
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    RopeAngles(positions + t, 1, inv_freq, half, cos_t, sin_t);
+    RopeRotate(x + t * num_heads * head_dim, 1, num_heads, head_dim, cos_t, sin_t);
+  }
+}
+void RopeAngles(const int32_t* positions, int64_t num_tokens, const float* inv_freq, int64_t half,
+                float* cos, float* sin) {
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      // The same double angle and rounding as every level's Rope.
+      const double angle = static_cast<double>(positions[t]) * static_cast<double>(inv_freq[i]);
+      cos[t * half + i] = static_cast<float>(std::cos(angle));
+      sin[t * half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+void RopeRotate(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
+                const float* cos, const float* sin) {
+  KVFORK_DISPATCH(RopeRotate(x, num_tokens, num_heads, head_dim, cos, sin));
 }
 void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   KVFORK_DISPATCH(SiluMul(gate, up, n, out));

@@ -55,6 +55,16 @@ void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, flo
 void Rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
           const int32_t* positions, const float* inv_freq);
 
+// Rope in its two steps, so a forward pass computes the angles once for all
+// its layers: RopeAngles writes cos[t * half + i] and sin[t * half + i] for
+// the angle positions[t] * inv_freq[i] (half = head_dim / 2; the angle in
+// double, so large positions keep their precision), RopeRotate applies them
+// per ISA level as the reference's mul/sub. Rope is the two, one token at a time.
+void RopeAngles(const int32_t* positions, int64_t num_tokens, const float* inv_freq, int64_t half,
+                float* cos, float* sin);
+void RopeRotate(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
+                const float* cos, const float* sin);
+
 // out[i] = silu(gate[i]) * up[i]. out may alias gate.
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 

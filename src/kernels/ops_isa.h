@@ -23,8 +23,8 @@
                     ThreadPool& pool);                                                       \
   void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,    \
                float* y);                                                                    \
-  void Rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,               \
-            const int32_t* positions, const float* inv_freq);                                \
+  void RopeRotate(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,         \
+                  const float* cos, const float* sin);                                       \
   void SiluMul(const float* gate, const float* up, int64_t n, float* out);                   \
   void AddInPlace(float* y, const float* x, int64_t n);                                      \
   void Softmax(float* x, int64_t n);                                                         \

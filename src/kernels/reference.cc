@@ -107,6 +107,22 @@ void Rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
   }
 }
 
+void RopeRotate(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
+                const float* cos, const float* sin) {
+  const int64_t half = head_dim / 2;
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      const float c = cos[t * half + i], s = sin[t * half + i];
+      for (int64_t h = 0; h < num_heads; ++h) {
+        float* xh = x + (t * num_heads + h) * head_dim;
+        float a = xh[i], b = xh[i + half];
+        xh[i] = a * c - b * s;
+        xh[i + half] = b * c + a * s;
+      }
+    }
+  }
+}
+
 void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) {
     float g = gate[i];

@@ -104,6 +104,14 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
     }
   }
 
+  // RoPE's angles depend only on the positions: once for every layer.
+  const int64_t half = c.head_dim / 2;
+  rope_cos_.resize(T * half);
+  rope_sin_.resize(T * half);
+  ForTokenRows(pool, T, [&](int64_t r0, int64_t r1) {
+    RopeAngles(positions_.data() + r0, r1 - r0, inv_freq_.data(), half, rope_cos_.data() + r0 * half,
+               rope_sin_.data() + r0 * half);
+  });
   EmbeddingLookup(w.embed_tokens, batch.tokens.data(), T, x_.data());
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = w.layers[l];
@@ -116,8 +124,10 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
       float* q = q_.data() + r0 * qd;
       float* k = k_.data() + r0 * kvd;
       if (arch_.after_qkv != nullptr) arch_.after_qkv(c, L, r1 - r0, q, k);
-      Rope(q, r1 - r0, c.num_heads, c.head_dim, positions_.data() + r0, inv_freq_.data());
-      Rope(k, r1 - r0, c.num_kv_heads, c.head_dim, positions_.data() + r0, inv_freq_.data());
+      const float* cos = rope_cos_.data() + r0 * half;
+      const float* sin = rope_sin_.data() + r0 * half;
+      RopeRotate(q, r1 - r0, c.num_heads, c.head_dim, cos, sin);
+      RopeRotate(k, r1 - r0, c.num_kv_heads, c.head_dim, cos, sin);
     });
     {
       int64_t t = 0;

@@ -36,6 +36,7 @@ class Decoder final : public Model {
 
   // Scratch, resized per call (capacity kept).
   std::vector<int32_t> positions_;       // [tokens]
+  std::vector<float> rope_cos_, rope_sin_;  // [tokens, head_dim / 2] RoPE angles
   std::vector<float> x_;                 // [tokens, hidden] residual stream
   std::vector<float> h_;                 // [tokens, hidden] normed
   std::vector<float> q_;                 // [tokens, num_heads, head_dim]

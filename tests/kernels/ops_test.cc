@@ -62,6 +62,13 @@ TEST(Rope, MatchesReferenceBitwise) {
       Rope(got.data(), tokens, heads, head_dim, pos.data(), inv_freq.data());
       ASSERT_TRUE(SameBits(got.data(), want.data(), got.size()))
           << IsaName(isa) << " head_dim=" << head_dim;
+      // The two-step form (angles once, then rotate) gives the same bits.
+      std::vector<float> cos(tokens * head_dim / 2), sin(tokens * head_dim / 2);
+      RopeAngles(pos.data(), tokens, inv_freq.data(), head_dim / 2, cos.data(), sin.data());
+      std::vector<float> two_step = x;
+      RopeRotate(two_step.data(), tokens, heads, head_dim, cos.data(), sin.data());
+      ASSERT_TRUE(SameBits(two_step.data(), want.data(), two_step.size()))
+          << IsaName(isa) << " head_dim=" << head_dim << " (RopeAngles + RopeRotate)";
     }
   }
 }
