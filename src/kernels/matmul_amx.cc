@@ -201,10 +201,11 @@ void RunTask(const uint16_t* w, int64_t k, int64_t n0, int64_t rows, const uint1
   const int64_t token_blocks = (m + 15) / 16;
   ATiles a{reinterpret_cast<const uint8_t*>(w + n0 * k), k * 2, 64, 16 * k * 2};
   uint8_t* a_copy = nullptr;  // filled during the first pass over the token blocks
-  if (k % kTileK != 0 || rows % 16 != 0 || token_blocks > 2) {
+  const bool ragged = k % kTileK != 0 || rows % 16 != 0;
+  if (ragged || token_blocks > 2) {
     uint8_t* packed = static_cast<uint8_t*>(
         ThreadScratch(kScratchTask, static_cast<size_t>(tiles16 * kc * 1024)));
-    if (k % kTileK != 0 || rows % 16 != 0) {
+    if (ragged) {
       // A ragged panel needs zero padding: pack it first.
       PackA(w + n0 * k, k, rows, kc, packed);
       a = {packed, 64, 1024, kc * 1024};

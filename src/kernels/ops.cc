@@ -37,6 +37,17 @@ const char* KvDTypeName(KvDType t) {
   }                           \
   return reference::call
 
+namespace {
+
+// One ISA-level MatMulShared call (1..kMaxMatMulTargets targets of one dtype).
+void MatMulSharedRun(const float* x, int64_t m, std::span<const MatMulTarget> run,
+                     ThreadPool& pool) {
+  if (ActiveIsa() == Isa::kAmx) return amx::MatMulShared(x, m, run, pool);
+  KVFORK_DISPATCH(MatMulShared(x, m, run, pool));
+}
+
+}  // namespace
+
 void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool) {
   const MatMulTarget target{w, y};
   MatMulShared(x, m, std::span<const MatMulTarget>(&target, 1), pool);
@@ -55,44 +66,18 @@ void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targe
            targets[j].w.dtype == targets[i].w.dtype) {
       ++j;
     }
-    const std::span<const MatMulTarget> run = targets.subspan(i, j - i);
-    switch (ActiveIsa()) {
-      case Isa::kAmx:
-        amx::MatMulShared(x, m, run, pool);
-        break;
-      case Isa::kAvx512:
-        avx512::MatMulShared(x, m, run, pool);
-        break;
-      case Isa::kAvx2:
-        avx2::MatMulShared(x, m, run, pool);
-        break;
-      case Isa::kScalar:
-        for (const MatMulTarget& t : run) reference::MatMul(x, m, t.w, t.y, pool);
-        break;
-    }
+    MatMulSharedRun(x, m, targets.subspan(i, j - i), pool);
     i = j;
   }
 }
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y) {
   KVFORK_DISPATCH(RmsNorm(x, weight, rows, dim, eps, y));
 }
-void Rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
-          const int32_t* positions, const float* inv_freq) {
-  // One token's cos/sin row on the stack at a time.
-  KVFORK_CHECK_MSG(head_dim <= 1024, "Rope: head_dim above 1024");
-  constexpr int64_t kMaxHalf = 512;
-  const int64_t half = head_dim / 2;
-  alignas(64) float cos_t[kMaxHalf], sin_t[kMaxHalf];
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    RopeAngles(positions + t, 1, inv_freq, half, cos_t, sin_t);
-    RopeRotate(x + t * num_heads * head_dim, 1, num_heads, head_dim, cos_t, sin_t);
-  }
-}
 void RopeAngles(const int32_t* positions, int64_t num_tokens, const float* inv_freq, int64_t half,
                 float* cos, float* sin) {
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t i = 0; i < half; ++i) {
-      // The same double angle and rounding as every level's Rope.
+      // The angle in double and its rounding exactly as reference::Rope.
       const double angle = static_cast<double>(positions[t]) * static_cast<double>(inv_freq[i]);
       cos[t * half + i] = static_cast<float>(std::cos(angle));
       sin[t * half + i] = static_cast<float>(std::sin(angle));

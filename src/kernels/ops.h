@@ -49,17 +49,13 @@ void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targe
 // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for rows r < rows. In place is fine.
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y);
 
-// Rotary embedding in Hugging Face's rotate-half layout, in place:
-// x: [num_tokens, num_heads, head_dim]; for pair i < head_dim/2,
-// (x[i], x[i + head_dim/2]) is rotated by angle positions[t] * inv_freq[i].
-void Rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
-          const int32_t* positions, const float* inv_freq);
-
-// Rope in its two steps, so a forward pass computes the angles once for all
-// its layers: RopeAngles writes cos[t * half + i] and sin[t * half + i] for
-// the angle positions[t] * inv_freq[i] (half = head_dim / 2; the angle in
-// double, so large positions keep their precision), RopeRotate applies them
-// per ISA level as the reference's mul/sub. Rope is the two, one token at a time.
+// Rotary embedding in Hugging Face's rotate-half layout, in two steps so a
+// forward pass computes the angles once for all its layers. RopeAngles writes
+// cos[t * half + i] and sin[t * half + i] for the angle positions[t] *
+// inv_freq[i] (half = head_dim / 2; the angle in double, so large positions
+// keep their precision). RopeRotate then rotates x in place:
+// x: [num_tokens, num_heads, head_dim]; for pair i < half, (x[i], x[i + half])
+// by token t's angle i, as the reference's mul/sub on every ISA level.
 void RopeAngles(const int32_t* positions, int64_t num_tokens, const float* inv_freq, int64_t half,
                 float* cos, float* sin);
 void RopeRotate(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,

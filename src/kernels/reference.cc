@@ -77,6 +77,11 @@ void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool
   });
 }
 
+void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,
+                  ThreadPool& pool) {
+  for (const MatMulTarget& t : targets) reference::MatMul(x, m, t.w, t.y, pool);
+}
+
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;

@@ -7,6 +7,9 @@
 namespace kvfork::reference {
 
 void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool);
+// MatMul per target, in order (the scalar level of ops.h's MatMulShared).
+void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,
+                  ThreadPool& pool);
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y);
 void Rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
           const int32_t* positions, const float* inv_freq);
