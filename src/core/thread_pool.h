@@ -11,6 +11,7 @@
 // Thread affinity: ParallelFor may be called from one thread at a time.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -39,6 +40,21 @@ class ThreadPool {
       return;
     }
     Run(num_tasks, &fn, [](const void* ctx, int64_t i) { (*static_cast<const Fn*>(ctx))(i); });
+  }
+
+  // Runs fn(r0, r1) over row ranges covering [0, rows): split across the pool
+  // when there are many rows (prefill), inline otherwise (decode, where a sync
+  // would cost more than the work). For row-wise ops that compute each row
+  // alone, so the split changes no bits.
+  template <typename Fn>
+  void ParallelForRows(int64_t rows, const Fn& fn) {
+    constexpr int64_t kMinRowsPerTask = 16;
+    const int64_t tasks = std::min<int64_t>(rows / kMinRowsPerTask, 4 * int64_t{num_threads_});
+    if (tasks < 2) {
+      fn(int64_t{0}, rows);
+      return;
+    }
+    ParallelFor(tasks, [&](int64_t t) { fn(rows * t / tasks, rows * (t + 1) / tasks); });
   }
 
   // Default thread count: the cores this process may run on.

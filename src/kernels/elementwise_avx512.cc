@@ -53,14 +53,11 @@ void RopeRotate(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_di
 }
 
 void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 mask = Mask16(n - i);
-    __m512 g = _mm512_maskz_loadu_ps(mask, gate + i);
-    __m512 u = _mm512_maskz_loadu_ps(mask, up + i);
-    __m512 e = Exp(_mm512_xor_ps(g, sign));
-    _mm512_mask_storeu_ps(out + i, mask, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), u));
+    _mm512_mask_storeu_ps(out + i, mask,
+                          SiluMulLanes(_mm512_maskz_loadu_ps(mask, gate + i),
+                                       _mm512_maskz_loadu_ps(mask, up + i)));
   }
 }
 

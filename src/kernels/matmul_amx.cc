@@ -1,5 +1,7 @@
 // AMX-BF16 MatMul: y[m, n] = sum_k x[m, k] * w[n, k] for bf16 weights
-// (f32 weights run the AVX-512 kernel at this level).
+// (f32 weights run the AVX-512 kernel at this level), and MatMulSiluMul, which
+// takes the same rows of gate and up in one task and stores silu(gate) * up
+// from their C tiles (StoreSiluMulTransposed).
 //
 // Computed as Y^T = W * X^T so the weights need no repacking: an A tile is
 // 16 rows of W in their natural [N, K] layout (16 x 32 bf16, stride K; a task
@@ -159,19 +161,16 @@ inline void StoreTransposed(const float* ct, int tokens, int rows, float* y, int
   for (int j = 0; j < tokens; ++j) _mm512_mask_storeu_ps(y + j * n, mask, v[j]);
 }
 
-template <int NA, int NB>
-void Panel(const ATiles& w, int64_t wt0, const uint8_t* b, int64_t b_next, int64_t kc,
-           int64_t t0, int64_t m, int64_t r0, int64_t rows_left, float* y, int64_t n,
-           uint8_t* a_copy) {
-  alignas(64) float c[4 * 256];
-  Kernel<NA, NB>(w, wt0, b, b_next, kc, c, a_copy);
-  for (int i = 0; i < NA; ++i) {
-    const int rows = static_cast<int>(std::min<int64_t>(16, rows_left - 16 * i));
-    for (int j = 0; j < NB; ++j) {
-      const int tokens = static_cast<int>(std::min<int64_t>(16, m - t0 - 16 * j));
-      StoreTransposed(c + (2 * i + j) * 256, tokens, rows, y + (t0 + 16 * j) * n + r0 + 16 * i, n);
-    }
-  }
+// The same for silu(gate) * up of two C tiles over the same rows and tokens
+// (SiluMul's lane math, so the bits equal SiluMul over StoreTransposed's).
+inline void StoreSiluMulTransposed(const float* gate, const float* up, int tokens, int rows,
+                                   float* y, int64_t n) {
+  __m512 v[16];
+  for (int i = 0; i < 16; ++i)
+    v[i] = avx512::SiluMulLanes(_mm512_load_ps(gate + 16 * i), _mm512_load_ps(up + 16 * i));
+  Transpose16x16(v);
+  const __mmask16 mask = Mask16(rows);
+  for (int j = 0; j < tokens; ++j) _mm512_mask_storeu_ps(y + j * n, mask, v[j]);
 }
 
 // Copies W rows [0, rows) (w points at the first, K = k) into A tiles one
@@ -194,28 +193,73 @@ void PackA(const uint16_t* w, int64_t k, int64_t rows, int64_t kc, uint8_t* dst)
   }
 }
 
-// W rows [n0, n0 + rows) for every token.
-void RunTask(const uint16_t* w, int64_t k, int64_t n0, int64_t rows, const uint16_t* xp, int64_t m,
-             int64_t kc, float* y, int64_t n) {
-  const int64_t tiles16 = (rows + 15) / 16;
-  const int64_t token_blocks = (m + 15) / 16;
-  ATiles a{reinterpret_cast<const uint8_t*>(w + n0 * k), k * 2, 64, 16 * k * 2};
+// The A tiles of one matrix's W rows [n0, n0 + rows) during a task.
+struct TaskRows {
+  ATiles a;
   uint8_t* a_copy = nullptr;  // filled during the first pass over the token blocks
-  const bool ragged = k % kTileK != 0 || rows % 16 != 0;
-  if (ragged || token_blocks > 2) {
-    uint8_t* packed = static_cast<uint8_t*>(
-        ThreadScratch(kScratchTask, static_cast<size_t>(tiles16 * kc * 1024)));
-    if (ragged) {
+
+  // packed: tiles16 * kc KB of scratch, used when the rows are ragged or more
+  // than one pass follows.
+  TaskRows(const uint16_t* w, int64_t k, int64_t n0, int64_t rows, int64_t kc,
+           int64_t token_blocks, uint8_t* packed)
+      : a{reinterpret_cast<const uint8_t*>(w + n0 * k), k * 2, 64, 16 * k * 2} {
+    if (k % kTileK != 0 || rows % 16 != 0) {
       // A ragged panel needs zero padding: pack it first.
       PackA(w + n0 * k, k, rows, kc, packed);
       a = {packed, 64, 1024, kc * 1024};
-    } else {
+    } else if (token_blocks > 2) {
       // Later passes re-read the panel from L2, where contiguous 1 KB tiles
       // load faster than 16 rows K apart; the first pass stores the tiles it
       // loads (from DRAM, overlapped with its products) packed.
       a_copy = packed;
     }
   }
+  void PassDone(int64_t kc) {
+    if (a_copy != nullptr) {
+      a = {a_copy, 64, 1024, kc * 1024};
+      a_copy = nullptr;
+    }
+  }
+};
+
+// Output tiles of W rows p * 16 .. for the token blocks at t0 and the next:
+// stored as they are, or, given up (the same rows of the up matrix), as
+// silu(w) * up.
+template <int NA, int NB>
+void Panel(const TaskRows& w, const TaskRows* up, int64_t p, const uint8_t* b, int64_t b_next,
+           int64_t kc, int64_t t0, int64_t m, int64_t r0, int64_t rows_left, float* y, int64_t n) {
+  alignas(64) float c[4 * 256];
+  alignas(64) float cu[4 * 256];
+  Kernel<NA, NB>(w.a, p, b, b_next, kc, c, w.a_copy);
+  if (up != nullptr) Kernel<NA, NB>(up->a, p, b, b_next, kc, cu, up->a_copy);
+  for (int i = 0; i < NA; ++i) {
+    const int rows = static_cast<int>(std::min<int64_t>(16, rows_left - 16 * i));
+    for (int j = 0; j < NB; ++j) {
+      const int tokens = static_cast<int>(std::min<int64_t>(16, m - t0 - 16 * j));
+      const int tile = (2 * i + j) * 256;
+      float* dst = y + (t0 + 16 * j) * n + r0 + 16 * i;
+      if (up != nullptr) {
+        StoreSiluMulTransposed(c + tile, cu + tile, tokens, rows, dst, n);
+      } else {
+        StoreTransposed(c + tile, tokens, rows, dst, n);
+      }
+    }
+  }
+}
+
+// W rows [n0, n0 + rows) for every token, into y; with up (the same rows of
+// the up matrix, same shape as w), silu(w) * up instead.
+void RunTask(const uint16_t* w, const uint16_t* up, int64_t k, int64_t n0, int64_t rows,
+             const uint16_t* xp, int64_t m, int64_t kc, float* y, int64_t n) {
+  const int64_t tiles16 = (rows + 15) / 16;
+  const int64_t token_blocks = (m + 15) / 16;
+  const int64_t packed_bytes = tiles16 * kc * 1024;
+  uint8_t* packed = static_cast<uint8_t*>(
+      ThreadScratch(kScratchTask, static_cast<size_t>((up != nullptr ? 2 : 1) * packed_bytes)));
+  TaskRows wr(w, k, n0, rows, kc, token_blocks, packed);
+  TaskRows ur = up != nullptr ? TaskRows(up, k, n0, rows, kc, token_blocks, packed + packed_bytes)
+                              : wr;
+  const TaskRows* upr = up != nullptr ? &ur : nullptr;
   const int64_t b_next = kc * kBTileBytes;
   const uint8_t* xb = reinterpret_cast<const uint8_t*>(xp);
   for (int64_t tb = 0; tb < token_blocks; tb += 2) {
@@ -225,20 +269,33 @@ void RunTask(const uint16_t* w, int64_t k, int64_t n0, int64_t rows, const uint1
       const bool two_a = p + 1 < tiles16;
       const int64_t r0 = n0 + p * 16, rows_left = rows - p * 16;
       if (two_a && two_b) {
-        Panel<2, 2>(a, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n, a_copy);
+        Panel<2, 2>(wr, upr, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
       } else if (two_a) {
-        Panel<2, 1>(a, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n, a_copy);
+        Panel<2, 1>(wr, upr, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
       } else if (two_b) {
-        Panel<1, 2>(a, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n, a_copy);
+        Panel<1, 2>(wr, upr, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
       } else {
-        Panel<1, 1>(a, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n, a_copy);
+        Panel<1, 1>(wr, upr, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
       }
     }
-    if (a_copy != nullptr) {
-      a = {a_copy, 64, 1024, kc * 1024};
-      a_copy = nullptr;
-    }
+    wr.PassDone(kc);
+    ur.PassDone(kc);
   }
+}
+
+// Rounds and packs x for a call: token_blocks * kc B tiles in the caller's scratch.
+uint16_t* PackedX(const float* x, int64_t m, int64_t k, int64_t kc, ThreadPool& pool) {
+  const int64_t token_blocks = (m + 15) / 16;
+  uint16_t* xp = static_cast<uint16_t*>(
+      ThreadScratch(kScratchCaller, static_cast<size_t>(token_blocks * kc * kBTileBytes)));
+  PackX(x, m, k, kc, xp, pool);
+  return xp;
+}
+
+// A number unique to one kernel call, for ConfigureTilesFor.
+uint64_t NextCall() {
+  static std::atomic<uint64_t> calls{0};
+  return calls.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 }  // namespace
@@ -248,19 +305,32 @@ void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targe
   if (targets[0].w.dtype != DType::kBf16) return avx512::MatMulShared(x, m, targets, pool);
   const int64_t k = targets[0].w.cols;
   const int64_t kc = (k + kTileK - 1) / kTileK;
-  const int64_t token_blocks = (m + 15) / 16;
-  uint16_t* xp = static_cast<uint16_t*>(
-      ThreadScratch(kScratchCaller, static_cast<size_t>(token_blocks * kc * kBTileBytes)));
-  PackX(x, m, k, kc, xp, pool);
-  const RowTasks tasks(targets, token_blocks == 1 ? kDecodeTaskRows : kTaskRows);
-  static std::atomic<uint64_t> calls{0};
-  const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint16_t* xp = PackedX(x, m, k, kc, pool);
+  const RowTasks tasks(targets, m <= 16 ? kDecodeTaskRows : kTaskRows);
+  const uint64_t call = NextCall();
   pool.ParallelFor(tasks.size(), [&](int64_t t) {
     ConfigureTilesFor(call);
     const RowTasks::Task task = tasks[t];
     const MatrixView& w = task.target->w;
-    RunTask(static_cast<const uint16_t*>(w.data), k, task.row0, task.rows, xp, m, kc,
+    RunTask(static_cast<const uint16_t*>(w.data), nullptr, k, task.row0, task.rows, xp, m, kc,
             task.target->y, w.rows);
+  });
+}
+
+void MatMulSiluMul(const float* x, int64_t m, const MatrixView& gate, const MatrixView& up,
+                   float* out, ThreadPool& pool) {
+  const int64_t k = gate.cols, n = gate.rows;
+  const int64_t kc = (k + kTileK - 1) / kTileK;
+  const uint16_t* xp = PackedX(x, m, k, kc, pool);
+  // A task does the same rows of both matrices, so each holds as much work
+  // as two tasks of MatMulShared over {gate, up}.
+  const int64_t task_rows = m <= 16 ? kDecodeTaskRows : kTaskRows;
+  const uint64_t call = NextCall();
+  pool.ParallelFor((n + task_rows - 1) / task_rows, [&](int64_t t) {
+    ConfigureTilesFor(call);
+    const int64_t n0 = t * task_rows;
+    RunTask(static_cast<const uint16_t*>(gate.data), static_cast<const uint16_t*>(up.data), k, n0,
+            std::min(task_rows, n - n0), xp, m, kc, out, n);
   });
 }
 

@@ -70,6 +70,20 @@ void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targe
     i = j;
   }
 }
+void MatMulSiluMul(const float* x, int64_t m, const MatMulTarget& gate, const MatMulTarget& up,
+                   ThreadPool& pool) {
+  if (m <= 0) return;
+  KVFORK_CHECK_MSG(gate.w.rows == up.w.rows && gate.w.cols == up.w.cols,
+                   "MatMulSiluMul: gate and up of different shapes");
+  if (ActiveIsa() == Isa::kAmx && gate.w.dtype == DType::kBf16 && up.w.dtype == DType::kBf16)
+    return amx::MatMulSiluMul(x, m, gate.w, up.w, gate.y, pool);
+  const MatMulTarget both[] = {gate, up};
+  MatMulShared(x, m, both, pool);
+  const int64_t n = gate.w.rows;
+  pool.ParallelForRows(m, [&](int64_t r0, int64_t r1) {
+    SiluMul(gate.y + r0 * n, up.y + r0 * n, (r1 - r0) * n, gate.y + r0 * n);
+  });
+}
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y) {
   KVFORK_DISPATCH(RmsNorm(x, weight, rows, dim, eps, y));
 }

@@ -46,6 +46,15 @@ struct MatMulTarget {
 void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,
                   ThreadPool& pool);
 
+// The MLP's first half: gate.y = silu(x * gate.w^T) * (x * up.w^T), with the
+// bits of MatMulShared over {gate, up} followed by SiluMul. up.y is scratch the
+// call may overwrite: levels that run it as those two steps keep up's product
+// there, while the AMX level applies the SiLU to each pair of C tiles before
+// storing them, so neither product goes through memory. gate.w and up.w have
+// the same shape.
+void MatMulSiluMul(const float* x, int64_t m, const MatMulTarget& gate, const MatMulTarget& up,
+                   ThreadPool& pool);
+
 // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for rows r < rows. In place is fine.
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y);
 

@@ -129,5 +129,12 @@ inline void Transpose16x16(__m512 r[16]) {
 
 inline float ExpScalar(float x) { return _mm512_cvtss_f32(Exp(_mm512_set1_ps(x))); }
 
+// silu(g) * u lane by lane: SiluMul's math, shared with the AMX MatMulSiluMul
+// epilogue so the fused and the separate forms give the same bits.
+inline __m512 SiluMulLanes(__m512 g, __m512 u) {
+  const __m512 e = Exp(_mm512_xor_ps(g, _mm512_set1_ps(-0.0f)));
+  return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
+}
+
 }  // namespace
 }  // namespace kvfork::avx512

@@ -7,24 +7,6 @@
 #include "kernels/ops.h"
 
 namespace kvfork {
-namespace {
-
-// Runs fn(r0, r1) over token rows [0, rows): split across the pool when there
-// are many rows (prefill), inline otherwise (decode, where a sync would cost
-// more than the op). The per-token ops run this way compute each row alone,
-// so the split changes no bits.
-template <typename Fn>
-void ForTokenRows(ThreadPool& pool, int64_t rows, const Fn& fn) {
-  constexpr int64_t kMinRowsPerTask = 16;
-  const int64_t tasks = std::min<int64_t>(rows / kMinRowsPerTask, 4 * pool.num_threads());
-  if (tasks < 2) {
-    fn(int64_t{0}, rows);
-    return;
-  }
-  pool.ParallelFor(tasks, [&](int64_t t) { fn(rows * t / tasks, rows * (t + 1) / tasks); });
-}
-
-}  // namespace
 
 Decoder::Decoder(ModelConfig config, const ArchSpec& arch, std::unique_ptr<ModelWeights> weights)
     : config_(std::move(config)), arch_(arch), weights_(std::move(weights)) {
@@ -108,19 +90,19 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
   const int64_t half = c.head_dim / 2;
   rope_cos_.resize(T * half);
   rope_sin_.resize(T * half);
-  ForTokenRows(pool, T, [&](int64_t r0, int64_t r1) {
+  pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
     RopeAngles(positions_.data() + r0, r1 - r0, inv_freq_.data(), half, rope_cos_.data() + r0 * half,
                rope_sin_.data() + r0 * half);
   });
   EmbeddingLookup(w.embed_tokens, batch.tokens.data(), T, x_.data());
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = w.layers[l];
-    ForTokenRows(pool, T, [&](int64_t r0, int64_t r1) {
+    pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
       RmsNorm(x_.data() + r0 * H, L.input_norm, r1 - r0, H, eps, h_.data() + r0 * H);
     });
     const MatMulTarget qkv[] = {{L.q_proj, q_.data()}, {L.k_proj, k_.data()}, {L.v_proj, v_.data()}};
     MatMulShared(h_.data(), T, qkv, pool);
-    ForTokenRows(pool, T, [&](int64_t r0, int64_t r1) {
+    pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
       float* q = q_.data() + r0 * qd;
       float* k = k_.data() + r0 * kvd;
       if (arch_.after_qkv != nullptr) arch_.after_qkv(c, L, r1 - r0, q, k);
@@ -133,7 +115,7 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
       int64_t t = 0;
       for (const ForwardSeq& s : batch.seqs) {
         // Each token fills its own slots (and int8 scales): split like the rest.
-        ForTokenRows(pool, s.num_tokens, [&](int64_t r0, int64_t r1) {
+        pool.ParallelForRows(s.num_tokens, [&](int64_t r0, int64_t r1) {
           WriteKv(layout, static_cast<int>(l), s.blocks, s.start_pos + r0, r1 - r0,
                   k_.data() + (t + r0) * kvd, v_.data() + (t + r0) * kvd);
         });
@@ -143,17 +125,13 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
     PagedAttention(layout, static_cast<int>(l), static_cast<int>(c.num_heads), scale, attn_seqs_,
                    pool);
     MatMul(attn_.data(), T, L.o_proj, out_.data(), pool);
-    ForTokenRows(pool, T, [&](int64_t r0, int64_t r1) {
+    pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
       AddInPlace(x_.data() + r0 * H, out_.data() + r0 * H, (r1 - r0) * H);
       RmsNorm(x_.data() + r0 * H, L.post_attn_norm, r1 - r0, H, eps, h_.data() + r0 * H);
     });
-    const MatMulTarget gate_up[] = {{L.gate_proj, gate_.data()}, {L.up_proj, up_.data()}};
-    MatMulShared(h_.data(), T, gate_up, pool);
-    ForTokenRows(pool, T, [&](int64_t r0, int64_t r1) {
-      SiluMul(gate_.data() + r0 * I, up_.data() + r0 * I, (r1 - r0) * I, gate_.data() + r0 * I);
-    });
+    MatMulSiluMul(h_.data(), T, {L.gate_proj, gate_.data()}, {L.up_proj, up_.data()}, pool);
     MatMul(gate_.data(), T, L.down_proj, out_.data(), pool);
-    ForTokenRows(pool, T, [&](int64_t r0, int64_t r1) {
+    pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
       AddInPlace(x_.data() + r0 * H, out_.data() + r0 * H, (r1 - r0) * H);
     });
   }

@@ -189,6 +189,40 @@ TEST_P(MatMulTest, SharedCallGivesEachTargetItsOwnCallsBits) {
   }
 }
 
+// MatMulSiluMul: the bits of MatMulShared over {gate, up} and SiluMul, on
+// every ISA (the AMX level fuses the two; the others run them in turn), with
+// ragged row panels, a K tail, one and several passes over the token blocks,
+// decode-sized and prefill-sized tasks, and 1-3 threads.
+TEST_P(MatMulTest, SiluMulCallGivesSharedCallThenSiluMulsBits) {
+  const DType dtype = GetParam();
+  for (int64_t k : {96, 201}) {
+    for (int64_t n : {17, 130, 300}) {
+      const Weights gate = MakeWeights(n, k, 50), up = MakeWeights(n, k, 51);
+      const MatrixView gw = gate.View(dtype, n, k), uw = up.View(dtype, n, k);
+      for (Isa isa : SupportedIsas()) {
+        ScopedIsa scoped(isa);
+        for (int threads : {1, 2, 3}) {
+          ThreadPool pool(threads);
+          for (int64_t m : {1, 5, 33, 70}) {
+            const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 52);
+            std::vector<float> got(static_cast<size_t>(m * n), -1.0f), scratch(got.size(), -1.0f);
+            MatMulSiluMul(x.data(), m, {gw, got.data()}, {uw, scratch.data()}, pool);
+            std::vector<float> g(got.size(), -2.0f), u(got.size(), -2.0f), want(got.size());
+            const MatMulTarget both[] = {{gw, g.data()}, {uw, u.data()}};
+            MatMulShared(x.data(), m, both, pool);
+            SiluMul(g.data(), u.data(), m * n, want.data());
+            size_t at = 0;
+            ASSERT_TRUE(SameBits(got.data(), want.data(), want.size(), &at))
+                << IsaName(isa) << " " << DTypeName(dtype) << " k=" << k << " n=" << n
+                << " threads=" << threads << " m=" << m << " at " << at << ": " << got[at]
+                << " vs " << want[at];
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMulBf16, RoundsXToBf16First) {
   // x = 1 + 2^-10 is not a bf16; rounded it is 1.0, so 1 * w must give w exactly.
   const int64_t k = 1;
