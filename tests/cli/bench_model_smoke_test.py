@@ -1,0 +1,80 @@
+"""Smoke test of `kvfork bench model` on a tiny model (the real benchmark runs
+qwen3-0.6b and never runs here): the table and JSON have every row and field,
+the reported prefill time is the median of the timed runs, the first call
+(buffers not yet sized) is reported separately, decode is greedy and so
+repeatable, and a bad flag is refused with a message that names it."""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+SRC = os.environ.get("KVFORK_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+CACHE = os.environ.get("KVFORK_CACHE_DIR", os.path.join(SRC, ".cache"))
+BUILD = os.environ.get("KVFORK_BUILD_DIR", os.path.join(SRC, "build/release"))
+KVFORK = os.environ.get("KVFORK_BIN", os.path.join(BUILD, "src/cli/kvfork"))
+TOKENIZER = os.path.join(CACHE, "npm/tokenizer-qwen3/package/models")
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def run(args, timeout=120):
+    return subprocess.run([KVFORK] + args, capture_output=True, text=True, timeout=timeout)
+
+
+def bench(model, out):
+    p = run(["bench", "model", "--shape", "qwen3-0.6b", "--model", model, "--threads", "2",
+             "--prompt-tokens", "40", "--decode-tokens", "4", "--prefill-runs", "3", "--json", out])
+    if p.returncode != 0:
+        fail(f"bench model exited {p.returncode}: {p.stdout[-2000:]} {p.stderr[-2000:]}")
+    return p.stdout, json.load(open(out))
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "model")
+        p = run(["make-model", "--arch", "qwen3", "--shape", "tiny", "--seed", "3", "--tokenizer",
+                 TOKENIZER, "--out", model])
+        if p.returncode != 0:
+            fail(f"make-model exited {p.returncode}: {p.stderr[-2000:]}")
+
+        table, j = bench(model, os.path.join(tmp, "a.json"))
+        print(table)
+        for metric in ["read bandwidth", "peak amx bf16", "prefill", "decode", "decode weights"]:
+            if not any(line.startswith(metric) for line in table.splitlines()):
+                fail(f"table has no row {metric!r}")
+        for field in ["prefill_s", "prefill_runs_s", "prefill_first_call_s", "prefill_flops",
+                      "decode_s", "generated_tokens", "rows", "read_bandwidth_gbps"]:
+            if field not in j:
+                fail(f"JSON has no field {field!r}")
+        runs = j["prefill_runs_s"]
+        if len(runs) != 3 or min(runs) <= 0:
+            fail(f"prefill_runs_s should hold 3 positive times, got {runs}")
+        if j["prefill_s"] != statistics.median(runs):
+            fail(f"prefill_s {j['prefill_s']} is not the median of {runs}")
+        if j["prefill_first_call_s"] <= 0:
+            fail("prefill_first_call_s should be positive")
+        if len(j["generated_tokens"]) != 4:
+            fail(f"expected 4 generated tokens, got {j['generated_tokens']}")
+        prefill_row = [r for r in j["rows"] if r["metric"] == "prefill" and r["unit"] == "tok/s"][0]
+        if abs(prefill_row["value"] - 40 / j["prefill_s"]) > 1e-6 * prefill_row["value"]:
+            fail(f"prefill tok/s {prefill_row['value']} is not 40 / prefill_s")
+
+        # Repeated prefills write the same K/V, so decode is the same greedy run.
+        _, j2 = bench(model, os.path.join(tmp, "b.json"))
+        if j2["generated_tokens"] != j["generated_tokens"]:
+            fail(f"greedy decode differs between runs: {j['generated_tokens']} vs {j2['generated_tokens']}")
+
+        p = run(["bench", "model", "--model", model, "--prefill-runs", "0"])
+        if p.returncode == 0 or "--prefill-runs" not in p.stderr + p.stdout:
+            fail(f"--prefill-runs 0 should be refused naming the flag: {p.stdout} {p.stderr}")
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
