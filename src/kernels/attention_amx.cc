@@ -66,6 +66,7 @@ struct alignas(64) QueryTile {
   float l[kRows];                                // running sum of p
   int64_t t0;                                    // first query token (of the sequence)
   int tokens;
+  int rows;  // real rows, tokens * G
   int64_t ctx_end;  // the largest ctx
 };
 
@@ -95,6 +96,7 @@ void InitTile(const KvLayout& l, int num_heads, int G, const AttentionSeq& s, in
   const int rows = tokens * G;
   tile->t0 = t0;
   tile->tokens = tokens;
+  tile->rows = rows;
   for (int i = 0; i < kRows; ++i) {
     // Padding rows copy row 0's context so their math stays finite.
     tile->ctx[i] = static_cast<int32_t>(s.start_pos + t0 + (i < rows ? i / G : 0) + 1);
@@ -102,7 +104,7 @@ void InitTile(const KvLayout& l, int num_heads, int G, const AttentionSeq& s, in
     tile->l[i] = 0.0f;
   }
   tile->ctx_end = s.start_pos + t0 + tokens;
-  for (int i = 0; i < kRows; ++i) std::memset(tile->acc[i], 0, static_cast<size_t>(hd) * sizeof(float));
+  for (int i = 0; i < rows; ++i) std::memset(tile->acc[i], 0, static_cast<size_t>(hd) * sizeof(float));
   for (int c = 0; c < hd / 32; ++c) {
     __m512 hi[kRows], lo[kRows];
     for (int i = 0; i < kRows; ++i) {
@@ -162,10 +164,46 @@ void PackV(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t
   }
 }
 
+// The next key group's K and V rows, prefetched into L2 a few lines at a time
+// during the current group's work: a decode step does little work per group
+// (one tile), so without this each group first waits for its 2 * head_dim
+// lines from DRAM with at most the fill buffers' worth in flight, then
+// computes. All at once at the group's start, the prefetches stall on those
+// same fill buffers; spread over the work they overlap it. Measured (28
+// layers of qwen3-0.6b attention, one query token, 2 threads, 2 MB pages):
+// 2,048 keys 18.5 -> 14.2 ms per step, 600 keys 5.3 -> 4.15 ms; an L1 hint
+// was slower than L2, two groups ahead no better than one.
+struct GroupPrefetch {
+  const char* half[4] = {};  // K keys 0-15, K 16-31, V 0-15, V 16-31 (nullptr: none)
+  int lines_per_half = 0;
+  int next = 0;
+  int total = 0;
+
+  // Keys [g0, g0 + 32) of a span whose keys below span_end exist.
+  GroupPrefetch(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t g0,
+                int64_t span_end)
+      : lines_per_half(16 * l.head_dim * 2 / 64), total(4 * lines_per_half) {
+    for (int h = 0; h < 2; ++h) {
+      if (g0 + 16 * h >= span_end) break;  // no block holds these keys yet
+      half[h] = reinterpret_cast<const char*>(KvRow(l, s, layer, 0, kvh, g0 + 16 * h));
+      half[2 + h] = reinterpret_cast<const char*>(KvRow(l, s, layer, 1, kvh, g0 + 16 * h));
+    }
+  }
+  void Step(int n) {
+    for (; n > 0 && next < total; --n, ++next) {
+      const char* h = half[next / lines_per_half];
+      if (h != nullptr) _mm_prefetch(h + (next % lines_per_half) * 64, _MM_HINT_T1);
+    }
+  }
+};
+
 // One key group [g0, g0 + 32) for one tile (g0 < tile->ctx_end); span_end:
 // keys written for the span (positions below it exist in the block table).
+// pf takes 16 steps per S and per PV chunk and head_dim / 32 per key: 2 *
+// head_dim lines in all, the whole next group.
 void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, float scale,
-               int64_t g0, int64_t span_end, const PackedV& pv, QueryTile* tile) {
+               int64_t g0, int64_t span_end, const PackedV& pv, QueryTile* tile,
+               GroupPrefetch& pf) {
   const int hd = l.head_dim;
   const int64_t row_bytes = int64_t{hd} * 2;
   const bool second = g0 + 16 < span_end;  // keys 16..31 of the group exist
@@ -177,6 +215,7 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
   KVFORK_TILE_ZERO(0);
   KVFORK_TILE_ZERO(1);
   for (int c = 0; c < hd / 32; ++c) {
+    pf.Step(16);
     KVFORK_TILE_LOAD(4, tile->qt[c][0], kTileStride);
     KVFORK_TILE_LOAD(5, tile->qt[c][1], kTileStride);
     KVFORK_TILE_LOAD(2, k0 + c * 64, row_bytes);
@@ -200,6 +239,7 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
   for (int j = 0; j < kGroupKeys; ++j) {
     const __mmask16 seen =
         _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(g0 + j)), ctx);
+    pf.Step(hd / 32);
     sc[j] = _mm512_mask_blend_ps(seen, neg_inf, _mm512_mul_ps(_mm512_load_ps(st[j]), vscale));
     m_new = _mm512_max_ps(sc[j], m_new);
   }
@@ -213,13 +253,16 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
   _mm512_store_ps(tile->l, _mm512_add_ps(_mm512_mul_ps(_mm512_load_ps(tile->l), corr), t[0]));
   _mm512_store_ps(tile->m, m_new);
 
-  // P rows (query row, 32 keys) as hi and lo A tiles.
+  // P rows (query row, 32 keys) as hi and lo A tiles. Only the tile's real
+  // rows are split and, below, accumulated (a decode step has G of 16):
+  // padding rows of P are zeros and their O is never read.
+  const int rows = tile->rows;
   alignas(64) uint16_t p_hi[kRows * 32], p_lo[kRows * 32];
   Transpose16x16(sc);       // sc[i] = keys 0-15 of row i
   Transpose16x16(sc + 16);  // sc[16 + i] = keys 16-31 of row i
   for (int i = 0; i < kRows; ++i) {
-    __m512i h, o;
-    SplitBf16(sc[i], sc[16 + i], &h, &o);
+    __m512i h = _mm512_setzero_si512(), o = h;
+    if (i < rows) SplitBf16(sc[i], sc[16 + i], &h, &o);
     _mm512_store_si512(p_hi + i * 32, h);
     _mm512_store_si512(p_lo + i * 32, o);
   }
@@ -231,6 +274,7 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
   KVFORK_TILE_LOAD(2, p_hi, kTileStride);
   KVFORK_TILE_LOAD(3, p_lo, kTileStride);
   for (int d = 0; d < hd / 16; d += 2) {
+    pf.Step(16);
     KVFORK_TILE_ZERO(0);
     KVFORK_TILE_ZERO(1);
     KVFORK_TILE_LOAD(4, pv.tiles[d], kTileStride);
@@ -241,7 +285,7 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
     KVFORK_TILE_DP(1, 3, 5);
     KVFORK_TILE_STORE(0, o[0], kTileStride);
     KVFORK_TILE_STORE(1, o[1], kTileStride);
-    for (int i = 0; i < kRows; ++i) {
+    for (int i = 0; i < rows; ++i) {
       const __m512 c = _mm512_set1_ps(corr_rows[i]);
       float* a = tile->acc[i] + d * 16;
       _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_load_ps(a), c, _mm512_load_ps(o[0][i])));
@@ -289,8 +333,10 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
   for (int64_t g0 = 0; g0 < span_end; g0 += kGroupKeys) {
     const int n_keys = static_cast<int>(span_end - g0 < kGroupKeys ? span_end - g0 : kGroupKeys);
     PackV(l, s, layer, task.kvh, g0, n_keys, pv);
+    GroupPrefetch pf(l, s, layer, task.kvh, g0 + kGroupKeys, span_end);
     for (int k = 0; k < ntiles; ++k)
-      if (g0 < tiles[k].ctx_end) TileGroup(l, s, layer, task.kvh, scale, g0, span_end, *pv, &tiles[k]);
+      if (g0 < tiles[k].ctx_end)
+        TileGroup(l, s, layer, task.kvh, scale, g0, span_end, *pv, &tiles[k], pf);
   }
   for (int k = 0; k < ntiles; ++k) FinishTile(l, num_heads, G, s, task.kvh, tiles[k]);
 }
