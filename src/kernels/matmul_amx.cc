@@ -1,7 +1,8 @@
 // AMX-BF16 MatMul: y[m, n] = sum_k x[m, k] * w[n, k] for bf16 weights
-// (f32 weights run the AVX-512 kernel at this level), and MatMulSiluMul, which
+// (f32 weights run the AVX-512 kernel at this level); MatMulSiluMul, which
 // takes the same rows of gate and up in one task and stores silu(gate) * up
-// from their C tiles (StoreSiluMulTransposed).
+// from their C tiles; and MatMulAddTo, which adds its C tiles into y (the
+// Epilogue of a task).
 //
 // Computed as Y^T = W * X^T so the weights need no repacking: an A tile is
 // 16 rows of W in their natural [N, K] layout (16 x 32 bf16, stride K; a task
@@ -151,26 +152,33 @@ inline void Kernel(const ATiles& w, int64_t t0, const uint8_t* b, int64_t b_next
   if constexpr (NA == 2 && NB == 2) KVFORK_TILE_STORE(3, c + 768, c_stride);
 }
 
-// Writes C tile [16 W rows][16 tokens] into y[token, n0 + row] for the first
-// `tokens` tokens and `rows` rows.
-inline void StoreTransposed(const float* ct, int tokens, int rows, float* y, int64_t n) {
-  __m512 v[16];
-  for (int i = 0; i < 16; ++i) v[i] = _mm512_load_ps(ct + 16 * i);
-  Transpose16x16(v);
-  const __mmask16 mask = Mask16(rows);
-  for (int j = 0; j < tokens; ++j) _mm512_mask_storeu_ps(y + j * n, mask, v[j]);
-}
+// What a task does with its C tiles.
+enum class Epilogue {
+  kStore,    // y = C
+  kSiluMul,  // y = silu(C) * C of the up matrix's same rows (MatMulSiluMul)
+  kAdd,      // y += C (MatMulAddTo)
+};
 
-// The same for silu(gate) * up of two C tiles over the same rows and tokens
-// (SiluMul's lane math, so the bits equal SiluMul over StoreTransposed's).
-inline void StoreSiluMulTransposed(const float* gate, const float* up, int tokens, int rows,
-                                   float* y, int64_t n) {
+// Writes C tile [16 W rows][16 tokens] into y[token, n0 + row] for the first
+// `tokens` tokens and `rows` rows; with kSiluMul, silu(C) * C_up (SiluMul's
+// lane math, so the bits equal SiluMul over the two stored products); with
+// kAdd, y + C (AddInPlace's single add).
+template <Epilogue E>
+inline void StoreTransposed(const float* ct, const float* ct_up, int tokens, int rows, float* y,
+                            int64_t n) {
   __m512 v[16];
-  for (int i = 0; i < 16; ++i)
-    v[i] = avx512::SiluMulLanes(_mm512_load_ps(gate + 16 * i), _mm512_load_ps(up + 16 * i));
+  for (int i = 0; i < 16; ++i) {
+    v[i] = _mm512_load_ps(ct + 16 * i);
+    if constexpr (E == Epilogue::kSiluMul)
+      v[i] = avx512::SiluMulLanes(v[i], _mm512_load_ps(ct_up + 16 * i));
+  }
   Transpose16x16(v);
   const __mmask16 mask = Mask16(rows);
-  for (int j = 0; j < tokens; ++j) _mm512_mask_storeu_ps(y + j * n, mask, v[j]);
+  for (int j = 0; j < tokens; ++j) {
+    __m512 out = v[j];
+    if constexpr (E == Epilogue::kAdd) out = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y + j * n), out);
+    _mm512_mask_storeu_ps(y + j * n, mask, out);
+  }
 }
 
 // Copies W rows [0, rows) (w points at the first, K = k) into A tiles one
@@ -222,44 +230,40 @@ struct TaskRows {
   }
 };
 
-// Output tiles of W rows p * 16 .. for the token blocks at t0 and the next:
-// stored as they are, or, given up (the same rows of the up matrix), as
-// silu(w) * up.
-template <int NA, int NB>
+// Output tiles of W rows p * 16 .. for the token blocks at t0 and the next,
+// through epilogue E (kSiluMul: up holds the same rows of the up matrix).
+template <Epilogue E, int NA, int NB>
 void Panel(const TaskRows& w, const TaskRows* up, int64_t p, const uint8_t* b, int64_t b_next,
            int64_t kc, int64_t t0, int64_t m, int64_t r0, int64_t rows_left, float* y, int64_t n) {
   alignas(64) float c[4 * 256];
-  alignas(64) float cu[4 * 256];
+  alignas(64) float cu[E == Epilogue::kSiluMul ? 4 * 256 : 1];
   Kernel<NA, NB>(w.a, p, b, b_next, kc, c, w.a_copy);
-  if (up != nullptr) Kernel<NA, NB>(up->a, p, b, b_next, kc, cu, up->a_copy);
+  if constexpr (E == Epilogue::kSiluMul) Kernel<NA, NB>(up->a, p, b, b_next, kc, cu, up->a_copy);
   for (int i = 0; i < NA; ++i) {
     const int rows = static_cast<int>(std::min<int64_t>(16, rows_left - 16 * i));
     for (int j = 0; j < NB; ++j) {
       const int tokens = static_cast<int>(std::min<int64_t>(16, m - t0 - 16 * j));
       const int tile = (2 * i + j) * 256;
-      float* dst = y + (t0 + 16 * j) * n + r0 + 16 * i;
-      if (up != nullptr) {
-        StoreSiluMulTransposed(c + tile, cu + tile, tokens, rows, dst, n);
-      } else {
-        StoreTransposed(c + tile, tokens, rows, dst, n);
-      }
+      StoreTransposed<E>(c + tile, E == Epilogue::kSiluMul ? cu + tile : nullptr, tokens, rows,
+                         y + (t0 + 16 * j) * n + r0 + 16 * i, n);
     }
   }
 }
 
-// W rows [n0, n0 + rows) for every token, into y; with up (the same rows of
-// the up matrix, same shape as w), silu(w) * up instead.
+// W rows [n0, n0 + rows) for every token, into y through epilogue E; for
+// kSiluMul, up is the up matrix (w's shape), whose same rows the task takes.
+template <Epilogue E>
 void RunTask(const uint16_t* w, const uint16_t* up, int64_t k, int64_t n0, int64_t rows,
              const uint16_t* xp, int64_t m, int64_t kc, float* y, int64_t n) {
+  constexpr bool kPair = E == Epilogue::kSiluMul;
   const int64_t tiles16 = (rows + 15) / 16;
   const int64_t token_blocks = (m + 15) / 16;
   const int64_t packed_bytes = tiles16 * kc * 1024;
   uint8_t* packed = static_cast<uint8_t*>(
-      ThreadScratch(kScratchTask, static_cast<size_t>((up != nullptr ? 2 : 1) * packed_bytes)));
+      ThreadScratch(kScratchTask, static_cast<size_t>((kPair ? 2 : 1) * packed_bytes)));
   TaskRows wr(w, k, n0, rows, kc, token_blocks, packed);
-  TaskRows ur = up != nullptr ? TaskRows(up, k, n0, rows, kc, token_blocks, packed + packed_bytes)
-                              : wr;
-  const TaskRows* upr = up != nullptr ? &ur : nullptr;
+  TaskRows ur = kPair ? TaskRows(up, k, n0, rows, kc, token_blocks, packed + packed_bytes) : wr;
+  const TaskRows* upr = kPair ? &ur : nullptr;
   const int64_t b_next = kc * kBTileBytes;
   const uint8_t* xb = reinterpret_cast<const uint8_t*>(xp);
   // At M <= 16 the task streams W once from DRAM, and 16-row panels read it
@@ -273,13 +277,13 @@ void RunTask(const uint16_t* w, const uint16_t* up, int64_t k, int64_t n0, int64
       const bool two_a = panel_tiles == 2 && p + 1 < tiles16;
       const int64_t r0 = n0 + p * 16, rows_left = rows - p * 16;
       if (two_a && two_b) {
-        Panel<2, 2>(wr, upr, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
+        Panel<E, 2, 2>(wr, upr, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
       } else if (two_a) {
-        Panel<2, 1>(wr, upr, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
+        Panel<E, 2, 1>(wr, upr, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
       } else if (two_b) {
-        Panel<1, 2>(wr, upr, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
+        Panel<E, 1, 2>(wr, upr, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
       } else {
-        Panel<1, 1>(wr, upr, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
+        Panel<E, 1, 1>(wr, upr, p, b, b_next, kc, tb * 16, m, r0, rows_left, y, n);
       }
     }
     wr.PassDone(kc);
@@ -316,8 +320,8 @@ void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targe
     ConfigureTilesFor(call);
     const RowTasks::Task task = tasks[t];
     const MatrixView& w = task.target->w;
-    RunTask(static_cast<const uint16_t*>(w.data), nullptr, k, task.row0, task.rows, xp, m, kc,
-            task.target->y, w.rows);
+    RunTask<Epilogue::kStore>(static_cast<const uint16_t*>(w.data), nullptr, k, task.row0,
+                              task.rows, xp, m, kc, task.target->y, w.rows);
   });
 }
 
@@ -333,8 +337,25 @@ void MatMulSiluMul(const float* x, int64_t m, const MatrixView& gate, const Matr
   pool.ParallelFor((n + task_rows - 1) / task_rows, [&](int64_t t) {
     ConfigureTilesFor(call);
     const int64_t n0 = t * task_rows;
-    RunTask(static_cast<const uint16_t*>(gate.data), static_cast<const uint16_t*>(up.data), k, n0,
-            std::min(task_rows, n - n0), xp, m, kc, out, n);
+    RunTask<Epilogue::kSiluMul>(static_cast<const uint16_t*>(gate.data),
+                                static_cast<const uint16_t*>(up.data), k, n0,
+                                std::min(task_rows, n - n0), xp, m, kc, out, n);
+  });
+}
+
+void MatMulAddTo(const float* x, int64_t m, const MatrixView& w, float* sum, ThreadPool& pool) {
+  const int64_t k = w.cols;
+  const int64_t kc = (k + kTileK - 1) / kTileK;
+  const uint16_t* xp = PackedX(x, m, k, kc, pool);
+  const MatMulTarget target{w, sum};
+  const RowTasks tasks(std::span<const MatMulTarget>(&target, 1),
+                       m <= 16 ? kDecodeTaskRows : kTaskRows);
+  const uint64_t call = NextCall();
+  pool.ParallelFor(tasks.size(), [&](int64_t t) {
+    ConfigureTilesFor(call);
+    const RowTasks::Task task = tasks[t];
+    RunTask<Epilogue::kAdd>(static_cast<const uint16_t*>(w.data), nullptr, k, task.row0, task.rows,
+                            xp, m, kc, sum, w.rows);
   });
 }
 

@@ -84,6 +84,17 @@ void MatMulSiluMul(const float* x, int64_t m, const MatMulTarget& gate, const Ma
     SiluMul(gate.y + r0 * n, up.y + r0 * n, (r1 - r0) * n, gate.y + r0 * n);
   });
 }
+void MatMulAddTo(const float* x, int64_t m, const MatMulTarget& product, float* sum,
+                 ThreadPool& pool) {
+  if (m <= 0) return;
+  if (ActiveIsa() == Isa::kAmx && product.w.dtype == DType::kBf16)
+    return amx::MatMulAddTo(x, m, product.w, sum, pool);
+  MatMul(x, m, product.w, product.y, pool);
+  const int64_t n = product.w.rows;
+  pool.ParallelForRows(m, [&](int64_t r0, int64_t r1) {
+    AddInPlace(sum + r0 * n, product.y + r0 * n, (r1 - r0) * n);
+  });
+}
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y) {
   KVFORK_DISPATCH(RmsNorm(x, weight, rows, dim, eps, y));
 }

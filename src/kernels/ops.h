@@ -55,6 +55,14 @@ void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targe
 void MatMulSiluMul(const float* x, int64_t m, const MatMulTarget& gate, const MatMulTarget& up,
                    ThreadPool& pool);
 
+// A residual branch's last matrix: sum += x * product.w^T, with the bits of
+// MatMul into product.y followed by AddInPlace(sum, product.y). product.y is
+// scratch the call may overwrite: levels that run it as those two steps keep
+// the product there, while the AMX level adds each C tile into sum as it
+// stores it, so the product never goes through memory.
+void MatMulAddTo(const float* x, int64_t m, const MatMulTarget& product, float* sum,
+                 ThreadPool& pool);
+
 // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for rows r < rows. In place is fine.
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y);
 

@@ -43,15 +43,17 @@ namespace avx512 {
 KVFORK_DECLARE_ISA_OPS
 }  // namespace avx512
 namespace amx {
-// MatMulShared, MatMulSiluMul and PagedAttention differ at this level (bf16
-// weights and bf16 KV on AMX tiles; MatMulShared and PagedAttention call the
-// avx512 version for other dtypes and layouts); every other op runs the
-// avx512 version.
+// MatMulShared, MatMulSiluMul, MatMulAddTo and PagedAttention differ at this
+// level (bf16 weights and bf16 KV on AMX tiles; MatMulShared and
+// PagedAttention call the avx512 version for other dtypes and layouts); every
+// other op runs the avx512 version.
 void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,
                   ThreadPool& pool);
 // gate and up bf16, same shape, m > 0; out = silu(x gate^T) * (x up^T).
 void MatMulSiluMul(const float* x, int64_t m, const MatrixView& gate, const MatrixView& up,
                    float* out, ThreadPool& pool);
+// w bf16, m > 0; sum += x w^T.
+void MatMulAddTo(const float* x, int64_t m, const MatrixView& w, float* sum, ThreadPool& pool);
 void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,
                     std::span<const AttentionSeq> seqs, ThreadPool& pool);
 }  // namespace amx

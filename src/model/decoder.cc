@@ -124,16 +124,12 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
     }
     PagedAttention(layout, static_cast<int>(l), static_cast<int>(c.num_heads), scale, attn_seqs_,
                    pool);
-    MatMul(attn_.data(), T, L.o_proj, out_.data(), pool);
+    MatMulAddTo(attn_.data(), T, {L.o_proj, out_.data()}, x_.data(), pool);
     pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
-      AddInPlace(x_.data() + r0 * H, out_.data() + r0 * H, (r1 - r0) * H);
       RmsNorm(x_.data() + r0 * H, L.post_attn_norm, r1 - r0, H, eps, h_.data() + r0 * H);
     });
     MatMulSiluMul(h_.data(), T, {L.gate_proj, gate_.data()}, {L.up_proj, up_.data()}, pool);
-    MatMul(gate_.data(), T, L.down_proj, out_.data(), pool);
-    pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
-      AddInPlace(x_.data() + r0 * H, out_.data() + r0 * H, (r1 - r0) * H);
-    });
+    MatMulAddTo(gate_.data(), T, {L.down_proj, out_.data()}, x_.data(), pool);
   }
 
   // Final norm and lm_head only for the rows whose logits are asked for.

@@ -223,6 +223,41 @@ TEST_P(MatMulTest, SiluMulCallGivesSharedCallThenSiluMulsBits) {
   }
 }
 
+// MatMulAddTo: the bits of MatMul then AddInPlace on every ISA (the AMX level
+// adds each C tile into the sum as it stores it), with the same spread of
+// shapes, token counts and threads; rows of the sum outside the product's
+// are never touched.
+TEST_P(MatMulTest, AddToCallGivesMatMulThenAddInPlacesBits) {
+  const DType dtype = GetParam();
+  for (int64_t k : {96, 201}) {
+    for (int64_t n : {17, 130, 300}) {
+      const Weights w = MakeWeights(n, k, 60);
+      const MatrixView view = w.View(dtype, n, k);
+      for (Isa isa : SupportedIsas()) {
+        ScopedIsa scoped(isa);
+        for (int threads : {1, 2, 3}) {
+          ThreadPool pool(threads);
+          for (int64_t m : {1, 5, 33, 70}) {
+            const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 61);
+            // One spare row after the sum: it must keep its value.
+            const std::vector<float> start = RandomFloats(static_cast<size_t>((m + 1) * n), 62);
+            std::vector<float> got = start, scratch(static_cast<size_t>(m * n), -1.0f);
+            MatMulAddTo(x.data(), m, {view, scratch.data()}, got.data(), pool);
+            std::vector<float> want = start, product(static_cast<size_t>(m * n));
+            MatMul(x.data(), m, view, product.data(), pool);
+            AddInPlace(want.data(), product.data(), m * n);
+            size_t at = 0;
+            ASSERT_TRUE(SameBits(got.data(), want.data(), want.size(), &at))
+                << IsaName(isa) << " " << DTypeName(dtype) << " k=" << k << " n=" << n
+                << " threads=" << threads << " m=" << m << " at " << at << ": " << got[at]
+                << " vs " << want[at];
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMulBf16, RoundsXToBf16First) {
   // x = 1 + 2^-10 is not a bf16; rounded it is 1.0, so 1 * w must give w exactly.
   const int64_t k = 1;
