@@ -11,6 +11,10 @@
 //                   (weights rotate over copies larger than the L3 so they come from DRAM)
 //   GEMM (m=512)    the same shapes (lm head cut to 16384 rows) as a fraction of peak
 //   oneDNN          dnnl::matmul on the same shapes and dtypes; "x dnnl" = its time / ours
+//   attention       PagedAttention on qwen3-0.6b's heads: a one-layer prefill of
+//                   512 and 2,048 tokens against the best bf16 rate, a decode
+//                   step's 28 layers at 512 and 2,048 keys against the bandwidth
+//                   (bench_attention.h)
 //
 // Flags: --threads N (default: all cores), --json PATH (default bench/results/kernels.json),
 //        --quick (fewer repetitions).
@@ -28,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_attention.h"
 #include "cli/bench_limits.h"
 #include "cli/command.h"
 #include "cli/flags.h"
@@ -233,6 +238,7 @@ int RunBenchKernels(int argc, char** argv) {
     }
   }
   out["matmul"] = rows;
+  out["attention"] = BenchAttention(pool, min_s, peak_for_bf16, bw);
   const std::filesystem::path path(*json_or);
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
@@ -248,7 +254,8 @@ int RunBenchKernels(int argc, char** argv) {
 
 }  // namespace
 
-KVFORK_REGISTER_BENCHMARK(kernels, "kernels", "GEMV/GEMM vs bandwidth, peak FLOPs and oneDNN",
+KVFORK_REGISTER_BENCHMARK(kernels, "kernels",
+                          "GEMV/GEMM vs bandwidth, peak FLOPs and oneDNN; attention",
                           RunBenchKernels);
 
 }  // namespace kvfork::cli

@@ -1,0 +1,19 @@
+// Attention's part of `kvfork bench kernels`: PagedAttention on qwen3-0.6b's
+// heads (16 query heads, 8 KV heads, head_dim 128, bf16 KV in blocks of 16),
+// as a prefill of one layer against the machine's best bf16 rate and as one
+// decode step's 28 layers against the read bandwidth (KV rotated over copies
+// larger than the caches, as the weights evict it between real steps).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "core/thread_pool.h"
+
+namespace kvfork::cli {
+
+// Prints one table row per case and returns them as JSON rows. peak_flops:
+// the machine's best bf16 rate; bandwidth: its read bandwidth (bytes/s).
+nlohmann::json BenchAttention(ThreadPool& pool, double min_seconds, double peak_flops,
+                              double bandwidth);
+
+}  // namespace kvfork::cli

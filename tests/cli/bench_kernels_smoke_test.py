@@ -1,0 +1,63 @@
+"""Smoke test of `kvfork bench kernels --quick`: every GEMV/GEMM row for both
+weight dtypes and every attention case is printed and written to the JSON with
+positive times and rates, and a bad flag is refused naming it. (The numbers
+themselves are the benchmark's business, never a test's.)"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SRC = os.environ.get("KVFORK_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("KVFORK_BUILD_DIR", os.path.join(SRC, "build/release"))
+KVFORK = os.environ.get("KVFORK_BIN", os.path.join(BUILD, "src/cli/kvfork"))
+
+ATTENTION_CASES = ["prefill 512", "prefill 2048", "decode at 512", "decode at 2048"]
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "kernels.json")
+        p = subprocess.run([KVFORK, "bench", "kernels", "--threads", "2", "--quick", "--json", out],
+                           capture_output=True, text=True, timeout=600)
+        print(p.stdout[-4000:], p.stderr[-2000:])
+        if p.returncode != 0:
+            fail(f"bench kernels exited {p.returncode}")
+        j = json.load(open(out))
+        for field in ["isa", "threads", "read_bandwidth_gbps", "peak_f32_gflops", "matmul", "attention"]:
+            if field not in j:
+                fail(f"JSON has no field {field!r}")
+        ops = {(r["op"], r["dtype"]) for r in j["matmul"]}
+        for want in [("gemv", "bf16"), ("gemm", "bf16"), ("gemv", "f32"), ("gemm", "f32")]:
+            if want not in ops:
+                fail(f"no {want} rows in {sorted(ops)}")
+        for r in j["matmul"]:
+            if not (r["ours_ms"] > 0 and r["rate"] > 0 and r["fraction_of_limit"] > 0):
+                fail(f"matmul row without positive time and rate: {r}")
+        cases = [r["case"] for r in j["attention"]]
+        if cases != ATTENTION_CASES:
+            fail(f"attention cases {cases}, want {ATTENTION_CASES}")
+        for r in j["attention"]:
+            if not (r["ms"] > 0 and r["rate"] > 0 and r["fraction_of_limit"] > 0):
+                fail(f"attention row without positive time and rate: {r}")
+            want_unit = "GB/s of KV" if r["query_tokens"] == 1 else "GFLOP/s"
+            if r["rate_unit"] != want_unit:
+                fail(f"attention row {r['case']} in {r['rate_unit']}, want {want_unit}")
+            if not any(line.startswith(r["case"]) for line in p.stdout.splitlines()):
+                fail(f"table has no row {r['case']!r}")
+
+        p = subprocess.run([KVFORK, "bench", "kernels", "--threads", "0"], capture_output=True,
+                           text=True, timeout=60)
+        if p.returncode == 0 or "--threads" not in p.stderr + p.stdout:
+            fail(f"--threads 0 should be refused naming the flag: {p.stdout} {p.stderr}")
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
