@@ -1,12 +1,12 @@
 #include "cli/bench_attention.h"
 
+#include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <memory>
 #include <random>
 #include <vector>
 
 #include "cli/bench_limits.h"
+#include "cli/kv_blocks.h"
 #include "kernels/kv_layout.h"
 #include "kernels/ops.h"
 
@@ -22,72 +22,72 @@ struct Case {
   int layers;       // attention calls timed together
 };
 
-// A sequence's KV blocks for `layers` layers and `positions` positions,
-// filled by WriteKv with random K and V.
-struct Blocks {
-  KvLayout layout;
-  std::unique_ptr<uint8_t, decltype(&std::free)> memory{nullptr, &std::free};
-  std::vector<uint8_t*> table;
-};
+// qwen3-0.6b's KV layout for `layers` layers.
+KvLayout Layout(int layers) {
+  KvLayout l;
+  l.num_layers = layers;
+  l.num_kv_heads = kKvHeads;
+  l.head_dim = kHeadDim;
+  l.block_size = 16;
+  l.dtype = KvDType::kBf16;
+  return l;
+}
 
-Blocks MakeBlocks(int layers, int64_t positions, std::mt19937& rng) {
-  Blocks b;
-  b.layout.num_layers = layers;
-  b.layout.num_kv_heads = kKvHeads;
-  b.layout.head_dim = kHeadDim;
-  b.layout.block_size = 16;
-  b.layout.dtype = KvDType::kBf16;
-  const int64_t n = (positions + 15) / 16;
-  const size_t bytes = b.layout.BlockBytes();  // a multiple of 64
-  b.memory.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes * n)));
-  for (int64_t i = 0; i < n; ++i) b.table.push_back(b.memory.get() + i * bytes);
+// A sequence's blocks for `positions` positions of every layer of `layout`,
+// filled by WriteKv with random K and V.
+StatusOr<BlockTable> RandomBlocks(const KvLayout& layout, int64_t positions, std::mt19937& rng) {
+  KVFORK_ASSIGN_OR_RETURN(BlockTable b, AllocateBlocks(layout, positions));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> k(static_cast<size_t>(positions * kKvHeads * kHeadDim)), v(k.size());
   for (float& x : k) x = dist(rng);
   for (float& x : v) x = dist(rng);
-  for (int l = 0; l < layers; ++l)
-    WriteKv(b.layout, l, b.table.data(), 0, positions, k.data(), v.data());
+  for (int l = 0; l < layout.num_layers; ++l)
+    WriteKv(layout, l, b.blocks.data(), 0, positions, k.data(), v.data());
   return b;
 }
 
 }  // namespace
 
-nlohmann::json BenchAttention(ThreadPool& pool, double min_seconds, double peak_flops,
-                              double bandwidth) {
+StatusOr<nlohmann::json> BenchAttention(ThreadPool& pool, double min_seconds, double peak_flops,
+                                        double bandwidth) {
   const Case cases[] = {{"prefill 512", 512, 512, 1},
                         {"prefill 2048", 2048, 2048, 1},
                         {"decode at 512", 1, 512, kLayers},
                         {"decode at 2048", 1, 2048, kLayers}};
-  const float scale = 1.0f / 11.3137085f;  // 1 / sqrt(head_dim)
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
   std::printf("\n%-16s %8s %8s %12s %16s %9s\n", "attention", "layers", "ms", "rate", "", "of limit");
   nlohmann::json rows = nlohmann::json::array();
   std::mt19937 rng(2);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (const Case& c : cases) {
     const bool decode = c.tokens == 1;
+    const KvLayout layout = Layout(c.layers);
+    const double kv_bytes = static_cast<double>(c.layers) * 2 * kKvHeads * kHeadDim * 2 * c.context;
     // A decode step reads its KV from DRAM (the weights stream through the
     // caches between steps), so decode rotates over copies of the sequence's
     // blocks totalling more than 256 MiB.
-    const size_t kv_bytes = static_cast<size_t>(c.layers) * 2 * kKvHeads * kHeadDim * 2 * c.context;
-    const int copies = decode ? static_cast<int>((size_t{256} << 20) / kv_bytes + 1) : 1;
-    std::vector<Blocks> blocks;
-    for (int i = 0; i < copies; ++i) blocks.push_back(MakeBlocks(c.layers, c.context, rng));
+    const double rotate_bytes = static_cast<double>(size_t{256} << 20);
+    const int copies = decode ? static_cast<int>(rotate_bytes / kv_bytes) + 1 : 1;
+    std::vector<BlockTable> tables;
+    for (int i = 0; i < copies; ++i) {
+      KVFORK_ASSIGN_OR_RETURN(BlockTable t, RandomBlocks(layout, c.context, rng));
+      tables.push_back(std::move(t));
+    }
     std::vector<float> q(static_cast<size_t>(c.tokens * kHeads * kHeadDim)), out(q.size());
     for (float& x : q) x = dist(rng);
     int next = 0;
     const double seconds = TimeIt(
         [&] {
-          const Blocks& b = blocks[next];
           const AttentionSeq seq{q.data(), out.data(), c.tokens, c.context - c.tokens,
-                                 b.table.data()};
+                                 tables[next].blocks.data()};
           for (int l = 0; l < c.layers; ++l)
-            PagedAttention(b.layout, l, kHeads, scale, std::span<const AttentionSeq>(&seq, 1), pool);
+            PagedAttention(layout, l, kHeads, scale, std::span<const AttentionSeq>(&seq, 1), pool);
           next = (next + 1) % copies;
         },
         min_seconds);
     // Prefill: QK^T and PV over causal positions; decode: the K and V bytes read.
     const double work =
-        decode ? static_cast<double>(c.layers) * 2 * kKvHeads * kHeadDim * 2 * c.context
+        decode ? kv_bytes
                : 4.0 * kHeads * kHeadDim * (static_cast<double>(c.tokens) * (c.tokens + 1) / 2) *
                      c.layers;
     const double rate = work / seconds;

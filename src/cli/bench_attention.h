@@ -7,13 +7,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/status.h"
 #include "core/thread_pool.h"
 
 namespace kvfork::cli {
 
-// Prints one table row per case and returns them as JSON rows. peak_flops:
-// the machine's best bf16 rate; bandwidth: its read bandwidth (bytes/s).
-nlohmann::json BenchAttention(ThreadPool& pool, double min_seconds, double peak_flops,
-                              double bandwidth);
+// Prints one table row per case and returns them as JSON rows (an error when
+// the KV blocks cannot be allocated). peak_flops: the machine's best bf16
+// rate; bandwidth: its read bandwidth (bytes/s).
+StatusOr<nlohmann::json> BenchAttention(ThreadPool& pool, double min_seconds, double peak_flops,
+                                        double bandwidth);
 
 }  // namespace kvfork::cli

@@ -238,7 +238,12 @@ int RunBenchKernels(int argc, char** argv) {
     }
   }
   out["matmul"] = rows;
-  out["attention"] = BenchAttention(pool, min_s, peak_for_bf16, bw);
+  auto attention = BenchAttention(pool, min_s, peak_for_bf16, bw);
+  if (!attention.ok()) {
+    std::fprintf(stderr, "%s\n", attention.status().ToString().c_str());
+    return 1;
+  }
+  out["attention"] = *std::move(attention);
   const std::filesystem::path path(*json_or);
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);

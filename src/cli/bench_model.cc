@@ -36,6 +36,7 @@
 #include "cli/bench_limits.h"
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/kv_blocks.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
@@ -120,24 +121,6 @@ Status MakeRandomModel(const Options& o, TempDir* dir) {
   std::fprintf(stderr, "wrote random %s weights to %s (%.1f s)\n", o.shape.c_str(),
                dir->path.c_str(), t.Seconds());
   return OkStatus();
-}
-
-// Owns a contiguous run of KV blocks for one sequence and its block table.
-struct BlockTable {
-  std::unique_ptr<uint8_t, decltype(&std::free)> memory{nullptr, &std::free};
-  std::vector<uint8_t*> blocks;
-};
-
-StatusOr<BlockTable> AllocateBlocks(const KvLayout& layout, int64_t tokens) {
-  const int64_t n = (tokens + layout.block_size - 1) / layout.block_size;
-  const size_t block_bytes = layout.BlockBytes();  // a multiple of 64
-  BlockTable t;
-  t.memory.reset(static_cast<uint8_t*>(std::aligned_alloc(64, block_bytes * n)));
-  if (t.memory == nullptr)
-    return ResourceExhaustedError("cannot allocate " + std::to_string(block_bytes * n) +
-                                  " bytes of KV blocks");
-  for (int64_t i = 0; i < n; ++i) t.blocks.push_back(t.memory.get() + i * block_bytes);
-  return t;
 }
 
 int32_t Argmax(const std::vector<float>& logits) {

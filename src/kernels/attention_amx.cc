@@ -297,7 +297,7 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
 void FinishTile(const KvLayout& l, int num_heads, int G, const AttentionSeq& s, int kvh,
                 const QueryTile& tile) {
   const int hd = l.head_dim;
-  for (int i = 0; i < tile.tokens * G; ++i) {
+  for (int i = 0; i < tile.rows; ++i) {
     float* out = s.out + ((tile.t0 + i / G) * num_heads + kvh * G + i % G) * hd;
     const __m512 vl = _mm512_set1_ps(tile.l[i]);
     for (int d = 0; d < hd; d += 16)

@@ -306,23 +306,34 @@ uint64_t NextCall() {
   return calls.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
-}  // namespace
+// W rows per task for a call with m tokens.
+int64_t TaskRowsFor(int64_t m) { return m <= 16 ? kDecodeTaskRows : kTaskRows; }
 
-void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,
-                  ThreadPool& pool) {
-  if (targets[0].w.dtype != DType::kBf16) return avx512::MatMulShared(x, m, targets, pool);
+// Every target's rows, into its y through epilogue E (kStore or kAdd), as the
+// tasks of one ParallelFor.
+template <Epilogue E>
+void RunTargets(const float* x, int64_t m, std::span<const MatMulTarget> targets,
+                ThreadPool& pool) {
   const int64_t k = targets[0].w.cols;
   const int64_t kc = (k + kTileK - 1) / kTileK;
   const uint16_t* xp = PackedX(x, m, k, kc, pool);
-  const RowTasks tasks(targets, m <= 16 ? kDecodeTaskRows : kTaskRows);
+  const RowTasks tasks(targets, TaskRowsFor(m));
   const uint64_t call = NextCall();
   pool.ParallelFor(tasks.size(), [&](int64_t t) {
     ConfigureTilesFor(call);
     const RowTasks::Task task = tasks[t];
     const MatrixView& w = task.target->w;
-    RunTask<Epilogue::kStore>(static_cast<const uint16_t*>(w.data), nullptr, k, task.row0,
-                              task.rows, xp, m, kc, task.target->y, w.rows);
+    RunTask<E>(static_cast<const uint16_t*>(w.data), nullptr, k, task.row0, task.rows, xp, m, kc,
+               task.target->y, w.rows);
   });
+}
+
+}  // namespace
+
+void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,
+                  ThreadPool& pool) {
+  if (targets[0].w.dtype != DType::kBf16) return avx512::MatMulShared(x, m, targets, pool);
+  RunTargets<Epilogue::kStore>(x, m, targets, pool);
 }
 
 void MatMulSiluMul(const float* x, int64_t m, const MatrixView& gate, const MatrixView& up,
@@ -332,7 +343,7 @@ void MatMulSiluMul(const float* x, int64_t m, const MatrixView& gate, const Matr
   const uint16_t* xp = PackedX(x, m, k, kc, pool);
   // A task does the same rows of both matrices, so each holds as much work
   // as two tasks of MatMulShared over {gate, up}.
-  const int64_t task_rows = m <= 16 ? kDecodeTaskRows : kTaskRows;
+  const int64_t task_rows = TaskRowsFor(m);
   const uint64_t call = NextCall();
   pool.ParallelFor((n + task_rows - 1) / task_rows, [&](int64_t t) {
     ConfigureTilesFor(call);
@@ -344,19 +355,8 @@ void MatMulSiluMul(const float* x, int64_t m, const MatrixView& gate, const Matr
 }
 
 void MatMulAddTo(const float* x, int64_t m, const MatrixView& w, float* sum, ThreadPool& pool) {
-  const int64_t k = w.cols;
-  const int64_t kc = (k + kTileK - 1) / kTileK;
-  const uint16_t* xp = PackedX(x, m, k, kc, pool);
   const MatMulTarget target{w, sum};
-  const RowTasks tasks(std::span<const MatMulTarget>(&target, 1),
-                       m <= 16 ? kDecodeTaskRows : kTaskRows);
-  const uint64_t call = NextCall();
-  pool.ParallelFor(tasks.size(), [&](int64_t t) {
-    ConfigureTilesFor(call);
-    const RowTasks::Task task = tasks[t];
-    RunTask<Epilogue::kAdd>(static_cast<const uint16_t*>(w.data), nullptr, k, task.row0, task.rows,
-                            xp, m, kc, sum, w.rows);
-  });
+  RunTargets<Epilogue::kAdd>(x, m, std::span<const MatMulTarget>(&target, 1), pool);
 }
 
 }  // namespace kvfork::amx

@@ -1,6 +1,5 @@
 #include "model/decoder.h"
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 

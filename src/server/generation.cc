@@ -338,10 +338,11 @@ bool GenerationRun::Pump(int64_t wait_ms, std::vector<std::string>* chunks) {
 }
 
 int GenerationRun::CollectAll(std::string* body, const std::function<bool()>& client_gone) {
-  int64_t next_check_ns = NowNanos() + 500'000'000;
+  constexpr int64_t kClientCheckNs = 500'000'000;  // twice a second
+  int64_t next_check_ns = NowNanos() + kClientCheckNs;
   while (Pump(100, nullptr)) {
     if (client_gone && !cancelled_ && NowNanos() >= next_check_ns) {
-      next_check_ns = NowNanos() + 500'000'000;
+      next_check_ns = NowNanos() + kClientCheckNs;
       if (client_gone()) CancelAll(/*disconnected=*/true);
     }
   }

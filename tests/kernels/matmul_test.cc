@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -189,33 +190,23 @@ TEST_P(MatMulTest, SharedCallGivesEachTargetItsOwnCallsBits) {
   }
 }
 
-// MatMulSiluMul: the bits of MatMulShared over {gate, up} and SiluMul, on
-// every ISA (the AMX level fuses the two; the others run them in turn), with
-// ragged row panels, a K tail, one and several passes over the token blocks,
-// decode-sized and prefill-sized tasks, and 1-3 threads.
-TEST_P(MatMulTest, SiluMulCallGivesSharedCallThenSiluMulsBits) {
-  const DType dtype = GetParam();
+// The sweep of the fused calls' tests: K with and without a tail; rows under
+// one tile, over several prefill tasks and over two decode tasks; every ISA;
+// 1-3 threads; M from one token to several passes over the token blocks.
+// body(k, n, m, pool) returns the first mismatch, if any, as a message.
+template <typename Body>
+void ForEachFusedCase(DType dtype, const Body& body) {
   for (int64_t k : {96, 201}) {
     for (int64_t n : {17, 130, 300}) {
-      const Weights gate = MakeWeights(n, k, 50), up = MakeWeights(n, k, 51);
-      const MatrixView gw = gate.View(dtype, n, k), uw = up.View(dtype, n, k);
       for (Isa isa : SupportedIsas()) {
         ScopedIsa scoped(isa);
         for (int threads : {1, 2, 3}) {
           ThreadPool pool(threads);
           for (int64_t m : {1, 5, 33, 70}) {
-            const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 52);
-            std::vector<float> got(static_cast<size_t>(m * n), -1.0f), scratch(got.size(), -1.0f);
-            MatMulSiluMul(x.data(), m, {gw, got.data()}, {uw, scratch.data()}, pool);
-            std::vector<float> g(got.size(), -2.0f), u(got.size(), -2.0f), want(got.size());
-            const MatMulTarget both[] = {{gw, g.data()}, {uw, u.data()}};
-            MatMulShared(x.data(), m, both, pool);
-            SiluMul(g.data(), u.data(), m * n, want.data());
-            size_t at = 0;
-            ASSERT_TRUE(SameBits(got.data(), want.data(), want.size(), &at))
+            const std::string mismatch = body(k, n, m, pool);
+            ASSERT_TRUE(mismatch.empty())
                 << IsaName(isa) << " " << DTypeName(dtype) << " k=" << k << " n=" << n
-                << " threads=" << threads << " m=" << m << " at " << at << ": " << got[at]
-                << " vs " << want[at];
+                << " threads=" << threads << " m=" << m << " " << mismatch;
           }
         }
       }
@@ -223,39 +214,50 @@ TEST_P(MatMulTest, SiluMulCallGivesSharedCallThenSiluMulsBits) {
   }
 }
 
+// "" when got and want have the same bits, else where they first differ.
+std::string FirstMismatch(const std::vector<float>& got, const std::vector<float>& want) {
+  size_t at = 0;
+  if (SameBits(got.data(), want.data(), want.size(), &at)) return "";
+  return "at " + std::to_string(at) + ": " + std::to_string(got[at]) + " vs " +
+         std::to_string(want[at]);
+}
+
+// MatMulSiluMul: the bits of MatMulShared over {gate, up} and SiluMul, on
+// every ISA (the AMX level fuses the two; the others run them in turn).
+TEST_P(MatMulTest, SiluMulCallGivesSharedCallThenSiluMulsBits) {
+  const DType dtype = GetParam();
+  ForEachFusedCase(dtype, [&](int64_t k, int64_t n, int64_t m, ThreadPool& pool) {
+    const Weights gate = MakeWeights(n, k, 50), up = MakeWeights(n, k, 51);
+    const MatrixView gw = gate.View(dtype, n, k), uw = up.View(dtype, n, k);
+    const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 52);
+    std::vector<float> got(static_cast<size_t>(m * n), -1.0f), scratch(got.size(), -1.0f);
+    MatMulSiluMul(x.data(), m, {gw, got.data()}, {uw, scratch.data()}, pool);
+    std::vector<float> g(got.size(), -2.0f), u(got.size(), -2.0f), want(got.size());
+    const MatMulTarget both[] = {{gw, g.data()}, {uw, u.data()}};
+    MatMulShared(x.data(), m, both, pool);
+    SiluMul(g.data(), u.data(), m * n, want.data());
+    return FirstMismatch(got, want);
+  });
+}
+
 // MatMulAddTo: the bits of MatMul then AddInPlace on every ISA (the AMX level
-// adds each C tile into the sum as it stores it), with the same spread of
-// shapes, token counts and threads; rows of the sum outside the product's
-// are never touched.
+// adds each C tile into the sum as it stores it); rows of the sum outside the
+// product's are never touched.
 TEST_P(MatMulTest, AddToCallGivesMatMulThenAddInPlacesBits) {
   const DType dtype = GetParam();
-  for (int64_t k : {96, 201}) {
-    for (int64_t n : {17, 130, 300}) {
-      const Weights w = MakeWeights(n, k, 60);
-      const MatrixView view = w.View(dtype, n, k);
-      for (Isa isa : SupportedIsas()) {
-        ScopedIsa scoped(isa);
-        for (int threads : {1, 2, 3}) {
-          ThreadPool pool(threads);
-          for (int64_t m : {1, 5, 33, 70}) {
-            const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 61);
-            // One spare row after the sum: it must keep its value.
-            const std::vector<float> start = RandomFloats(static_cast<size_t>((m + 1) * n), 62);
-            std::vector<float> got = start, scratch(static_cast<size_t>(m * n), -1.0f);
-            MatMulAddTo(x.data(), m, {view, scratch.data()}, got.data(), pool);
-            std::vector<float> want = start, product(static_cast<size_t>(m * n));
-            MatMul(x.data(), m, view, product.data(), pool);
-            AddInPlace(want.data(), product.data(), m * n);
-            size_t at = 0;
-            ASSERT_TRUE(SameBits(got.data(), want.data(), want.size(), &at))
-                << IsaName(isa) << " " << DTypeName(dtype) << " k=" << k << " n=" << n
-                << " threads=" << threads << " m=" << m << " at " << at << ": " << got[at]
-                << " vs " << want[at];
-          }
-        }
-      }
-    }
-  }
+  ForEachFusedCase(dtype, [&](int64_t k, int64_t n, int64_t m, ThreadPool& pool) {
+    const Weights w = MakeWeights(n, k, 60);
+    const MatrixView view = w.View(dtype, n, k);
+    const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 61);
+    // One spare row after the sum: it must keep its value.
+    const std::vector<float> start = RandomFloats(static_cast<size_t>((m + 1) * n), 62);
+    std::vector<float> got = start, scratch(static_cast<size_t>(m * n), -1.0f);
+    MatMulAddTo(x.data(), m, {view, scratch.data()}, got.data(), pool);
+    std::vector<float> want = start, product(static_cast<size_t>(m * n));
+    MatMul(x.data(), m, view, product.data(), pool);
+    AddInPlace(want.data(), product.data(), m * n);
+    return FirstMismatch(got, want);
+  });
 }
 
 TEST(MatMulBf16, RoundsXToBf16First) {
