@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -403,19 +404,40 @@ TEST_F(EngineTest, CachedTokensCountReusedPrompt) {
 }
 
 // A request counts as waiting from the moment Submit returns, before the
-// engine thread has taken it from its inbox or published a step's stats.
+// engine thread has taken it from its inbox or published a step's stats. The
+// engine is held after each step until the test has read the stats, so a
+// request (two tokens: at least two steps) cannot finish before they are read,
+// however the test thread is scheduled.
 TEST_F(EngineTest, SubmittedRequestIsNeverMissingFromStats) {
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
+  bool gate_open = true;
+  EngineOptions o = SmallOptions();
+  o.on_step_for_testing = [&](const Status&) {
+    std::unique_lock<std::mutex> lock(gate_mu);
+    gate_cv.wait(lock, [&] { return gate_open; });
+  };
+  auto set_gate = [&](bool open) {
+    {
+      std::lock_guard<std::mutex> lock(gate_mu);
+      gate_open = open;
+    }
+    gate_cv.notify_all();
+  };
   std::mt19937 rng(5);
-  auto e = Make(SmallOptions());
+  auto e = Make(o);
   for (int i = 0; i < 20; ++i) {
     Request r;
     r.id = "r" + std::to_string(i);
     r.prompt_tokens = RandomPrompt(rng, 40);
     r.sampling.temperature = 0;
     r.sampling.max_tokens = 2;
+    r.sampling.ignore_eos = true;
+    set_gate(false);
     auto stream = e->Submit(r);
     ASSERT_TRUE(stream.ok());
     EngineStats s = e->Stats();
+    set_gate(true);
     EXPECT_GE(s.requests_running + s.requests_waiting, 1) << "request " << i;
     Drain(**stream);
   }
