@@ -114,12 +114,13 @@ TEST_P(MatMulTest, RowsOfABatchEqualSingleRowCallsBitwise) {
               << IsaName(isa) << " " << DTypeName(dtype) << " m=" << m << " row " << i << " col "
               << at << ": " << y[i * n + at] << " vs " << y1[at];
         }
-        // Any sub-batch starting anywhere gives the same bits too (tiles shift).
-        if (m > 5) {
-          std::vector<float> y3(static_cast<size_t>(3 * n));
-          MatMul(x.data() + 2 * k, 3, w, y3.data(), pool);
-          ASSERT_TRUE(SameBits(y.data() + 2 * n, y3.data(), static_cast<size_t>(3 * n)))
-              << IsaName(isa) << " m=" << m << " rows 2..4";
+        // Any sub-batch starting anywhere gives the same bits too (tiles
+        // shift; 2..4 rows take the decode path on avx512).
+        for (int64_t sub : {2, 3, 4}) {
+          std::vector<float> ys(static_cast<size_t>(sub * n));
+          MatMul(x.data() + 2 * k, sub, w, ys.data(), pool);
+          ASSERT_TRUE(SameBits(y.data() + 2 * n, ys.data(), static_cast<size_t>(sub * n)))
+              << IsaName(isa) << " m=" << m << " rows 2.." << 1 + sub;
         }
       }
     }
@@ -128,23 +129,26 @@ TEST_P(MatMulTest, RowsOfABatchEqualSingleRowCallsBitwise) {
 
 TEST_P(MatMulTest, ThreadCountDoesNotChangeBits) {
   const DType dtype = GetParam();
-  const int64_t m = 19, n = 131, k = 333;
+  const int64_t n = 131, k = 333;
   Weights wb = MakeWeights(n, k, 5);
   MatrixView w = wb.View(dtype, n, k);
-  std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 9);
-  for (Isa isa : SupportedIsas()) {
-    ScopedIsa scoped(isa);
-    std::vector<float> base(static_cast<size_t>(m * n));
-    {
-      ThreadPool pool(1);
-      MatMul(x.data(), m, w, base.data(), pool);
-    }
-    for (int threads : {2, 3}) {
-      ThreadPool pool(threads);
-      std::vector<float> y(static_cast<size_t>(m * n));
-      MatMul(x.data(), m, w, y.data(), pool);
-      ASSERT_TRUE(SameBits(base.data(), y.data(), base.size()))
-          << IsaName(isa) << " " << DTypeName(dtype) << " threads=" << threads;
+  // m = 1: decode (tasks of long row runs); m = 19: the prefill tiles.
+  for (int64_t m : {1, 19}) {
+    std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 9);
+    for (Isa isa : SupportedIsas()) {
+      ScopedIsa scoped(isa);
+      std::vector<float> base(static_cast<size_t>(m * n));
+      {
+        ThreadPool pool(1);
+        MatMul(x.data(), m, w, base.data(), pool);
+      }
+      for (int threads : {2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> y(static_cast<size_t>(m * n));
+        MatMul(x.data(), m, w, y.data(), pool);
+        ASSERT_TRUE(SameBits(base.data(), y.data(), base.size()))
+            << IsaName(isa) << " " << DTypeName(dtype) << " m=" << m << " threads=" << threads;
+      }
     }
   }
 }
