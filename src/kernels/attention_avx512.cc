@@ -155,9 +155,10 @@ void TileInit(const KvLayout& l, int num_heads, const AttentionSeq& s, int64_t t
 }
 
 // The keys of the block at position b0 (b0 < the tile's last context).
-template <int G, int Q>
+// kPrefetch: next_block (not null) is the block read after this one.
+template <int G, int Q, bool kPrefetch>
 void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s, int kvh,
-               int64_t b0, Tile<G, Q>* tile) {
+               int64_t b0, const uint8_t* next_block, Tile<G, Q>* tile) {
   constexpr int VU = kVecUnroll<G, Q>;
   const int hd = l.head_dim, bs = l.block_size;
   const int nvec = (hd + 15) / 16;
@@ -186,12 +187,23 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
       int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, kvh)) : nullptr;
   const float* vscale =
       int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, kvh)) : nullptr;
+  // The next block's K and V rows, fetched while this block's keys are scored:
+  // each 16-key plane is its own 4 KB page (bf16, head_dim 128), which the
+  // hardware prefetchers do not enter before the first demand miss.
+  const uint8_t* next_k = kPrefetch ? next_block + l.PlaneOffset(layer, 0, kvh) : nullptr;
+  const uint8_t* next_v = kPrefetch ? next_block + l.PlaneOffset(layer, 1, kvh) : nullptr;
   // Scores, 16 keys at a time (keys past n give zero vectors, masked below).
   for (int j0 = 0; j0 < n; j0 += 16) {
     for (int jj = 0; jj < 16; ++jj) {
       const int j = j0 + jj;
       __m512 dot[Q * G];
       for (int i = 0; i < Q * G; ++i) dot[i] = _mm512_setzero_ps();
+      if (kPrefetch && j < bs) {
+        for (size_t o = 0; o < row_bytes; o += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(next_k + j * row_bytes + o), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(next_v + j * row_bytes + o), _MM_HINT_T0);
+        }
+      }
       if (j < n) {
         const uint8_t* krow = kplane + j * row_bytes;
         for (int v = 0; v < nvec; ++v) {
@@ -291,7 +303,16 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
   const int64_t last_ctx_end = s.start_pos + t0 + int64_t{ntiles} * Q;
   for (int64_t b0 = 0; b0 < last_ctx_end; b0 += l.block_size) {
     for (int k = 0; k < ntiles; ++k)
-      if (b0 < s.start_pos + tiles[k].t0 + Q) TileBlock(l, layer, scale, s, kvh, b0, &tiles[k]);
+      if (b0 < s.start_pos + tiles[k].t0 + Q) {
+        // Decode-like spans read each block once: prefetch the next one.
+        const int64_t next = b0 + l.block_size;
+        if (ntiles == 1 && next < s.start_pos + tiles[k].t0 + Q) {
+          TileBlock<G, Q, true>(l, layer, scale, s, kvh, b0, s.blocks[next / l.block_size],
+                                &tiles[k]);
+        } else {
+          TileBlock<G, Q, false>(l, layer, scale, s, kvh, b0, nullptr, &tiles[k]);
+        }
+      }
   }
   for (int k = 0; k < ntiles; ++k) TileFinish(l, num_heads, s, kvh, tiles[k]);
 }
