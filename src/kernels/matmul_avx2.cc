@@ -10,7 +10,10 @@
 // Blocking: X is packed once per call into [m, kp] f32 (zero-padded to a
 // multiple of 8, rounded through bf16 for bf16 weights); threads take blocks
 // of kBlockRows W rows (which stay in L2; of every matrix of a MatMulShared
-// call, row_tasks.h) and run every X tile over them.
+// call, row_tasks.h) and run every X tile over them. Decode (m <=
+// kGemvMaxRows) reads W once from DRAM instead: tasks of ~768 KB of
+// consecutive rows, each tile prefetching the next one's rows (on the Zen 5
+// VM, KVFORK_CPU_ISA=avx2: bf16 GEMV 26-40 -> 44-52 GB/s).
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -25,6 +28,9 @@ namespace {
 
 constexpr int64_t kBlockRows = 24;  // W rows per task: a multiple of every NR below
 
+constexpr int64_t kGemvMaxRows = 2;            // X rows up to which tasks are decode-sized
+constexpr int64_t kGemvTaskBytes = 768 << 10;  // W bytes per decode task (row_tasks.h)
+
 // Loads 8 weights at k = c of row p as f32; `rem` < 8 valid ones for the tail.
 inline __m256 LoadW(const uint16_t* p) { return LoadBf16(p); }
 inline __m256 LoadW(const float* p) { return _mm256_loadu_ps(p); }
@@ -38,15 +44,23 @@ inline __m256 LoadWTail(const float* p, int64_t rem) { return _mm256_maskload_ps
 // Computes y[i][j] for i < mr_valid, j < nr_valid. xr: MR packed X rows
 // (kp floats each); wr: NR W rows of k elements. Unused slots repeat the last
 // valid row (same work, results not stored).
+// pf (decode; may be null): the tile's NR rows are one run of W from wr[0],
+// and pf starts one tile's bytes further; each K step prefetches the next
+// NR * 8 elements' bytes from pf, so the next tile's run is fetched in
+// address order while this tile's rows are read side by side.
 template <int MR, int NR, typename WT>
 inline void Tile(const float* const* xr, const WT* const* wr, int64_t k, float* y, int64_t ldy,
-                 int mr_valid, int nr_valid) {
+                 int mr_valid, int nr_valid, const char* pf = nullptr) {
   __m256 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
   const int64_t kfull = k & ~int64_t{7};
   // X rows in registers, one W vector at a time: MR * NR + MR + 1 <= 16 ymm.
   for (int64_t c = 0; c < kfull; c += 8) {
+    if (pf != nullptr) {
+      for (size_t b = 0; b < NR * 8 * sizeof(WT); b += 64) _mm_prefetch(pf + b, _MM_HINT_T0);
+      pf += NR * 8 * sizeof(WT);
+    }
     __m256 xv[MR];
     for (int i = 0; i < MR; ++i) xv[i] = _mm256_load_ps(xr[i] + c);
     for (int j = 0; j < NR; ++j) {
@@ -69,14 +83,16 @@ inline void Tile(const float* const* xr, const WT* const* wr, int64_t k, float* 
 // Runs Tile<MR, NR> over W rows [n0, n1) for X rows [i0, i0 + mr); w points at row n0.
 template <int MR, int NR, typename WT>
 void TileRow(const float* xp, int64_t kp, int64_t i0, int mr, const WT* w, int64_t k, int64_t n0,
-             int64_t n1, float* y, int64_t n) {
+             int64_t n1, float* y, int64_t n, bool prefetch = false) {
   const float* xr[MR];
   for (int i = 0; i < MR; ++i) xr[i] = xp + (i0 + std::min(i, mr - 1)) * kp;
   for (int64_t j0 = n0; j0 < n1; j0 += NR) {
     const int nr = static_cast<int>(std::min<int64_t>(NR, n1 - j0));
     const WT* wr[NR];
     for (int j = 0; j < NR; ++j) wr[j] = w + (j0 - n0 + std::min(j, nr - 1)) * k;
-    Tile<MR, NR>(xr, wr, k, y + i0 * n + j0, n, mr, nr);
+    const char* pf =
+        prefetch ? reinterpret_cast<const char*>(wr[0] + NR * k) : nullptr;  // the next tile
+    Tile<MR, NR>(xr, wr, k, y + i0 * n + j0, n, mr, nr, pf);
   }
 }
 
@@ -87,8 +103,8 @@ void RunTiles(const float* xp, int64_t kp, int64_t m, const WT* w, int64_t n, in
   int64_t i0 = 0;
   for (; i0 + 3 <= m; i0 += 3) TileRow<3, 4>(xp, kp, i0, 3, w, k, n0, n1, y, n);
   switch (m - i0) {
-    case 2: TileRow<2, 6>(xp, kp, i0, 2, w, k, n0, n1, y, n); break;
-    case 1: TileRow<1, 8>(xp, kp, i0, 1, w, k, n0, n1, y, n); break;
+    case 2: TileRow<2, 6>(xp, kp, i0, 2, w, k, n0, n1, y, n, m <= kGemvMaxRows); break;
+    case 1: TileRow<1, 8>(xp, kp, i0, 1, w, k, n0, n1, y, n, m <= kGemvMaxRows); break;
     default: break;
   }
 }
@@ -96,7 +112,11 @@ void RunTiles(const float* xp, int64_t kp, int64_t m, const WT* w, int64_t n, in
 template <typename WT>
 void RunBlocks(const float* xp, int64_t kp, int64_t m, std::span<const MatMulTarget> targets,
                ThreadPool& pool) {
-  const RowTasks tasks(targets, kBlockRows);
+  // Decode reads W once from DRAM: long runs of rows per task (and the
+  // prefetch above); prefill keeps L2-sized blocks that every X tile reuses.
+  const RowTasks tasks(targets, m <= kGemvMaxRows ? GemvTaskRows(targets, sizeof(WT),
+                                                                 pool.num_threads(), kGemvTaskBytes)
+                                                  : kBlockRows);
   pool.ParallelFor(tasks.size(), [&](int64_t t) {
     const RowTasks::Task task = tasks[t];
     const int64_t n = task.target->w.rows, k = task.target->w.cols;

@@ -162,17 +162,6 @@ void GemvRows(const T* xp, int64_t kp, const T* w, int64_t k, int64_t n0, int64_
   }
 }
 
-// W rows per decode task: about kGemvTaskBytes, but at least two tasks per
-// thread over the call's rows so every thread gets a share; a multiple of 8.
-int64_t GemvTaskRows(std::span<const MatMulTarget> targets, int64_t elem_bytes, int threads) {
-  int64_t rows = 0;
-  for (const MatMulTarget& t : targets) rows += t.w.rows;
-  const int64_t row_bytes = targets[0].w.cols * elem_bytes;
-  const int64_t by_bytes = kGemvTaskBytes / row_bytes;
-  const int64_t by_threads = rows / (2 * int64_t{threads});
-  return std::max<int64_t>(8, std::min(by_bytes, by_threads) / 8 * 8);
-}
-
 // Runs body(wb, k, n0, n1, y, n) for every task: W rows [n0, n1) of one
 // target of n rows and k cols, wb pointing at row n0, y the target's output.
 template <typename T, typename Body>
@@ -189,7 +178,7 @@ void ForEachTask(const RowTasks& tasks, ThreadPool& pool, const Body& body) {
 template <typename T>
 void RunGemv(const T* xp, int64_t kp, int64_t m, std::span<const MatMulTarget> targets,
              ThreadPool& pool) {
-  const RowTasks tasks(targets, GemvTaskRows(targets, sizeof(T), pool.num_threads()));
+  const RowTasks tasks(targets, GemvTaskRows(targets, sizeof(T), pool.num_threads(), kGemvTaskBytes));
   ForEachTask<T>(tasks, pool, [&](const T* wb, int64_t k, int64_t n0, int64_t n1, float* y,
                                   int64_t n) {
     switch (m) {
