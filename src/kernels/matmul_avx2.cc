@@ -29,7 +29,6 @@ namespace {
 constexpr int64_t kBlockRows = 24;  // W rows per task: a multiple of every NR below
 
 constexpr int64_t kGemvMaxRows = 2;            // X rows up to which tasks are decode-sized
-constexpr int64_t kGemvTaskBytes = 768 << 10;  // W bytes per decode task (row_tasks.h)
 
 // Loads 8 weights at k = c of row p as f32; `rem` < 8 valid ones for the tail.
 inline __m256 LoadW(const uint16_t* p) { return LoadBf16(p); }
@@ -114,9 +113,8 @@ void RunBlocks(const float* xp, int64_t kp, int64_t m, std::span<const MatMulTar
                ThreadPool& pool) {
   // Decode reads W once from DRAM: long runs of rows per task (and the
   // prefetch above); prefill keeps L2-sized blocks that every X tile reuses.
-  const RowTasks tasks(targets, m <= kGemvMaxRows ? GemvTaskRows(targets, sizeof(WT),
-                                                                 pool.num_threads(), kGemvTaskBytes)
-                                                  : kBlockRows);
+  const RowTasks tasks(
+      targets, m <= kGemvMaxRows ? GemvTaskRows(targets, sizeof(WT), pool.num_threads()) : kBlockRows);
   pool.ParallelFor(tasks.size(), [&](int64_t t) {
     const RowTasks::Task task = tasks[t];
     const int64_t n = task.target->w.rows, k = task.target->w.cols;

@@ -34,7 +34,6 @@ namespace {
 constexpr int64_t kBlockRows = 24;  // W rows per task: a multiple of every NR below
 
 constexpr int64_t kGemvMaxRows = 4;            // X rows up to which MatMul runs the decode path
-constexpr int64_t kGemvTaskBytes = 768 << 10;  // W bytes per decode task (fewer when few W rows)
 constexpr int64_t kGemvPrefetchBytes = 4096;   // how far ahead of its loads a decode task prefetches
 
 // kPrefetch (decode, NR = 1): each K step's W line is one 64-byte line of a
@@ -178,7 +177,7 @@ void ForEachTask(const RowTasks& tasks, ThreadPool& pool, const Body& body) {
 template <typename T>
 void RunGemv(const T* xp, int64_t kp, int64_t m, std::span<const MatMulTarget> targets,
              ThreadPool& pool) {
-  const RowTasks tasks(targets, GemvTaskRows(targets, sizeof(T), pool.num_threads(), kGemvTaskBytes));
+  const RowTasks tasks(targets, GemvTaskRows(targets, sizeof(T), pool.num_threads()));
   ForEachTask<T>(tasks, pool, [&](const T* wb, int64_t k, int64_t n0, int64_t n1, float* y,
                                   int64_t n) {
     switch (m) {
@@ -200,11 +199,11 @@ void RunBlocks(const T* xp, int64_t kp, int64_t m, std::span<const MatMulTarget>
   const RowTasks tasks(targets, kBlockRows);
   ForEachTask<T>(tasks, pool, [&](const T* wb, int64_t k, int64_t n0, int64_t n1, float* y,
                                   int64_t n) {
-    int64_t i0 = m / 4 * 4;
+    const int64_t i0 = m / 4 * 4;  // rows of whole 4 x 6 tiles
     if (6 * k * static_cast<int64_t>(sizeof(T)) <= kWGroupInL1Bytes) {
       TileColumns<4, 6>(xp, kp, i0, wb, k, n0, n1, y, n);
     } else {
-      for (i0 = 0; i0 + 4 <= m; i0 += 4) TileRow<4, 6>(xp, kp, i0, 4, wb, k, n0, n1, y, n);
+      for (int64_t i = 0; i < i0; i += 4) TileRow<4, 6>(xp, kp, i, 4, wb, k, n0, n1, y, n);
     }
     switch (m - i0) {
       case 3: TileRow<3, 6>(xp, kp, i0, 3, wb, k, n0, n1, y, n); break;

@@ -24,12 +24,11 @@ RowTasks::Task RowTasks::operator[](int64_t t) const {
   return {&target, row0, std::min(rows_per_task_, target.w.rows - row0)};
 }
 
-int64_t GemvTaskRows(std::span<const MatMulTarget> targets, int64_t elem_bytes, int threads,
-                     int64_t task_bytes) {
+int64_t GemvTaskRows(std::span<const MatMulTarget> targets, int64_t elem_bytes, int threads) {
   int64_t rows = 0;
   for (const MatMulTarget& t : targets) rows += t.w.rows;
   const int64_t row_bytes = std::max<int64_t>(targets[0].w.cols * elem_bytes, 1);
-  const int64_t by_bytes = task_bytes / row_bytes;
+  const int64_t by_bytes = kGemvTaskBytes / row_bytes;
   const int64_t by_threads = rows / (2 * int64_t{threads});
   return std::max<int64_t>(8, std::min(by_bytes, by_threads) / 8 * 8);
 }

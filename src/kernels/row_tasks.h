@@ -38,10 +38,12 @@ class RowTasks {
   int64_t first_task_[kMaxMatMulTargets + 1];  // first task of each target, then the total
 };
 
-// W rows per task of a decode (few X rows) call, which streams W from DRAM:
-// about task_bytes of consecutive rows, so each thread reads a long run, but
-// at least two tasks per thread over the call's rows; a multiple of 8.
-int64_t GemvTaskRows(std::span<const MatMulTarget> targets, int64_t elem_bytes, int threads,
-                     int64_t task_bytes);
+// W bytes per task of a decode (few X rows) call, which streams W from DRAM.
+inline constexpr int64_t kGemvTaskBytes = 768 << 10;
+
+// W rows per decode task: about kGemvTaskBytes of consecutive rows, so each
+// thread reads a long run, but at least two tasks per thread over the call's
+// rows; a multiple of 8.
+int64_t GemvTaskRows(std::span<const MatMulTarget> targets, int64_t elem_bytes, int threads);
 
 }  // namespace kvfork
