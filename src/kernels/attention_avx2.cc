@@ -3,16 +3,22 @@
 // WriteKv produces exactly the reference's bytes (int8: the same absmax / 127
 // scale, 1 / scale, round to nearest even, clamp to +-127).
 //
-// PagedAttention: one task per (sequence, query token, KV head), covering the
-// GQA group of query heads that share it; a task walks the key blocks in
-// position order. Per block it computes the scores,
-// then folds the block into the running (max, sum, acc) with one rescale:
-// the block boundaries are fixed positions (pos / block_size) and a query's
-// context length does not depend on the chunking, so every output has one
-// reduction order however its sequence is split into calls or threads.
+// PagedAttention: tasks of up to kSpanTiles tiles of 1, 2 or 4 query tokens of
+// one sequence and one KV head, each tile's rows being its (token, query head
+// of the GQA group) pairs (attention_tiles.h); a task walks the key blocks in
+// position order, each block serving every tile. Per block and row it
+// computes the scores, then folds the block into the row's running (max, sum,
+// acc) with one rescale: the block boundaries are fixed positions (pos /
+// block_size) and a query's context length does not depend on the chunking,
+// so every output has one reduction order however its sequence is split into
+// calls, tiles or threads. Register tiles of 4 rows x 2 keys (scores) and 4
+// rows x 2 head_dim vectors (p * V) give 8 independent FMA chains, where one
+// row alone was one latency-bound chain (decode on the Zen 3 VM: 5.5 GB/s of
+// KV; prefill 8.6% of the FMA peak).
 #include <cmath>
 #include <cstring>
 
+#include "kernels/attention_tiles.h"
 #include "kernels/ops_isa.h"
 #include "kernels/scratch.h"
 #include "kernels/simd_avx2.h"
@@ -20,9 +26,7 @@
 namespace kvfork::avx2 {
 namespace {
 
-constexpr int kMaxHeadDim = 512;     // ops.cc checks the layout against these
-constexpr int kMaxBlockSize = 1024;
-constexpr int kMaxGroup = 16;  // query heads per KV head
+constexpr int kMaxBlockSize = 1024;  // ops.cc checks the layout against it
 
 void StoreRow(const KvLayout& l, uint8_t* block, int layer, int kv, int head, int64_t slot,
               const float* src) {
@@ -74,113 +78,283 @@ void StoreRow(const KvLayout& l, uint8_t* block, int layer, int kv, int head, in
   }
 }
 
-// Loads 8 elements of a K or V row as f32 (int8 unscaled: the scale is applied
-// by the caller), `mask` limiting the tail.
-inline __m256 LoadKv(KvDType dtype, const uint8_t* row, int d, __m256i mask, int valid) {
-  switch (dtype) {
-    case KvDType::kF32: return _mm256_maskload_ps(reinterpret_cast<const float*>(row) + d, mask);
-    case KvDType::kBf16: {
-      const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + d;
-      if (valid >= 8) return LoadBf16(p);
-      alignas(16) uint16_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      std::memcpy(tmp, p, static_cast<size_t>(valid) * sizeof(uint16_t));
-      return LoadBf16(tmp);
-    }
-    case KvDType::kInt8: {
-      const int8_t* p = reinterpret_cast<const int8_t*>(row) + d;
-      int64_t bits = 0;
-      std::memcpy(&bits, p, static_cast<size_t>(valid >= 8 ? 8 : valid));
-      return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(bits)));
-    }
+// 8 elements of a K or V row at element d as f32 (int8 unscaled: the scale is
+// applied by the caller); kTail: only the first `valid` (1..7), zeros after.
+template <KvDType D, bool kTail = false>
+inline __m256 LoadKv(const uint8_t* row, int d, int valid = 8) {
+  constexpr size_t kBytes = D == KvDType::kF32 ? 4 : D == KvDType::kBf16 ? 2 : 1;
+  if constexpr (kTail) {
+    alignas(32) uint8_t buf[8 * kBytes] = {};
+    std::memcpy(buf, row + d * kBytes, static_cast<size_t>(valid) * kBytes);
+    return LoadKv<D>(buf, 0);
+  } else if constexpr (D == KvDType::kF32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
+  } else if constexpr (D == KvDType::kBf16) {
+    return LoadBf16(reinterpret_cast<const uint16_t*>(row) + d);
+  } else {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + d));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
   }
-  return _mm256_setzero_ps();
 }
 
-struct Task {
-  const AttentionSeq* seq;
-  int64_t t;
-  int kvh;
+// Lane j of the result = Hsum(d[j]), bitwise: the same pairs added in the
+// same order as Hsum (l + 4, then l + 2, then l + 1), eight vectors at a time
+// in 14 shuffles and 7 adds where eight Hsum take 48 instructions.
+inline __m256 Reduce8(const __m256* d) {
+  __m256 a[4];  // a[i]: lanes 0-3 from d[i], 4-7 from d[i + 4], each l + (l + 4)
+  for (int i = 0; i < 4; ++i)
+    a[i] = _mm256_add_ps(_mm256_permute2f128_ps(d[i], d[i + 4], 0x20),
+                         _mm256_permute2f128_ps(d[i], d[i + 4], 0x31));
+  __m256 b[2];  // per 128-bit half: two partial pairs of d[2i'], then of d[2i' + 1]
+  for (int i = 0; i < 2; ++i)
+    b[i] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0x44),
+                         _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0xee));
+  return _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], 0x88), _mm256_shuffle_ps(b[0], b[1], 0xdd));
+}
+
+// The online-softmax state of one tile: Q consecutive query tokens from t0,
+// times the G query heads of one KV head, as rows r = token * G + head.
+struct Tile {
+  float* q;    // [rows, nv * 8], zero-padded
+  float* acc;  // [rows, nv * 8]
+  float ms[kMaxTileRows];
+  float ls[kMaxTileRows];
+  int64_t t0;
+  int tokens;  // Q
+  int group;   // G
 };
 
-// One query token against one KV head: every query head of the GQA group
-// (group = num_heads / num_kv_heads) reads the same K/V block while it is in
-// L1. Per head and block: scores, block max, one rescale of (max, sum, acc),
-// then the block's weighted V rows in position order.
-void AttendGroup(const KvLayout& l, int layer, int num_heads, float scale, const AttentionSeq& s,
-                 int64_t t, int kvh) {
-  const int hd = l.head_dim, bs = l.block_size;
-  const int group = num_heads / l.num_kv_heads;
-  const int nvec = (hd + 7) / 8;
-  const float* q0 = s.q + (t * num_heads + kvh * group) * hd;  // [group, hd]
-  float* out0 = s.out + (t * num_heads + kvh * group) * hd;    // [group, hd]
-  const int64_t ctx = s.start_pos + t + 1;
-  const size_t row_bytes = static_cast<size_t>(hd) * l.ElementBytes();
-  const bool int8 = l.dtype == KvDType::kInt8;
-
-  __m256i masks[kMaxHeadDim / 8];
-  for (int v = 0; v < nvec; ++v) masks[v] = TailMask(hd - v * 8);
-  alignas(32) float acc[kMaxGroup * kMaxHeadDim];  // [group, nvec * 8]
-  for (int i = 0; i < group * nvec * 8; ++i) acc[i] = 0.0f;
-  float ms[kMaxGroup], ls[kMaxGroup];
-  for (int g = 0; g < group; ++g) {
-    ms[g] = -INFINITY;
-    ls[g] = 0.0f;
+void TileInit(const KvLayout& l, int num_heads, const AttentionSeq& s, int64_t t0, int kvh,
+              int tokens, Tile* tile) {
+  const int hd = l.head_dim, group = num_heads / l.num_kv_heads;
+  const int nv = (hd + 7) / 8;
+  tile->t0 = t0;
+  tile->tokens = tokens;
+  tile->group = group;
+  for (int r = 0; r < tokens * group; ++r) {
+    const float* src = s.q + ((t0 + r / group) * num_heads + kvh * group + r % group) * hd;
+    for (int v = 0; v < nv; ++v) {
+      _mm256_store_ps(tile->q + (r * nv + v) * 8, _mm256_maskload_ps(src + v * 8, TailMask(hd - v * 8)));
+      _mm256_store_ps(tile->acc + (r * nv + v) * 8, _mm256_setzero_ps());
+    }
+    tile->ms[r] = -INFINITY;
+    tile->ls[r] = 0.0f;
   }
-  alignas(32) float scores[kMaxBlockSize + 8];
-  for (int64_t b0 = 0; b0 < ctx; b0 += bs) {
-    const uint8_t* block = s.blocks[b0 / bs];
-    const int n = static_cast<int>(ctx - b0 < bs ? ctx - b0 : bs);
-    const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
-    const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
-    const float* kscale =
-        int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, kvh)) : nullptr;
-    const float* vscale =
-        int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, kvh)) : nullptr;
-    for (int g = 0; g < group; ++g) {
-      const float* q = q0 + g * hd;
-      for (int j = 0; j < n; ++j) {
-        const uint8_t* krow = kplane + j * row_bytes;
-        __m256 dot = _mm256_setzero_ps();
-        for (int v = 0; v < nvec; ++v)
-          dot = _mm256_fmadd_ps(_mm256_maskload_ps(q + v * 8, masks[v]),
-                                LoadKv(l.dtype, krow, v * 8, masks[v], hd - v * 8), dot);
-        const float sc = Hsum(dot) * scale;
-        scores[j] = int8 ? sc * kscale[j] : sc;
-      }
-      for (int j = n; j < ((n + 7) & ~7); ++j) scores[j] = -INFINITY;
-      __m256 bmax = _mm256_set1_ps(-INFINITY);
-      for (int j = 0; j < n; j += 8) bmax = _mm256_max_ps(_mm256_load_ps(scores + j), bmax);
-      const float m_new = std::fmax(ms[g], Hmax(bmax));
-      const float corr = ExpScalar(ms[g] - m_new);
-      const __m256 vm = _mm256_set1_ps(m_new);
-      __m256 psum = _mm256_setzero_ps();
-      for (int j = 0; j < n; j += 8) {
-        __m256 p = Exp(_mm256_sub_ps(_mm256_load_ps(scores + j), vm));  // -inf pads give 0
-        psum = _mm256_add_ps(psum, p);
-        _mm256_store_ps(scores + j, p);
-      }
-      ls[g] = ls[g] * corr + Hsum(psum);
-      ms[g] = m_new;
-      if (int8)
-        for (int j = 0; j < n; ++j) scores[j] *= vscale[j];
-      const __m256 vcorr = _mm256_set1_ps(corr);
-      float* ag = acc + g * nvec * 8;
-      for (int v = 0; v < nvec; ++v) {
-        __m256 a = _mm256_mul_ps(_mm256_load_ps(ag + v * 8), vcorr);
-        const uint8_t* vcol = vplane;
-        for (int j = 0; j < n; ++j, vcol += row_bytes)
-          a = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]),
-                              LoadKv(l.dtype, vcol, v * 8, masks[v], hd - v * 8), a);
-        _mm256_store_ps(ag + v * 8, a);
+}
+
+// out[r * 8 + j] for r < RU, j < KU: lane l sums q[r][d] * k[j][d] over the d
+// with d % 8 == l in increasing d, one FMA chain each; the head_dim tail
+// reads zeros past hd (q is zero-padded).
+template <KvDType D, int RU, int KU>
+inline void Dots(const float* q, int stride, const uint8_t* const* k, int hd, __m256* out) {
+  __m256 acc[RU][KU];
+  for (int r = 0; r < RU; ++r)
+    for (int j = 0; j < KU; ++j) acc[r][j] = _mm256_setzero_ps();
+  const auto step = [&](int d, auto load) {
+    __m256 qv[RU];
+    for (int r = 0; r < RU; ++r) qv[r] = _mm256_load_ps(q + r * stride + d);
+    for (int j = 0; j < KU; ++j) {
+      const __m256 kv = load(k[j], d);
+      for (int r = 0; r < RU; ++r) acc[r][j] = _mm256_fmadd_ps(qv[r], kv, acc[r][j]);
+    }
+  };
+  const int full = hd & ~7;
+  for (int d = 0; d < full; d += 8) step(d, [](const uint8_t* row, int c) { return LoadKv<D>(row, c); });
+  if (full < hd)
+    step(full, [&](const uint8_t* row, int c) { return LoadKv<D, true>(row, c, hd - full); });
+  for (int r = 0; r < RU; ++r)
+    for (int j = 0; j < KU; ++j) out[r * 8 + j] = acc[r][j];
+}
+
+// Dots of `rows` tile rows against the 8 keys k[0..8): out[r * 8 + j]. Rows
+// go four at a time (4 x 2 keys: 8 chains, 4 q and 2 k registers), then two
+// (2 x 4), then one (1 x 8).
+template <KvDType D>
+void DotRows(const float* q, int stride, int rows, const uint8_t* const* k, int hd, __m256* out) {
+  int r = 0;
+  for (; r + 4 <= rows; r += 4)
+    for (int j = 0; j < 8; j += 2) Dots<D, 4, 2>(q + r * stride, stride, k + j, hd, out + r * 8 + j);
+  for (; r + 2 <= rows; r += 2)
+    for (int j = 0; j < 8; j += 4) Dots<D, 2, 4>(q + r * stride, stride, k + j, hd, out + r * 8 + j);
+  if (r < rows) Dots<D, 1, 8>(q + r * stride, stride, k, hd, out + r * 8);
+}
+
+// acc[r][d0 .. d0 + 8 VU) = acc * corr[r], then one FMA chain per lane over
+// keys j < n in order: + p[r][j] * V[j]. kTail: one vector (VU = 1) of which
+// the first `valid` lanes are in the row.
+template <KvDType D, int RU, int VU, bool kTail = false>
+inline void Pv(const float* const* p, const float* corr, const uint8_t* vplane, size_t row_bytes,
+               int n, int d0, int valid, float* const* acc) {
+  __m256 a[RU][VU];
+  for (int r = 0; r < RU; ++r)
+    for (int u = 0; u < VU; ++u)
+      a[r][u] = _mm256_mul_ps(_mm256_load_ps(acc[r] + d0 + 8 * u), _mm256_set1_ps(corr[r]));
+  const uint8_t* row = vplane;
+  for (int j = 0; j < n; ++j, row += row_bytes) {
+    __m256 pv[RU];
+    for (int r = 0; r < RU; ++r) pv[r] = _mm256_broadcast_ss(p[r] + j);
+    for (int u = 0; u < VU; ++u) {
+      const __m256 vv = LoadKv<D, kTail>(row, d0 + 8 * u, valid);
+      for (int r = 0; r < RU; ++r) a[r][u] = _mm256_fmadd_ps(pv[r], vv, a[r][u]);
+    }
+  }
+  for (int r = 0; r < RU; ++r)
+    for (int u = 0; u < VU; ++u) _mm256_store_ps(acc[r] + d0 + 8 * u, a[r][u]);
+}
+
+// Pv over every head_dim vector for RU rows: 8 / RU vectors a pass, so each
+// pass keeps 8 accumulators.
+template <KvDType D, int RU>
+void PvRows(const float* const* p, const float* corr, const uint8_t* vplane, size_t row_bytes,
+            int n, int hd, float* const* acc) {
+  constexpr int VU = 8 / RU;
+  const int full = hd / 8;
+  int v = 0;
+  for (; v + VU <= full; v += VU) Pv<D, RU, VU>(p, corr, vplane, row_bytes, n, v * 8, 8, acc);
+  for (; v < full; ++v) Pv<D, RU, 1>(p, corr, vplane, row_bytes, n, v * 8, 8, acc);
+  if (full * 8 < hd) Pv<D, RU, 1, true>(p, corr, vplane, row_bytes, n, full * 8, hd - full * 8, acc);
+}
+
+// One key block (at position b0, before the tile's last context end) folded
+// into the tile. Per (token, head) row the order is fixed by the keys alone:
+// score of key j = Hsum(lanes of q * k accumulated over d) * scale (int8: *
+// the key's scale); per block, max, one rescale of (max, sum, acc), then the
+// block's p * V in key order. A row whose context ends before the tile's last
+// sees the remaining keys masked: its scores there are -inf, so corr is
+// exp(0) = 1 and p = 0, and acc * 1 + 0 * v, ls * 1 + 0 and max(m, -inf)
+// leave its state bit for bit as if it ran alone. kPrefetch: next_block (not
+// null) is read after this one; its K and V rows are fetched while this
+// block's keys are scored (each 16-key bf16 plane of head_dim 128 is its own
+// 4 KB page, which the hardware prefetchers do not enter before a demand miss).
+template <KvDType D, bool kPrefetch>
+void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s, int kvh,
+               int64_t b0, const uint8_t* next_block, Tile* tile) {
+  const int hd = l.head_dim, bs = l.block_size, group = tile->group;
+  const int rows = tile->tokens * group;
+  const int stride = (hd + 7) / 8 * 8;
+  const int64_t ctx0 = s.start_pos + tile->t0 + 1;  // context of the tile's first token
+  const int64_t ctx_end = ctx0 + tile->tokens - 1;  // and of its last
+  const size_t row_bytes = static_cast<size_t>(hd) * l.ElementBytes();
+  constexpr bool kInt8 = D == KvDType::kInt8;
+
+  const uint8_t* block = s.blocks[b0 / bs];
+  const int n = static_cast<int>(ctx_end - b0 < bs ? ctx_end - b0 : bs);  // keys read
+  const int n8 = (n + 7) & ~7;
+  int valid[kMaxTileRows];  // keys of this block row r may see (0 .. n)
+  for (int r = 0; r < rows; ++r) {
+    const int64_t v = ctx0 + r / group - b0;
+    valid[r] = static_cast<int>(v < 0 ? 0 : v > n ? n : v);
+  }
+  const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
+  const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
+  const float* kscale =
+      kInt8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, kvh)) : nullptr;
+  const float* vscale =
+      kInt8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, kvh)) : nullptr;
+  const uint8_t* next_k = kPrefetch ? next_block + l.PlaneOffset(layer, 0, kvh) : nullptr;
+  const uint8_t* next_v = kPrefetch ? next_block + l.PlaneOffset(layer, 1, kvh) : nullptr;
+
+  alignas(32) float scores[kMaxTileRows][kMaxBlockSize + 8];
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY), vscale_all = _mm256_set1_ps(scale);
+  for (int j0 = 0; j0 < n; j0 += 8) {
+    const uint8_t* krows[8];  // keys past n repeat key n - 1 (masked below)
+    for (int jj = 0; jj < 8; ++jj) krows[jj] = kplane + (j0 + jj < n ? j0 + jj : n - 1) * row_bytes;
+    if constexpr (kPrefetch) {
+      for (int j = j0; j < j0 + 8 && j < bs; ++j)
+        for (size_t o = 0; o < row_bytes; o += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(next_k + j * row_bytes + o), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(next_v + j * row_bytes + o), _MM_HINT_T0);
+        }
+    }
+    __m256 dots[kMaxTileRows * 8];
+    DotRows<D>(tile->q, stride, rows, krows, hd, dots);
+    __m256 kscales = _mm256_setzero_ps();  // int8: the keys' scales
+    if constexpr (kInt8) kscales = _mm256_maskload_ps(kscale + j0, TailMask(n - j0));
+    for (int r = 0; r < rows; ++r) {
+      __m256 sc = _mm256_mul_ps(Reduce8(dots + r * 8), vscale_all);
+      if constexpr (kInt8) sc = _mm256_mul_ps(sc, kscales);
+      const __m256 in_ctx = _mm256_castsi256_ps(TailMask(valid[r] - j0));
+      _mm256_store_ps(scores[r] + j0, _mm256_blendv_ps(neg_inf, sc, in_ctx));
+    }
+  }
+  // Online softmax per row; -inf scores give p = 0.
+  float corr[kMaxTileRows];
+  for (int r = 0; r < rows; ++r) {
+    float* sr = scores[r];
+    __m256 bmax = neg_inf;
+    for (int j = 0; j < n8; j += 8) bmax = _mm256_max_ps(_mm256_load_ps(sr + j), bmax);
+    const float m_new = std::fmax(tile->ms[r], Hmax(bmax));
+    corr[r] = ExpScalar(tile->ms[r] - m_new);
+    const __m256 vm = _mm256_set1_ps(m_new);
+    __m256 psum = _mm256_setzero_ps();
+    for (int j = 0; j < n8; j += 8) {
+      __m256 p = Exp(_mm256_sub_ps(_mm256_load_ps(sr + j), vm));
+      psum = _mm256_add_ps(psum, p);
+      if constexpr (kInt8) p = _mm256_mul_ps(p, _mm256_maskload_ps(vscale + j, TailMask(n - j)));
+      _mm256_store_ps(sr + j, p);
+    }
+    tile->ls[r] = tile->ls[r] * corr[r] + Hsum(psum);
+    tile->ms[r] = m_new;
+  }
+  // acc = acc * corr + the block's p * V, rows four, then two, then one at a time.
+  const float* p[kMaxTileRows];
+  float* acc[kMaxTileRows];
+  for (int r = 0; r < rows; ++r) {
+    p[r] = scores[r];
+    acc[r] = tile->acc + r * stride;
+  }
+  int r = 0;
+  for (; r + 4 <= rows; r += 4) PvRows<D, 4>(p + r, corr + r, vplane, row_bytes, n, hd, acc + r);
+  for (; r + 2 <= rows; r += 2) PvRows<D, 2>(p + r, corr + r, vplane, row_bytes, n, hd, acc + r);
+  if (r < rows) PvRows<D, 1>(p + r, corr + r, vplane, row_bytes, n, hd, acc + r);
+}
+
+void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh, const Tile& tile) {
+  const int hd = l.head_dim, group = tile.group;
+  const int nv = (hd + 7) / 8;
+  for (int r = 0; r < tile.tokens * group; ++r) {
+    float* out = s.out + ((tile.t0 + r / group) * num_heads + kvh * group + r % group) * hd;
+    const __m256 vl = _mm256_set1_ps(tile.ls[r]);
+    for (int v = 0; v < nv; ++v)
+      _mm256_maskstore_ps(out + v * 8, TailMask(hd - v * 8),
+                          _mm256_div_ps(_mm256_load_ps(tile.acc + (r * nv + v) * 8), vl));
+  }
+}
+
+// The tiles of one task against KV head kvh, block by block: each block's K
+// and V planes serve every tile of the span while they are in cache.
+template <KvDType D>
+void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const AttentionTask& task) {
+  const AttentionSeq& s = *task.seq;
+  const int tokens = 1 << task.tile;
+  // The tiles' q and acc rows packed one after another, after the tile states.
+  const size_t rows = static_cast<size_t>(tokens) * (num_heads / l.num_kv_heads);
+  const size_t row_floats = static_cast<size_t>(l.head_dim + 7) / 8 * 8;
+  const size_t states = (static_cast<size_t>(task.ntiles) * sizeof(Tile) + 31) / 32 * 32;
+  auto* mem = static_cast<uint8_t*>(ThreadScratch(
+      kScratchTask, states + static_cast<size_t>(task.ntiles) * 2 * rows * row_floats * sizeof(float)));
+  Tile* tiles = reinterpret_cast<Tile*>(mem);
+  float* rows_mem = reinterpret_cast<float*>(mem + states);
+  for (int k = 0; k < task.ntiles; ++k) {
+    tiles[k].q = rows_mem + (2 * k) * rows * row_floats;
+    tiles[k].acc = rows_mem + (2 * k + 1) * rows * row_floats;
+    TileInit(l, num_heads, s, task.t + int64_t{k} * tokens, task.kvh, tokens, &tiles[k]);
+  }
+  const int64_t last_ctx_end = s.start_pos + task.t + int64_t{task.ntiles} * tokens;
+  for (int64_t b0 = 0; b0 < last_ctx_end; b0 += l.block_size) {
+    for (int k = 0; k < task.ntiles; ++k) {
+      const int64_t ctx_end = s.start_pos + tiles[k].t0 + tokens;
+      if (b0 >= ctx_end) continue;
+      // A span of one tile reads each block once, as decode does: prefetch the next.
+      const int64_t next = b0 + l.block_size;
+      if (task.ntiles == 1 && next < ctx_end) {
+        TileBlock<D, true>(l, layer, scale, s, task.kvh, b0, s.blocks[next / l.block_size], &tiles[k]);
+      } else {
+        TileBlock<D, false>(l, layer, scale, s, task.kvh, b0, nullptr, &tiles[k]);
       }
     }
   }
-  for (int g = 0; g < group; ++g) {
-    const __m256 vl = _mm256_set1_ps(ls[g]);
-    for (int v = 0; v < nvec; ++v)
-      _mm256_maskstore_ps(out0 + g * hd + v * 8, masks[v],
-                          _mm256_div_ps(_mm256_load_ps(acc + (g * nvec + v) * 8), vl));
-  }
+  for (int k = 0; k < task.ntiles; ++k) TileFinish(l, num_heads, s, task.kvh, tiles[k]);
 }
 
 }  // namespace
@@ -204,17 +378,16 @@ void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scal
   // Tasks of all sequences in one ParallelFor, so a decode step over many
   // sequences (1 token each) still spreads over the threads.
   int64_t total = 0;
-  for (size_t i = 0; i < seqs.size(); ++i) total += seqs[i].num_tokens * layout.num_kv_heads;
+  for (const AttentionSeq& s : seqs) total += s.num_tokens * layout.num_kv_heads;
   if (total == 0) return;
-  Task* tasks = static_cast<Task*>(ThreadScratch(kScratchCaller, static_cast<size_t>(total) * sizeof(Task)));
-  int64_t n = 0;
-  for (size_t i = 0; i < seqs.size(); ++i)
-    for (int64_t t = 0; t < seqs[i].num_tokens; ++t)
-      for (int h = 0; h < layout.num_kv_heads; ++h) tasks[n++] = Task{&seqs[i], t, h};
-  pool.ParallelFor(total, [&](int64_t i) {
-    const Task& task = tasks[i];
-    AttendGroup(layout, layer, num_heads, scale, *task.seq, task.t, task.kvh);
-  });
+  auto* tasks = static_cast<AttentionTask*>(
+      ThreadScratch(kScratchCaller, static_cast<size_t>(total) * sizeof(AttentionTask)));
+  const int max_tile = MaxTileTokens(num_heads / layout.num_kv_heads);
+  const int64_t n = PlanAttentionTasks(seqs, layout.num_kv_heads, max_tile, tasks);
+  const auto span = layout.dtype == KvDType::kF32    ? AttendSpan<KvDType::kF32>
+                    : layout.dtype == KvDType::kBf16 ? AttendSpan<KvDType::kBf16>
+                                                     : AttendSpan<KvDType::kInt8>;
+  pool.ParallelFor(n, [&](int64_t i) { span(layout, layer, num_heads, scale, tasks[i]); });
 }
 
 }  // namespace kvfork::avx2

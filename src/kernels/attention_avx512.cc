@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/attention_tiles.h"
 #include "kernels/ops_isa.h"
 #include "kernels/scratch.h"
 #include "kernels/simd_avx512.h"
@@ -73,14 +74,6 @@ inline __m512 LoadKv(KvDType dtype, const uint8_t* row, int d, int valid) {
   return _mm512_setzero_ps();
 }
 
-struct Task {
-  const AttentionSeq* seq;
-  int64_t t;  // first query token of the span
-  int kvh;
-  int tile;    // index into Attend::fns: tiles of 1, 2 or 4 tokens
-  int ntiles;  // tiles in the span
-};
-
 // Lane j of the result = the sum of the 16 lanes of d[j], by one fixed tree
 // (pairs within 128-bit lanes, then across them): a whole block of 16 keys'
 // scores for the cost of about 3 Hsum.
@@ -101,11 +94,9 @@ inline __m512 Reduce16(const __m512 d[16]) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(v0, v1, 0x88), _mm512_shuffle_f32x4(v0, v1, 0xdd));
 }
 
-// Query tokens per task: Q consecutive tokens of one sequence share every K
-// and V row they read; kept small enough for the accumulators to fit in
-// registers (Q * G chains).
+// Query tokens per tile (attention_tiles.h): Q * G accumulator chains.
 template <int G>
-constexpr int kMaxTile = G <= 4 ? 4 : 1;
+constexpr int kMaxTile = MaxTileTokens(G);
 
 // V columns accumulated per pass: Q * G * VU independent FMA chains, enough
 // to hide the FMA latency without running out of the 32 registers.
@@ -285,13 +276,6 @@ void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh
   }
 }
 
-// Tiles per task: a span of consecutive tiles of one sequence walks the
-// block table once, each block's K and V planes serving every tile while
-// they are in cache. With one tile per task, a 22-token prefill over 3,400
-// cached tokens read each KV plane six times and waited on memory (perf:
-// the widening loads of K and V were most of its time).
-constexpr int kSpanTiles = 8;
-
 // Tiles [0, ntiles) of Q tokens from t0 against KV head kvh. Each tile's
 // state sees the same operations in the same order as if it ran alone.
 template <int G, int Q>
@@ -398,23 +382,11 @@ void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scal
   int64_t total = 0;
   for (size_t i = 0; i < seqs.size(); ++i) total += seqs[i].num_tokens * layout.num_kv_heads;
   if (total == 0) return;
-  Task* tasks =
-      static_cast<Task*>(ThreadScratch(kScratchCaller, static_cast<size_t>(total) * sizeof(Task)));
-  int64_t n = 0;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    for (int64_t t = 0; t < seqs[i].num_tokens;) {
-      const int64_t left = seqs[i].num_tokens - t;
-      const int tile = left >= 4 && attend.max_tile >= 4   ? 2
-                       : left >= 2 && attend.max_tile >= 2 ? 1
-                                                           : 0;
-      const int64_t fit = left >> tile;  // whole tiles of this size left
-      const int ntiles = static_cast<int>(fit < kSpanTiles ? fit : kSpanTiles);
-      for (int h = 0; h < layout.num_kv_heads; ++h) tasks[n++] = Task{&seqs[i], t, h, tile, ntiles};
-      t += int64_t{ntiles} << tile;
-    }
-  }
+  auto* tasks = static_cast<AttentionTask*>(
+      ThreadScratch(kScratchCaller, static_cast<size_t>(total) * sizeof(AttentionTask)));
+  const int64_t n = PlanAttentionTasks(seqs, layout.num_kv_heads, attend.max_tile, tasks);
   pool.ParallelFor(n, [&](int64_t i) {
-    const Task& task = tasks[i];
+    const AttentionTask& task = tasks[i];
     attend.fns[task.tile](layout, layer, num_heads, scale, *task.seq, task.t, task.ntiles, task.kvh);
   });
 }
