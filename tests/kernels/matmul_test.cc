@@ -95,8 +95,11 @@ TEST_P(MatMulTest, MatchesReferenceOnEveryIsa) {
 TEST_P(MatMulTest, RowsOfABatchEqualSingleRowCallsBitwise) {
   const DType dtype = GetParam();
   // n = 83, k = 201: not a multiple of any tile; n = 96, k = 128: whole tiles;
-  // k = 2,100: W groups too large for L1 run in the other tile order (avx512).
-  for (auto [n, k] : {std::pair<int64_t, int64_t>{83, 201}, {96, 128}, {30, 2100}}) {
+  // k = 2,100: W groups too large for L1 run in the other tile order (avx512);
+  // n = 1,013, k = 200: decode tasks of 248 rows at 2 threads, read as streams
+  // of 31 (avx2), and a ragged last task of 21.
+  for (auto [n, k] :
+       {std::pair<int64_t, int64_t>{83, 201}, {96, 128}, {30, 2100}, {1013, 200}}) {
     Weights wb = MakeWeights(n, k, 3);
     MatrixView w = wb.View(dtype, n, k);
     ThreadPool pool(2);
