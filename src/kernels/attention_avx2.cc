@@ -78,22 +78,42 @@ void StoreRow(const KvLayout& l, uint8_t* block, int layer, int kv, int head, in
   }
 }
 
-// 8 elements of a K or V row at element d as f32 (int8 unscaled: the scale is
-// applied by the caller); kTail: only the first `valid` (1..7), zeros after.
-template <KvDType D, bool kTail = false>
-inline __m256 LoadKv(const uint8_t* row, int d, int valid = 8) {
+// One K or V plane's rows [0, n) as f32 rows of `stride` (head_dim rounded up
+// to 8) floats, zeros past head_dim; int8 unscaled (its scales are applied to
+// the scores and to p). Converted once per block for every tile of a span, so
+// the register tiles below only load. pf (not null): the same rows of the
+// next block's plane, prefetched as these are converted.
+template <KvDType D>
+void PlaneToF32(const uint8_t* plane, int n, int hd, int stride, const uint8_t* pf, float* out) {
   constexpr size_t kBytes = D == KvDType::kF32 ? 4 : D == KvDType::kBf16 ? 2 : 1;
-  if constexpr (kTail) {
-    alignas(32) uint8_t buf[8 * kBytes] = {};
-    std::memcpy(buf, row + d * kBytes, static_cast<size_t>(valid) * kBytes);
-    return LoadKv<D>(buf, 0);
-  } else if constexpr (D == KvDType::kF32) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
-  } else if constexpr (D == KvDType::kBf16) {
-    return LoadBf16(reinterpret_cast<const uint16_t*>(row) + d);
-  } else {
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + d));
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+  const size_t row_bytes = static_cast<size_t>(hd) * kBytes;
+  const int full = hd & ~7;
+  for (int j = 0; j < n; ++j) {
+    const uint8_t* row = plane + j * row_bytes;
+    float* o = out + static_cast<size_t>(j) * stride;
+    if (pf != nullptr)
+      for (size_t b = 0; b < row_bytes; b += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(pf + j * row_bytes + b), _MM_HINT_T0);
+    for (int d = 0; d < full; d += 8) {
+      if constexpr (D == KvDType::kF32) {
+        _mm256_store_ps(o + d, _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d));
+      } else if constexpr (D == KvDType::kBf16) {
+        _mm256_store_ps(o + d, LoadBf16(reinterpret_cast<const uint16_t*>(row) + d));
+      } else {
+        const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + d));
+        _mm256_store_ps(o + d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)));
+      }
+    }
+    for (int d = full; d < stride; ++d) {  // the tail, then zeros
+      float v = 0.0f;
+      if (d < hd) {
+        if constexpr (D == KvDType::kF32) v = reinterpret_cast<const float*>(row)[d];
+        else if constexpr (D == KvDType::kBf16) v = _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(
+                 static_cast<int>(reinterpret_cast<const uint16_t*>(row)[d]) << 16)));
+        else v = static_cast<float>(reinterpret_cast<const int8_t*>(row)[d]);
+      }
+      o[d] = v;
+    }
   }
 }
 
@@ -105,7 +125,9 @@ inline __m256 Reduce8(const __m256* d) {
   for (int i = 0; i < 4; ++i)
     a[i] = _mm256_add_ps(_mm256_permute2f128_ps(d[i], d[i + 4], 0x20),
                          _mm256_permute2f128_ps(d[i], d[i + 4], 0x31));
-  __m256 b[2];  // per 128-bit half: two partial pairs of d[2i'], then of d[2i' + 1]
+  // b[i], low half: d[2i]'s two partials (l + 2 pairs), then d[2i + 1]'s;
+  // high half: the same of d[2i + 4] and d[2i + 5].
+  __m256 b[2];
   for (int i = 0; i < 2; ++i)
     b[i] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0x44),
                          _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0xee));
@@ -143,25 +165,21 @@ void TileInit(const KvLayout& l, int num_heads, const AttentionSeq& s, int64_t t
 }
 
 // out[r * 8 + j] for r < RU, j < KU: lane l sums q[r][d] * k[j][d] over the d
-// with d % 8 == l in increasing d, one FMA chain each; the head_dim tail
-// reads zeros past hd (q is zero-padded).
-template <KvDType D, int RU, int KU>
-inline void Dots(const float* q, int stride, const uint8_t* const* k, int hd, __m256* out) {
+// with d % 8 == l in increasing d, one FMA chain each (q and k zero-padded
+// to `stride`).
+template <int RU, int KU>
+inline void Dots(const float* q, const float* const* k, int stride, __m256* out) {
   __m256 acc[RU][KU];
   for (int r = 0; r < RU; ++r)
     for (int j = 0; j < KU; ++j) acc[r][j] = _mm256_setzero_ps();
-  const auto step = [&](int d, auto load) {
+  for (int d = 0; d < stride; d += 8) {
     __m256 qv[RU];
     for (int r = 0; r < RU; ++r) qv[r] = _mm256_load_ps(q + r * stride + d);
     for (int j = 0; j < KU; ++j) {
-      const __m256 kv = load(k[j], d);
+      const __m256 kv = _mm256_load_ps(k[j] + d);
       for (int r = 0; r < RU; ++r) acc[r][j] = _mm256_fmadd_ps(qv[r], kv, acc[r][j]);
     }
-  };
-  const int full = hd & ~7;
-  for (int d = 0; d < full; d += 8) step(d, [](const uint8_t* row, int c) { return LoadKv<D>(row, c); });
-  if (full < hd)
-    step(full, [&](const uint8_t* row, int c) { return LoadKv<D, true>(row, c, hd - full); });
+  }
   for (int r = 0; r < RU; ++r)
     for (int j = 0; j < KU; ++j) out[r * 8 + j] = acc[r][j];
 }
@@ -169,32 +187,35 @@ inline void Dots(const float* q, int stride, const uint8_t* const* k, int hd, __
 // Dots of `rows` tile rows against the 8 keys k[0..8): out[r * 8 + j]. Rows
 // go four at a time (4 x 2 keys: 8 chains, 4 q and 2 k registers), then two
 // (2 x 4), then one (1 x 8).
-template <KvDType D>
-void DotRows(const float* q, int stride, int rows, const uint8_t* const* k, int hd, __m256* out) {
+void DotRows(const float* q, int rows, const float* const* k, int stride, __m256* out) {
   int r = 0;
   for (; r + 4 <= rows; r += 4)
-    for (int j = 0; j < 8; j += 2) Dots<D, 4, 2>(q + r * stride, stride, k + j, hd, out + r * 8 + j);
+    for (int j = 0; j < 8; j += 2) Dots<4, 2>(q + r * stride, k + j, stride, out + r * 8 + j);
   for (; r + 2 <= rows; r += 2)
-    for (int j = 0; j < 8; j += 4) Dots<D, 2, 4>(q + r * stride, stride, k + j, hd, out + r * 8 + j);
-  if (r < rows) Dots<D, 1, 8>(q + r * stride, stride, k, hd, out + r * 8);
+    for (int j = 0; j < 8; j += 4) Dots<2, 4>(q + r * stride, k + j, stride, out + r * 8 + j);
+  if (r < rows) Dots<1, 8>(q + r * stride, k, stride, out + r * 8);
 }
 
 // acc[r][d0 .. d0 + 8 VU) = acc * corr[r], then one FMA chain per lane over
-// keys j < n in order: + p[r][j] * V[j]. kTail: one vector (VU = 1) of which
-// the first `valid` lanes are in the row.
-template <KvDType D, int RU, int VU, bool kTail = false>
-inline void Pv(const float* const* p, const float* corr, const uint8_t* vplane, size_t row_bytes,
-               int n, int d0, int valid, float* const* acc) {
+// keys j < n in order: + p[r][j] * V[j] (v: n rows of `stride` floats).
+template <int RU, int VU>
+inline void Pv(const float* const* p, const float* corr, const float* v, int stride, int n, int d0,
+               float* const* acc) {
+  // p as plain float reads (set1, not _mm256_broadcast_ss): with the
+  // broadcast intrinsic GCC 12 kept `a` in memory, storing all 8 accumulators
+  // every key (perf: Pv took twice the time of Dots for the same FMAs).
+  const float* pr[RU];
+  for (int r = 0; r < RU; ++r) pr[r] = p[r];
   __m256 a[RU][VU];
   for (int r = 0; r < RU; ++r)
     for (int u = 0; u < VU; ++u)
       a[r][u] = _mm256_mul_ps(_mm256_load_ps(acc[r] + d0 + 8 * u), _mm256_set1_ps(corr[r]));
-  const uint8_t* row = vplane;
-  for (int j = 0; j < n; ++j, row += row_bytes) {
+  const float* row = v + d0;
+  for (int j = 0; j < n; ++j, row += stride) {
     __m256 pv[RU];
-    for (int r = 0; r < RU; ++r) pv[r] = _mm256_broadcast_ss(p[r] + j);
+    for (int r = 0; r < RU; ++r) pv[r] = _mm256_set1_ps(pr[r][j]);
     for (int u = 0; u < VU; ++u) {
-      const __m256 vv = LoadKv<D, kTail>(row, d0 + 8 * u, valid);
+      const __m256 vv = _mm256_load_ps(row + 8 * u);
       for (int r = 0; r < RU; ++r) a[r][u] = _mm256_fmadd_ps(pv[r], vv, a[r][u]);
     }
   }
@@ -204,40 +225,33 @@ inline void Pv(const float* const* p, const float* corr, const uint8_t* vplane, 
 
 // Pv over every head_dim vector for RU rows: 8 / RU vectors a pass, so each
 // pass keeps 8 accumulators.
-template <KvDType D, int RU>
-void PvRows(const float* const* p, const float* corr, const uint8_t* vplane, size_t row_bytes,
-            int n, int hd, float* const* acc) {
+template <int RU>
+void PvRows(const float* const* p, const float* corr, const float* v, int stride, int n,
+            float* const* acc) {
   constexpr int VU = 8 / RU;
-  const int full = hd / 8;
-  int v = 0;
-  for (; v + VU <= full; v += VU) Pv<D, RU, VU>(p, corr, vplane, row_bytes, n, v * 8, 8, acc);
-  for (; v < full; ++v) Pv<D, RU, 1>(p, corr, vplane, row_bytes, n, v * 8, 8, acc);
-  if (full * 8 < hd) Pv<D, RU, 1, true>(p, corr, vplane, row_bytes, n, full * 8, hd - full * 8, acc);
+  const int nv = stride / 8;
+  int u = 0;
+  for (; u + VU <= nv; u += VU) Pv<RU, VU>(p, corr, v, stride, n, u * 8, acc);
+  for (; u < nv; ++u) Pv<RU, 1>(p, corr, v, stride, n, u * 8, acc);
 }
 
 // One key block (at position b0, before the tile's last context end) folded
-// into the tile. Per (token, head) row the order is fixed by the keys alone:
-// score of key j = Hsum(lanes of q * k accumulated over d) * scale (int8: *
-// the key's scale); per block, max, one rescale of (max, sum, acc), then the
-// block's p * V in key order. A row whose context ends before the tile's last
-// sees the remaining keys masked: its scores there are -inf, so corr is
-// exp(0) = 1 and p = 0, and acc * 1 + 0 * v, ls * 1 + 0 and max(m, -inf)
-// leave its state bit for bit as if it ran alone. kPrefetch: next_block (not
-// null) is read after this one; its K and V rows are fetched while this
-// block's keys are scored (each 16-key bf16 plane of head_dim 128 is its own
-// 4 KB page, which the hardware prefetchers do not enter before a demand miss).
-template <KvDType D, bool kPrefetch>
-void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s, int kvh,
-               int64_t b0, const uint8_t* next_block, Tile* tile) {
-  const int hd = l.head_dim, bs = l.block_size, group = tile->group;
+// into the tile; kf, vf: the block's K and V rows as f32 (PlaneToF32), at
+// least the tile's; kscale, vscale: int8's per-key scales, else null. Per
+// (token, head) row the order is fixed by the keys alone: score of key j =
+// Hsum(lanes of q * k accumulated over d) * scale (int8: * the key's scale);
+// per block, max, one rescale of (max, sum, acc), then the block's p * V in
+// key order. A row whose context ends before the tile's last sees the
+// remaining keys masked: its scores there are -inf, so corr is exp(0) = 1 and
+// p = 0, and acc * 1 + 0 * v, ls * 1 + 0 and max(m, -inf) leave its state bit
+// for bit as if it ran alone.
+void TileBlock(const KvLayout& l, float scale, const AttentionSeq& s, int64_t b0, const float* kf,
+               const float* vf, const float* kscale, const float* vscale, Tile* tile) {
+  const int bs = l.block_size, group = tile->group;
   const int rows = tile->tokens * group;
-  const int stride = (hd + 7) / 8 * 8;
+  const int stride = (l.head_dim + 7) / 8 * 8;
   const int64_t ctx0 = s.start_pos + tile->t0 + 1;  // context of the tile's first token
   const int64_t ctx_end = ctx0 + tile->tokens - 1;  // and of its last
-  const size_t row_bytes = static_cast<size_t>(hd) * l.ElementBytes();
-  constexpr bool kInt8 = D == KvDType::kInt8;
-
-  const uint8_t* block = s.blocks[b0 / bs];
   const int n = static_cast<int>(ctx_end - b0 < bs ? ctx_end - b0 : bs);  // keys read
   const int n8 = (n + 7) & ~7;
   int valid[kMaxTileRows];  // keys of this block row r may see (0 .. n)
@@ -245,34 +259,19 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
     const int64_t v = ctx0 + r / group - b0;
     valid[r] = static_cast<int>(v < 0 ? 0 : v > n ? n : v);
   }
-  const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
-  const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
-  const float* kscale =
-      kInt8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, kvh)) : nullptr;
-  const float* vscale =
-      kInt8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, kvh)) : nullptr;
-  const uint8_t* next_k = kPrefetch ? next_block + l.PlaneOffset(layer, 0, kvh) : nullptr;
-  const uint8_t* next_v = kPrefetch ? next_block + l.PlaneOffset(layer, 1, kvh) : nullptr;
 
   alignas(32) float scores[kMaxTileRows][kMaxBlockSize + 8];
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY), vscale_all = _mm256_set1_ps(scale);
   for (int j0 = 0; j0 < n; j0 += 8) {
-    const uint8_t* krows[8];  // keys past n repeat key n - 1 (masked below)
-    for (int jj = 0; jj < 8; ++jj) krows[jj] = kplane + (j0 + jj < n ? j0 + jj : n - 1) * row_bytes;
-    if constexpr (kPrefetch) {
-      for (int j = j0; j < j0 + 8 && j < bs; ++j)
-        for (size_t o = 0; o < row_bytes; o += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(next_k + j * row_bytes + o), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(next_v + j * row_bytes + o), _MM_HINT_T0);
-        }
-    }
+    const float* krows[8];  // keys past n repeat key n - 1 (masked below)
+    for (int jj = 0; jj < 8; ++jj) krows[jj] = kf + static_cast<size_t>(j0 + jj < n ? j0 + jj : n - 1) * stride;
     __m256 dots[kMaxTileRows * 8];
-    DotRows<D>(tile->q, stride, rows, krows, hd, dots);
-    __m256 kscales = _mm256_setzero_ps();  // int8: the keys' scales
-    if constexpr (kInt8) kscales = _mm256_maskload_ps(kscale + j0, TailMask(n - j0));
+    DotRows(tile->q, rows, krows, stride, dots);
+    const __m256 kscales =
+        kscale != nullptr ? _mm256_maskload_ps(kscale + j0, TailMask(n - j0)) : _mm256_setzero_ps();
     for (int r = 0; r < rows; ++r) {
       __m256 sc = _mm256_mul_ps(Reduce8(dots + r * 8), vscale_all);
-      if constexpr (kInt8) sc = _mm256_mul_ps(sc, kscales);
+      if (kscale != nullptr) sc = _mm256_mul_ps(sc, kscales);
       const __m256 in_ctx = _mm256_castsi256_ps(TailMask(valid[r] - j0));
       _mm256_store_ps(scores[r] + j0, _mm256_blendv_ps(neg_inf, sc, in_ctx));
     }
@@ -290,7 +289,7 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
     for (int j = 0; j < n8; j += 8) {
       __m256 p = Exp(_mm256_sub_ps(_mm256_load_ps(sr + j), vm));
       psum = _mm256_add_ps(psum, p);
-      if constexpr (kInt8) p = _mm256_mul_ps(p, _mm256_maskload_ps(vscale + j, TailMask(n - j)));
+      if (vscale != nullptr) p = _mm256_mul_ps(p, _mm256_maskload_ps(vscale + j, TailMask(n - j)));
       _mm256_store_ps(sr + j, p);
     }
     tile->ls[r] = tile->ls[r] * corr[r] + Hsum(psum);
@@ -304,9 +303,9 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
     acc[r] = tile->acc + r * stride;
   }
   int r = 0;
-  for (; r + 4 <= rows; r += 4) PvRows<D, 4>(p + r, corr + r, vplane, row_bytes, n, hd, acc + r);
-  for (; r + 2 <= rows; r += 2) PvRows<D, 2>(p + r, corr + r, vplane, row_bytes, n, hd, acc + r);
-  if (r < rows) PvRows<D, 1>(p + r, corr + r, vplane, row_bytes, n, hd, acc + r);
+  for (; r + 4 <= rows; r += 4) PvRows<4>(p + r, corr + r, vf, stride, n, acc + r);
+  for (; r + 2 <= rows; r += 2) PvRows<2>(p + r, corr + r, vf, stride, n, acc + r);
+  if (r < rows) PvRows<1>(p + r, corr + r, vf, stride, n, acc + r);
 }
 
 void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh, const Tile& tile) {
@@ -322,37 +321,54 @@ void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh
 }
 
 // The tiles of one task against KV head kvh, block by block: each block's K
-// and V planes serve every tile of the span while they are in cache.
+// and V planes, converted to f32 once, serve every tile of the span. A span
+// of one tile reads each block once, as decode does: the next block's K and
+// V rows are prefetched while this block's are converted (each 16-key bf16
+// plane of head_dim 128 is its own 4 KB page, which the hardware prefetchers
+// do not enter before a demand miss).
 template <KvDType D>
 void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const AttentionTask& task) {
   const AttentionSeq& s = *task.seq;
   const int tokens = 1 << task.tile;
-  // The tiles' q and acc rows packed one after another, after the tile states.
+  const int bs = l.block_size, hd = l.head_dim;
+  // Scratch: the tile states, then each tile's q and acc rows, then the
+  // block's K and V as f32.
   const size_t rows = static_cast<size_t>(tokens) * (num_heads / l.num_kv_heads);
-  const size_t row_floats = static_cast<size_t>(l.head_dim + 7) / 8 * 8;
+  const size_t stride = static_cast<size_t>(hd + 7) / 8 * 8;
   const size_t states = (static_cast<size_t>(task.ntiles) * sizeof(Tile) + 31) / 32 * 32;
+  const size_t tile_floats = static_cast<size_t>(task.ntiles) * 2 * rows * stride;
+  const size_t plane_floats = static_cast<size_t>(bs) * stride;
   auto* mem = static_cast<uint8_t*>(ThreadScratch(
-      kScratchTask, states + static_cast<size_t>(task.ntiles) * 2 * rows * row_floats * sizeof(float)));
+      kScratchTask, states + (tile_floats + 2 * plane_floats) * sizeof(float)));
   Tile* tiles = reinterpret_cast<Tile*>(mem);
-  float* rows_mem = reinterpret_cast<float*>(mem + states);
+  float* tile_mem = reinterpret_cast<float*>(mem + states);
+  float* kf = tile_mem + tile_floats;
+  float* vf = kf + plane_floats;
   for (int k = 0; k < task.ntiles; ++k) {
-    tiles[k].q = rows_mem + (2 * k) * rows * row_floats;
-    tiles[k].acc = rows_mem + (2 * k + 1) * rows * row_floats;
+    tiles[k].q = tile_mem + (2 * k) * rows * stride;
+    tiles[k].acc = tile_mem + (2 * k + 1) * rows * stride;
     TileInit(l, num_heads, s, task.t + int64_t{k} * tokens, task.kvh, tokens, &tiles[k]);
   }
+  const bool int8 = D == KvDType::kInt8;
   const int64_t last_ctx_end = s.start_pos + task.t + int64_t{task.ntiles} * tokens;
-  for (int64_t b0 = 0; b0 < last_ctx_end; b0 += l.block_size) {
-    for (int k = 0; k < task.ntiles; ++k) {
-      const int64_t ctx_end = s.start_pos + tiles[k].t0 + tokens;
-      if (b0 >= ctx_end) continue;
-      // A span of one tile reads each block once, as decode does: prefetch the next.
-      const int64_t next = b0 + l.block_size;
-      if (task.ntiles == 1 && next < ctx_end) {
-        TileBlock<D, true>(l, layer, scale, s, task.kvh, b0, s.blocks[next / l.block_size], &tiles[k]);
-      } else {
-        TileBlock<D, false>(l, layer, scale, s, task.kvh, b0, nullptr, &tiles[k]);
-      }
-    }
+  for (int64_t b0 = 0; b0 < last_ctx_end; b0 += bs) {
+    const uint8_t* block = s.blocks[b0 / bs];
+    const int n = static_cast<int>(last_ctx_end - b0 < bs ? last_ctx_end - b0 : bs);
+    const int64_t next = b0 + bs;
+    const uint8_t* next_block =
+        task.ntiles == 1 && next < last_ctx_end ? s.blocks[next / bs] : nullptr;
+    const auto plane = [&](const uint8_t* b, int kv) { return b + l.PlaneOffset(layer, kv, task.kvh); };
+    PlaneToF32<D>(plane(block, 0), n, hd, static_cast<int>(stride),
+                  next_block ? plane(next_block, 0) : nullptr, kf);
+    PlaneToF32<D>(plane(block, 1), n, hd, static_cast<int>(stride),
+                  next_block ? plane(next_block, 1) : nullptr, vf);
+    const float* kscale =
+        int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, task.kvh)) : nullptr;
+    const float* vscale =
+        int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, task.kvh)) : nullptr;
+    for (int k = 0; k < task.ntiles; ++k)
+      if (b0 < s.start_pos + tiles[k].t0 + tokens)
+        TileBlock(l, scale, s, b0, kf, vf, kscale, vscale, &tiles[k]);
   }
   for (int k = 0; k < task.ntiles; ++k) TileFinish(l, num_heads, s, task.kvh, tiles[k]);
 }
