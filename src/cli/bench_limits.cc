@@ -152,7 +152,7 @@ double MeasurePeak(ThreadPool& pool, float (*loop)(int64_t), int64_t iters_per_t
   const int64_t tasks = 8 * pool.num_threads();
   std::vector<float> sink(static_cast<size_t>(tasks));
   double s =
-      TimeIt([&] { pool.ParallelFor(tasks, [&](int64_t t) { sink[t] += loop(iters_per_task); }); },
+      TimeBest([&] { pool.ParallelFor(tasks, [&](int64_t t) { sink[t] += loop(iters_per_task); }); },
              min_seconds);
   return flops_per_iter * static_cast<double>(iters_per_task) * static_cast<double>(tasks) / s;
 }
@@ -183,7 +183,7 @@ Bandwidth MeasureBandwidth(ThreadPool& pool, double min_seconds) {
   std::vector<uint64_t> sink(static_cast<size_t>(tasks));
   Bandwidth best;
   for (const ReadPattern& pattern : patterns) {
-    double s = TimeIt(
+    double s = TimeBest(
         [&] {
           pool.ParallelFor(tasks, [&](int64_t t) {
             sink[t] += pattern.sum(buf.get() + t * kTaskBytes, kTaskBytes);
@@ -208,6 +208,16 @@ PeakFlops MeasurePeakFlops(ThreadPool& pool, double min_seconds) {
   }
   if (f.amx_tile && f.amx_bf16)
     p.amx_bf16 = MeasurePeak(pool, AmxLoop, 50'000, 4 * 16 * 16 * 32 * 2.0, min_seconds);
+  return p;
+}
+
+Bandwidth Best(const Bandwidth& a, const Bandwidth& b) { return b.bytes_per_s > a.bytes_per_s ? b : a; }
+
+PeakFlops Best(const PeakFlops& a, const PeakFlops& b) {
+  PeakFlops p;
+  p.f32 = std::max(a.f32, b.f32);
+  p.bf16_dot = std::max(a.bf16_dot, b.bf16_dot);
+  p.amx_bf16 = std::max(a.amx_bf16, b.amx_bf16);
   return p;
 }
 

@@ -52,6 +52,14 @@ def main():
                       "decode_s", "generated_tokens", "rows", "read_bandwidth_gbps"]:
             if field not in j:
                 fail(f"JSON has no field {field!r}")
+        # The limits are the better of a sample before the model and one after.
+        for field, samples in [("read_bandwidth_gbps", "read_bandwidth_samples_gbps"),
+                               ("peak_bf16_best_gflops", "peak_bf16_best_samples_gflops")]:
+            got = j.get(samples)
+            if not isinstance(got, list) or len(got) != 2 or min(got) <= 0:
+                fail(f"{samples} should hold 2 positive samples, got {got}")
+            if j[field] != max(got):
+                fail(f"{field} {j[field]} is not the larger of {got}")
         runs = j["prefill_runs_s"]
         if len(runs) != 3 or min(runs) <= 0:
             fail(f"prefill_runs_s should hold 3 positive times, got {runs}")
