@@ -10,7 +10,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/thread_pool.h"
 
@@ -35,10 +38,42 @@ struct Bandwidth {
   std::string pattern;     // e.g. "avx512 x4 streams"
 };
 
-// Streaming read of kBandwidthBufferBytes by every pool thread (the buffer is
-// cut into 32 MiB tasks, so every thread takes part however the pool hands
-// them out), trying 1, 2 and 4 concurrent streams per task with the widest
-// loads the CPU has; returns the fastest.
+// Streaming reads of a kBandwidthBufferBytes buffer by every pool thread (cut
+// into 32 MiB tasks, so every thread takes part however the pool hands them
+// out), with 1, 2 and 4 concurrent streams per task and the widest loads the
+// CPU has. The buffer is kept, so a benchmark can also sample the bandwidth
+// between its own timed steps: a VM's share of the memory bus changes within
+// seconds (on the Zen 3 VM: 17-39 GB/s minutes apart).
+// Cost: allocates and writes the buffer once; each read ~0.1 s.
+class BandwidthProbe {
+ public:
+  explicit BandwidthProbe(ThreadPool& pool);
+  ~BandwidthProbe();
+  BandwidthProbe(const BandwidthProbe&) = delete;
+  BandwidthProbe& operator=(const BandwidthProbe&) = delete;
+
+  // Every pattern, each for about min_seconds; the fastest pattern's fastest
+  // read. Sample() reads with the pattern chosen here.
+  Bandwidth Measure(double min_seconds);
+  // One read of the buffer now; bytes per second.
+  double Sample();
+
+ private:
+  struct ReadPattern {
+    const char* name;
+    uint64_t (*sum)(const uint8_t*, size_t);
+  };
+  static constexpr size_t kTaskBytes = size_t{32} << 20;
+  double ReadSeconds(size_t pattern);
+
+  ThreadPool& pool_;
+  std::unique_ptr<uint8_t, void (*)(void*)> buf_;
+  std::vector<ReadPattern> patterns_;
+  std::vector<uint64_t> sink_;  // per task, so the reads are not optimised away
+  size_t chosen_ = 0;
+};
+
+// BandwidthProbe(pool).Measure(min_seconds).
 Bandwidth MeasureBandwidth(ThreadPool& pool, double min_seconds);
 
 // The faster of two measurements (the same machine sampled twice).

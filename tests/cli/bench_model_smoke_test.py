@@ -52,14 +52,20 @@ def main():
                       "decode_s", "generated_tokens", "rows", "read_bandwidth_gbps"]:
             if field not in j:
                 fail(f"JSON has no field {field!r}")
-        # The limits are the better of a sample before the model and one after.
-        for field, samples in [("read_bandwidth_gbps", "read_bandwidth_samples_gbps"),
-                               ("peak_bf16_best_gflops", "peak_bf16_best_samples_gflops")]:
-            got = j.get(samples)
-            if not isinstance(got, list) or len(got) != 2 or min(got) <= 0:
-                fail(f"{samples} should hold 2 positive samples, got {got}")
-            if j[field] != max(got):
-                fail(f"{field} {j[field]} is not the larger of {got}")
+        # The peak is the better of a sample before the model and one after.
+        got = j.get("peak_bf16_best_samples_gflops")
+        if not isinstance(got, list) or len(got) != 2 or min(got) <= 0:
+            fail(f"peak_bf16_best_samples_gflops should hold 2 positive samples, got {got}")
+        if j["peak_bf16_best_gflops"] != max(got):
+            fail(f"peak_bf16_best_gflops {j['peak_bf16_best_gflops']} is not the larger of {got}")
+        # The decode's bandwidth: reads before each of 4 rounds and after the
+        # last, combined as total bytes over total time (harmonic mean).
+        got = j.get("read_bandwidth_samples_gbps")
+        if not isinstance(got, list) or len(got) != 5 or min(got) <= 0:
+            fail(f"read_bandwidth_samples_gbps should hold 5 positive samples, got {got}")
+        want = len(got) / sum(1 / g for g in got)
+        if abs(j["read_bandwidth_gbps"] - want) > 1e-9 * want:
+            fail(f"read_bandwidth_gbps {j['read_bandwidth_gbps']} is not the harmonic mean {want}")
         runs = j["prefill_runs_s"]
         if len(runs) != 3 or min(runs) <= 0:
             fail(f"prefill_runs_s should hold 3 positive times, got {runs}")
