@@ -69,7 +69,6 @@ uint64_t SumScalar(const uint8_t* p, size_t bytes) {
   return s;
 }
 
-
 // ---- Peak FLOP rates ------------------------------------------------------
 
 constexpr int kFmaChains = 10;     // FMA latency 4 x 2 ports, plus slack
@@ -147,9 +146,9 @@ double MeasurePeak(ThreadPool& pool, float (*loop)(int64_t), int64_t iters_per_t
                    double flops_per_iter, double min_seconds) {
   const int64_t tasks = 8 * pool.num_threads();
   std::vector<float> sink(static_cast<size_t>(tasks));
-  double s =
-      TimeBest([&] { pool.ParallelFor(tasks, [&](int64_t t) { sink[t] += loop(iters_per_task); }); },
-             min_seconds);
+  double s = TimeBest(
+      [&] { pool.ParallelFor(tasks, [&](int64_t t) { sink[t] += loop(iters_per_task); }); },
+      min_seconds);
   return flops_per_iter * static_cast<double>(iters_per_task) * static_cast<double>(tasks) / s;
 }
 
@@ -226,7 +225,9 @@ PeakFlops MeasurePeakFlops(ThreadPool& pool, double min_seconds) {
   return p;
 }
 
-Bandwidth Best(const Bandwidth& a, const Bandwidth& b) { return b.bytes_per_s > a.bytes_per_s ? b : a; }
+Bandwidth Best(const Bandwidth& a, const Bandwidth& b) {
+  return b.bytes_per_s > a.bytes_per_s ? b : a;
+}
 
 PeakFlops Best(const PeakFlops& a, const PeakFlops& b) {
   PeakFlops p;

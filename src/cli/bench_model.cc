@@ -283,9 +283,9 @@ Status BenchModel(int argc, char** argv) {
               static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.decode_tokens));
   std::printf("load %.2f s, %lld params, %.1f MB weights read per decode step\n", load_s,
               static_cast<long long>(w.num_params), weight_bytes * 1e-6);
-  std::printf("bandwidth pattern: %s (its best read before the model: %.2f GB/s); best bf16 peak: %s\n",
-              bandwidth_best.pattern.c_str(), bandwidth_best.bytes_per_s * 1e-9,
-              peak.BestBf16Name());
+  std::printf(
+      "bandwidth pattern: %s (its best read before the model: %.2f GB/s); best bf16 peak: %s\n",
+      bandwidth_best.pattern.c_str(), bandwidth_best.bytes_per_s * 1e-9, peak.BestBf16Name());
   std::printf("read bandwidth around the decode rounds (GB/s):");
   for (double rate : bandwidth_samples) std::printf(" %.2f", rate * 1e-9);
   std::printf("; peak before / after: %.1f / %.1f GFLOP/s\n", peak_before.BestBf16() * 1e-9,

@@ -61,8 +61,9 @@ void StoreRow(const KvLayout& l, uint8_t* block, int layer, int kv, int head, in
       const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
       int8_t* p = reinterpret_cast<int8_t*>(plane) + slot * hd;
       for (int d = 0; d < hd; d += 8) {
-        __m256 q = _mm256_round_ps(_mm256_mul_ps(_mm256_maskload_ps(src + d, TailMask(hd - d)), vinv),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 q =
+            _mm256_round_ps(_mm256_mul_ps(_mm256_maskload_ps(src + d, TailMask(hd - d)), vinv),
+                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         // Operand order as std::min(127, std::max(-127, q)): a NaN q gives -127.
         q = _mm256_min_ps(_mm256_max_ps(q, lo), hi);
         __m256i qi = _mm256_cvtps_epi32(q);
@@ -107,10 +108,13 @@ void PlaneToF32(const uint8_t* plane, int n, int hd, int stride, const uint8_t* 
     for (int d = full; d < stride; ++d) {  // the tail, then zeros
       float v = 0.0f;
       if (d < hd) {
-        if constexpr (D == KvDType::kF32) v = reinterpret_cast<const float*>(row)[d];
-        else if constexpr (D == KvDType::kBf16) v = _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(
-                 static_cast<int>(reinterpret_cast<const uint16_t*>(row)[d]) << 16)));
-        else v = static_cast<float>(reinterpret_cast<const int8_t*>(row)[d]);
+        if constexpr (D == KvDType::kF32)
+          v = reinterpret_cast<const float*>(row)[d];
+        else if constexpr (D == KvDType::kBf16)
+          v = _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(
+              static_cast<int>(reinterpret_cast<const uint16_t*>(row)[d]) << 16)));
+        else
+          v = static_cast<float>(reinterpret_cast<const int8_t*>(row)[d]);
       }
       o[d] = v;
     }
@@ -156,7 +160,8 @@ void TileInit(const KvLayout& l, int num_heads, const AttentionSeq& s, int64_t t
   for (int r = 0; r < tokens * group; ++r) {
     const float* src = s.q + ((t0 + r / group) * num_heads + kvh * group + r % group) * hd;
     for (int v = 0; v < nv; ++v) {
-      _mm256_store_ps(tile->q + (r * nv + v) * 8, _mm256_maskload_ps(src + v * 8, TailMask(hd - v * 8)));
+      _mm256_store_ps(tile->q + (r * nv + v) * 8,
+                      _mm256_maskload_ps(src + v * 8, TailMask(hd - v * 8)));
       _mm256_store_ps(tile->acc + (r * nv + v) * 8, _mm256_setzero_ps());
     }
     tile->ms[r] = -INFINITY;
@@ -264,7 +269,8 @@ void TileBlock(const KvLayout& l, float scale, const AttentionSeq& s, int64_t b0
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY), vscale_all = _mm256_set1_ps(scale);
   for (int j0 = 0; j0 < n; j0 += 8) {
     const float* krows[8];  // keys past n repeat key n - 1 (masked below)
-    for (int jj = 0; jj < 8; ++jj) krows[jj] = kf + static_cast<size_t>(j0 + jj < n ? j0 + jj : n - 1) * stride;
+    for (int jj = 0; jj < 8; ++jj)
+      krows[jj] = kf + static_cast<size_t>(j0 + jj < n ? j0 + jj : n - 1) * stride;
     __m256 dots[kMaxTileRows * 8];
     DotRows(tile->q, rows, krows, stride, dots);
     const __m256 kscales =
@@ -308,7 +314,8 @@ void TileBlock(const KvLayout& l, float scale, const AttentionSeq& s, int64_t b0
   if (r < rows) PvRows<1>(p + r, corr + r, vf, stride, n, acc + r);
 }
 
-void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh, const Tile& tile) {
+void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh,
+                const Tile& tile) {
   const int hd = l.head_dim, group = tile.group;
   const int nv = (hd + 7) / 8;
   for (int r = 0; r < tile.tokens * group; ++r) {
@@ -327,7 +334,8 @@ void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh
 // plane of head_dim 128 is its own 4 KB page, which the hardware prefetchers
 // do not enter before a demand miss).
 template <KvDType D>
-void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const AttentionTask& task) {
+void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale,
+                const AttentionTask& task) {
   const AttentionSeq& s = *task.seq;
   const int tokens = 1 << task.tile;
   const int bs = l.block_size, hd = l.head_dim;
@@ -338,8 +346,8 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
   const size_t states = (static_cast<size_t>(task.ntiles) * sizeof(Tile) + 31) / 32 * 32;
   const size_t tile_floats = static_cast<size_t>(task.ntiles) * 2 * rows * stride;
   const size_t plane_floats = static_cast<size_t>(bs) * stride;
-  auto* mem = static_cast<uint8_t*>(ThreadScratch(
-      kScratchTask, states + (tile_floats + 2 * plane_floats) * sizeof(float)));
+  auto* mem = static_cast<uint8_t*>(
+      ThreadScratch(kScratchTask, states + (tile_floats + 2 * plane_floats) * sizeof(float)));
   Tile* tiles = reinterpret_cast<Tile*>(mem);
   float* tile_mem = reinterpret_cast<float*>(mem + states);
   float* kf = tile_mem + tile_floats;
@@ -357,7 +365,9 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
     const int64_t next = b0 + bs;
     const uint8_t* next_block =
         task.ntiles == 1 && next < last_ctx_end ? s.blocks[next / bs] : nullptr;
-    const auto plane = [&](const uint8_t* b, int kv) { return b + l.PlaneOffset(layer, kv, task.kvh); };
+    const auto plane = [&](const uint8_t* b, int kv) {
+      return b + l.PlaneOffset(layer, kv, task.kvh);
+    };
     PlaneToF32<D>(plane(block, 0), n, hd, static_cast<int>(stride),
                   next_block ? plane(next_block, 0) : nullptr, kf);
     PlaneToF32<D>(plane(block, 1), n, hd, static_cast<int>(stride),

@@ -301,8 +301,7 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
   for (int k = 0; k < ntiles; ++k) TileFinish(l, num_heads, s, kvh, tiles[k]);
 }
 
-using AttendFn = void (*)(const KvLayout&, int, int, float, const AttentionSeq&, int64_t, int,
-                          int);
+using AttendFn = void (*)(const KvLayout&, int, int, float, const AttentionSeq&, int64_t, int, int);
 
 // Kernels for 1, 2 and 4 query tokens (index 0, 1, 2) for group size G.
 template <int G>
@@ -387,7 +386,8 @@ void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scal
   const int64_t n = PlanAttentionTasks(seqs, layout.num_kv_heads, attend.max_tile, tasks);
   pool.ParallelFor(n, [&](int64_t i) {
     const AttentionTask& task = tasks[i];
-    attend.fns[task.tile](layout, layer, num_heads, scale, *task.seq, task.t, task.ntiles, task.kvh);
+    attend.fns[task.tile](layout, layer, num_heads, scale, *task.seq, task.t, task.ntiles,
+                          task.kvh);
   });
 }
 

@@ -27,7 +27,7 @@ namespace {
 
 constexpr int64_t kBlockRows = 24;  // W rows per task: a multiple of every NR below
 
-constexpr int64_t kGemvMaxRows = 2;            // X rows up to which tasks are decode-sized
+constexpr int64_t kGemvMaxRows = 2;  // X rows up to which tasks are decode-sized
 
 // Loads 8 weights at k = c of row p as f32; `rem` < 8 valid ones for the tail.
 inline __m256 LoadW(const uint16_t* p) { return LoadBf16(p); }
@@ -37,7 +37,9 @@ inline __m256 LoadWTail(const uint16_t* p, int64_t rem) {
   std::memcpy(buf, p, static_cast<size_t>(rem) * sizeof(uint16_t));
   return LoadBf16(buf);
 }
-inline __m256 LoadWTail(const float* p, int64_t rem) { return _mm256_maskload_ps(p, TailMask(rem)); }
+inline __m256 LoadWTail(const float* p, int64_t rem) {
+  return _mm256_maskload_ps(p, TailMask(rem));
+}
 
 // Computes y[i * ldy + j * ldc] for i < mr_valid, j < nr_valid. xr: MR packed
 // X rows (kp floats each); wr: NR W rows of k elements. Unused slots repeat
@@ -93,8 +95,8 @@ void TileRow(const float* xp, int64_t kp, int64_t i0, int mr, const WT* w, int64
 // 4-stream read, against 0.6-0.75 for adjacent rows with the next tile
 // prefetched. Which rows share a tile changes no result.
 template <int MR, int NR, typename WT>
-void StreamRows(const float* xp, int64_t kp, int mr, const WT* w, int64_t k, int64_t n0,
-                int64_t n1, float* y, int64_t n) {
+void StreamRows(const float* xp, int64_t kp, int mr, const WT* w, int64_t k, int64_t n0, int64_t n1,
+                float* y, int64_t n) {
   const float* xr[MR];
   for (int i = 0; i < MR; ++i) xr[i] = xp + std::min(i, mr - 1) * kp;
   const int64_t rows = n1 - n0, per = (rows + NR - 1) / NR;
@@ -109,8 +111,8 @@ void StreamRows(const float* xp, int64_t kp, int mr, const WT* w, int64_t k, int
 
 // All X tiles over W rows [n0, n1); w points at row n0.
 template <typename WT>
-void RunTiles(const float* xp, int64_t kp, int64_t m, const WT* w, int64_t n, int64_t k,
-              int64_t n0, int64_t n1, float* y) {
+void RunTiles(const float* xp, int64_t kp, int64_t m, const WT* w, int64_t n, int64_t k, int64_t n0,
+              int64_t n1, float* y) {
   if (m <= kGemvMaxRows) {
     if (m == 2) StreamRows<2, 6>(xp, kp, 2, w, k, n0, n1, y, n);
     if (m == 1) StreamRows<1, 8>(xp, kp, 1, w, k, n0, n1, y, n);
@@ -119,9 +121,14 @@ void RunTiles(const float* xp, int64_t kp, int64_t m, const WT* w, int64_t n, in
   int64_t i0 = 0;
   for (; i0 + 3 <= m; i0 += 3) TileRow<3, 4>(xp, kp, i0, 3, w, k, n0, n1, y, n);
   switch (m - i0) {
-    case 2: TileRow<2, 6>(xp, kp, i0, 2, w, k, n0, n1, y, n); break;
-    case 1: TileRow<1, 8>(xp, kp, i0, 1, w, k, n0, n1, y, n); break;
-    default: break;
+    case 2:
+      TileRow<2, 6>(xp, kp, i0, 2, w, k, n0, n1, y, n);
+      break;
+    case 1:
+      TileRow<1, 8>(xp, kp, i0, 1, w, k, n0, n1, y, n);
+      break;
+    default:
+      break;
   }
 }
 
@@ -130,8 +137,9 @@ void RunBlocks(const float* xp, int64_t kp, int64_t m, std::span<const MatMulTar
                ThreadPool& pool) {
   // Decode reads W once from DRAM: long runs of rows per task (and the
   // prefetch above); prefill keeps L2-sized blocks that every X tile reuses.
-  const RowTasks tasks(
-      targets, m <= kGemvMaxRows ? GemvTaskRows(targets, sizeof(WT), pool.num_threads()) : kBlockRows);
+  const RowTasks tasks(targets, m <= kGemvMaxRows
+                                    ? GemvTaskRows(targets, sizeof(WT), pool.num_threads())
+                                    : kBlockRows);
   pool.ParallelFor(tasks.size(), [&](int64_t t) {
     const RowTasks::Task task = tasks[t];
     const int64_t n = task.target->w.rows, k = task.target->w.cols;
@@ -148,7 +156,8 @@ void RunBlocks(const float* xp, int64_t kp, int64_t m, std::span<const MatMulTar
         const int64_t total = (n1 - n0) * k;
         int64_t c = 0;
         for (; c + 8 <= total; c += 8) _mm256_storeu_ps(panel + c, LoadBf16(src + c));
-        if (c < total) _mm256_maskstore_ps(panel + c, TailMask(total - c), LoadWTail(src + c, total - c));
+        if (c < total)
+          _mm256_maskstore_ps(panel + c, TailMask(total - c), LoadWTail(src + c, total - c));
         RunTiles(xp, kp, m, static_cast<const float*>(panel), n, k, n0, n1, y);
         return;
       }
@@ -164,7 +173,8 @@ void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targe
   const int64_t k = targets[0].w.cols;
   const int64_t kp = (k + 7) & ~int64_t{7};
   const bool bf16 = targets[0].w.dtype == DType::kBf16;
-  float* xp = static_cast<float*>(ThreadScratch(kScratchCaller, static_cast<size_t>(m * kp) * sizeof(float)));
+  float* xp = static_cast<float*>(
+      ThreadScratch(kScratchCaller, static_cast<size_t>(m * kp) * sizeof(float)));
   pool.ParallelFor(m, [&](int64_t i) {
     const float* src = x + i * k;
     float* dst = xp + i * kp;
