@@ -34,7 +34,11 @@ CpuFeatures Detect() {
   CpuFeatures f;
 #ifdef KVFORK_X86
   unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
+  f.amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "AuthenticAMD"
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const int base_family = static_cast<int>((a >> 8) & 0xf);
+  f.family = base_family == 0xf ? base_family + static_cast<int>((a >> 20) & 0xff) : base_family;
   bool osxsave = (c >> 27) & 1;
   bool fma = (c >> 12) & 1;
   bool f16c = (c >> 29) & 1;

@@ -18,6 +18,11 @@ enum class Isa {
 };
 
 struct CpuFeatures {
+  // Vendor and CPUID display family (base + extended, leaf 1): for tuning
+  // choices that differ between microarchitectures of one ISA level (e.g.
+  // AMD family 0x19 is Zen 3/4, 0x1A Zen 5). Never for correctness.
+  bool amd = false;
+  int family = 0;
   bool avx2 = false;
   bool fma = false;
   bool f16c = false;

@@ -16,13 +16,17 @@
 // rows side by side (the prefill tile) are eight short streams 2-6 KB apart,
 // which the hardware prefetchers follow far worse: on a 2-core Zen 5 VM a
 // qwen3-0.6b-shaped GEMV sweep read 21-30 GB/s that way and 50-61 GB/s this
-// way, 93-100% of a plain streaming read (docs/kernels.md).
+// way, 93-100% of a plain streaming read (docs/kernels.md). On Zen 4 (AMD
+// family 0x19) the hardware prefetchers alone read faster, so decode tasks
+// there issue no software prefetch (DecodePrefetch below).
 // GCC 12's AVX-512 intrinsic headers build some results from _mm512_undefined_*
 // and then warn about them (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <algorithm>
+#include <atomic>
 
+#include "core/cpu_features.h"
 #include "kernels/ops_isa.h"
 #include "kernels/row_tasks.h"
 #include "kernels/scratch.h"
@@ -150,14 +154,47 @@ void TileColumns(const T* xp, int64_t kp, int64_t m_full, const T* w, int64_t k,
 }
 
 // Decode: W rows [n0, n1) one at a time against the MR X rows; w points at row n0.
-template <int MR, typename T>
+template <int MR, bool kPrefetch, typename T>
 void GemvRows(const T* xp, int64_t kp, const T* w, int64_t k, int64_t n0, int64_t n1, float* y,
               int64_t n) {
   const T* xr[MR];
   for (int i = 0; i < MR; ++i) xr[i] = xp + i * kp;
   for (int64_t j = n0; j < n1; ++j) {
     const T* wr = w + (j - n0) * k;
-    Tile<MR, 1, T, /*kPrefetch=*/true>(xr, &wr, k, y + j, n, MR, 1);
+    Tile<MR, 1, T, kPrefetch>(xr, &wr, k, y + j, n, MR, 1);
+  }
+}
+
+// -1: not decided yet (by CPU on first use); 0 / 1: off / on.
+std::atomic<int> g_decode_prefetch{-1};
+
+// Whether decode tasks prefetch W kGemvPrefetchBytes ahead. A decode-order
+// GEMV sweep over qwen3-0.6b-shaped weights (2 threads, alternated in one
+// process) on a Zen 4 VM read 46.5 GB/s without and 42.7 with it (a plain
+// read of the same matrices: 46.2; T1 or 1-8 KB ahead: 41.6-45.3): its L1
+// and L2 stream prefetchers follow a row-ordered read on their own, and the
+// extra prefetch loads only compete with them. The Zen 5 VM this path was
+// tuned on (session 8) keeps it.
+// (Decided on first use and kept in the atomic, not in a function-local
+// static, whose guard would put a weak symbol in this ISA's object.)
+bool DecodePrefetch() {
+  int on = g_decode_prefetch.load(std::memory_order_relaxed);
+  if (on < 0) {
+    const CpuFeatures& f = DetectCpuFeatures();
+    on = f.amd && f.family == 0x19 ? 0 : 1;
+    g_decode_prefetch.store(on, std::memory_order_relaxed);
+  }
+  return on == 1;
+}
+
+template <bool kPrefetch, typename T>
+void GemvTask(const T* xp, int64_t kp, int64_t m, const T* wb, int64_t k, int64_t n0, int64_t n1,
+              float* y, int64_t n) {
+  switch (m) {
+    case 1: GemvRows<1, kPrefetch>(xp, kp, wb, k, n0, n1, y, n); break;
+    case 2: GemvRows<2, kPrefetch>(xp, kp, wb, k, n0, n1, y, n); break;
+    case 3: GemvRows<3, kPrefetch>(xp, kp, wb, k, n0, n1, y, n); break;
+    default: GemvRows<kGemvMaxRows, kPrefetch>(xp, kp, wb, k, n0, n1, y, n); break;  // m == 4
   }
 }
 
@@ -178,13 +215,13 @@ template <typename T>
 void RunGemv(const T* xp, int64_t kp, int64_t m, std::span<const MatMulTarget> targets,
              ThreadPool& pool) {
   const RowTasks tasks(targets, GemvTaskRows(targets, sizeof(T), pool.num_threads()));
+  const bool prefetch = DecodePrefetch();
   ForEachTask<T>(tasks, pool, [&](const T* wb, int64_t k, int64_t n0, int64_t n1, float* y,
                                   int64_t n) {
-    switch (m) {
-      case 1: GemvRows<1>(xp, kp, wb, k, n0, n1, y, n); break;
-      case 2: GemvRows<2>(xp, kp, wb, k, n0, n1, y, n); break;
-      case 3: GemvRows<3>(xp, kp, wb, k, n0, n1, y, n); break;
-      default: GemvRows<kGemvMaxRows>(xp, kp, wb, k, n0, n1, y, n); break;  // m == 4
+    if (prefetch) {
+      GemvTask<true>(xp, kp, m, wb, k, n0, n1, y, n);
+    } else {
+      GemvTask<false>(xp, kp, m, wb, k, n0, n1, y, n);
     }
   });
 }
@@ -215,6 +252,8 @@ void RunBlocks(const T* xp, int64_t kp, int64_t m, std::span<const MatMulTarget>
 }
 
 }  // namespace
+
+void SetDecodePrefetchForTesting(int on) { g_decode_prefetch.store(on < 0 ? -1 : on != 0); }
 
 void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,
                   ThreadPool& pool) {

@@ -41,6 +41,9 @@ KVFORK_DECLARE_ISA_OPS
 }  // namespace avx2
 namespace avx512 {
 KVFORK_DECLARE_ISA_OPS
+// Decode MatMul's software prefetch (matmul_avx512.cc): 1 on, 0 off, -1 the
+// CPU's default. Tests check that it changes no bits.
+void SetDecodePrefetchForTesting(int on);
 }  // namespace avx512
 namespace amx {
 // MatMulShared, MatMulSiluMul, MatMulAddTo and PagedAttention differ at this

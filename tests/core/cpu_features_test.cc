@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <string>
+
 namespace kvfork {
 namespace {
 
@@ -26,5 +29,22 @@ TEST(CpuFeatures, LevelsAreConsistent) {
   EXPECT_EQ(ActiveIsa(), Isa::kScalar);
 }
 
+// Vendor and family against the kernel's own reading of CPUID.
+TEST(CpuFeatures, VendorAndFamilyMatchProcCpuinfo) {
+  std::ifstream in("/proc/cpuinfo");
+  if (!in) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::string line, vendor;
+  int family = -1;
+  while (std::getline(in, line) && (vendor.empty() || family < 0)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos || colon + 2 > line.size()) continue;
+    const std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    if (key == "vendor_id") vendor = line.substr(colon + 2);
+    if (key == "cpu family") family = std::stoi(line.substr(colon + 2));
+  }
+  if (vendor.empty() || family < 0) GTEST_SKIP() << "no x86 vendor_id / cpu family";
+  EXPECT_EQ(DetectCpuFeatures().amd, vendor == "AuthenticAMD");
+  EXPECT_EQ(DetectCpuFeatures().family, family);
+}
 }  // namespace
 }  // namespace kvfork

@@ -9,6 +9,7 @@
 
 #include "kernel_test_util.h"
 #include "kernels/ops.h"
+#include "kernels/ops_isa.h"
 #include "kernels/reference.h"
 
 namespace kvfork {
@@ -155,6 +156,32 @@ TEST_P(MatMulTest, ThreadCountDoesNotChangeBits) {
       }
     }
   }
+}
+
+// The avx512 decode path (m <= 4) with its software prefetch on and off
+// (off by default on Zen 4): either way, the bits of the prefill tiles.
+TEST_P(MatMulTest, Avx512DecodePrefetchDoesNotChangeBits) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "no avx512";
+  const DType dtype = GetParam();
+  const int64_t n = 1013, k = 1000, m_prefill = 7;
+  Weights wb = MakeWeights(n, k, 11);
+  MatrixView w = wb.View(dtype, n, k);
+  std::vector<float> x = RandomFloats(static_cast<size_t>(m_prefill * k), 12);
+  ScopedIsa scoped(Isa::kAvx512);
+  ThreadPool pool(2);
+  std::vector<float> prefill(static_cast<size_t>(m_prefill * n));
+  MatMul(x.data(), m_prefill, w, prefill.data(), pool);
+  for (int prefetch : {0, 1}) {
+    avx512::SetDecodePrefetchForTesting(prefetch);
+    for (int64_t m : {1, 2, 3, 4}) {
+      std::vector<float> y(static_cast<size_t>(m * n));
+      MatMul(x.data() + k, m, w, y.data(), pool);
+      size_t at = 0;
+      EXPECT_TRUE(SameBits(prefill.data() + n, y.data(), y.size(), &at))
+          << DTypeName(dtype) << " prefetch=" << prefetch << " m=" << m << " at " << at;
+    }
+  }
+  avx512::SetDecodePrefetchForTesting(-1);
 }
 
 // MatMulShared: every target gets the bits of its own MatMul call, whatever
