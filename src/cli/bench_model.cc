@@ -19,7 +19,7 @@
 //             one read before each of up to 4 decode rounds and after the
 //             last, their median the decode's limit (the VM's share of the
 //             memory bus moves within seconds, and one read the host stalls
-//             must not lower the limit: it did to 9.6 GB/s among 30-32, and
+//             must not lower the limit: it did to 9.6 GB/s among 21-32, and
 //             the bytes-over-time mean then put decode at 131% of it); all
 //             printed and in the JSON
 //

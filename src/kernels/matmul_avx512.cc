@@ -170,8 +170,9 @@ std::atomic<int> g_decode_prefetch{-1};
 
 // Whether decode tasks prefetch W kGemvPrefetchBytes ahead. A decode-order
 // GEMV sweep over qwen3-0.6b-shaped weights (2 threads, alternated in one
-// process) on a Zen 4 VM read 46.5 GB/s without and 42.7 with it (a plain
-// read of the same matrices: 46.2; T1 or 1-8 KB ahead: 41.6-45.3): its L1
+// process, medians of 30 rounds) on a Zen 4 VM read 47.0 GB/s without and
+// 44.6 with it (a plain read of the same matrices: 45.2; T1 or 1-8 KB
+// ahead: 41.6-45.3; docs/kernels.md): its L1
 // and L2 stream prefetchers follow a row-ordered read on their own, and the
 // extra prefetch loads only compete with them. The Zen 5 VM this path was
 // tuned on (session 8) keeps it.
