@@ -240,7 +240,7 @@ def main(argv):
     t_start = time.monotonic()
     if not os.access(a.kvfork, os.X_OK):
         raise SystemExit(f"bench serve: no kvfork binary at {a.kvfork} (run `make build`)")
-    want_llama = "llama.cpp" in a.servers
+    want_llama = any(CONFIGS[s]["kind"] == "llama" for s in a.servers)
     llama_bin = a.llama_server
     if want_llama and not llama_bin:
         llama_bin = os.path.join(ROOT, run_cmd([os.path.join(ROOT, "scripts/setup-llama-server.sh")],

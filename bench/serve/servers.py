@@ -28,6 +28,15 @@ CONFIGS = {
     "kvfork-noprefix": {"kind": "kvfork", "flags": ["--kv-backend", "paged", "--no-prefix-cache"],
                         "label": "kvfork prefix cache off"},
     "llama.cpp": {"kind": "llama", "flags": [], "label": "llama.cpp llama-server"},
+    # llama.cpp at its best for shared prefixes, with the features its server
+    # docs name for it: one KV buffer shared by all slots, idle slots saved to
+    # the host-memory prompt cache (so a new request can restore a prefix
+    # another slot computed), KV shifting to reuse chunks of 256+ tokens, and
+    # an 8 GiB prompt cache.
+    "llama.cpp-best": {"kind": "llama",
+                       "flags": ["--kv-unified", "--cache-idle-slots", "--cache-reuse", "256",
+                                 "--cache-ram", "8192"],
+                       "label": "llama.cpp llama-server (kv-unified, cache-idle-slots, cache-reuse 256, cache-ram 8192)"},
 }
 
 SAMPLE_SECONDS = 0.1
@@ -137,13 +146,13 @@ class ServerProcess:
                 cmd += ["--kv-cache-mib", str(self.kv_cache_mib)]
             return cmd + self.config["flags"]
         # llama.cpp with its defaults (cache_prompt on, --cache-ram default)
-        # except slots, threads and the context: left unset, this version asks
+        # plus the configuration's flags, except slots, threads and the context: left unset, this version asks
         # for n_ctx_train per slot (8 x 40960 tokens for Qwen3-0.6B, 35 GiB of
         # KV) and shrinks it to the free host memory, so every slot gets
         # max_model_len tokens, the same as each kvfork request.
         return [self.llama_bin, "-m", self.model["gguf"], "--host", "127.0.0.1",
                 "--port", str(self.port), "-t", str(self.threads), "-tb", str(self.threads),
-                "-np", str(self.parallel), "-c", str(self.llama_context_tokens())]
+                "-np", str(self.parallel), "-c", str(self.llama_context_tokens())] + self.config["flags"]
 
     def llama_context_tokens(self):
         return self.parallel * (self.max_model_len or self.model["context"] // self.parallel)

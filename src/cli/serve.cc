@@ -38,6 +38,18 @@ struct ServeConfig {
   double drain_seconds = 30.0;
 };
 
+// --max-step-ms: "auto" (the default), "off" or 0, or a positive number of ms.
+StatusOr<double> ParseMaxStepMs(const std::string& value) {
+  if (value == "auto") return -1.0;
+  if (value == "off") return 0.0;
+  char* end = nullptr;
+  const double ms = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !(ms >= 0) || ms >= 1e7)
+    return InvalidArgumentError("--max-step-ms must be auto, off, or a number of ms in [0, 1e7), got '" +
+                                value + "'");
+  return ms;
+}
+
 StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   KVFORK_ASSIGN_OR_RETURN(Flags flags,
                           Flags::Parse(argc, argv, {"no-prefix-cache", "log-prompts"}));
@@ -74,6 +86,7 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   KVFORK_ASSIGN_OR_RETURN(e.max_num_batched_tokens,
                           flags.GetInt("max-num-batched-tokens", e.max_num_batched_tokens));
   KVFORK_ASSIGN_OR_RETURN(e.schedule, flags.GetString("schedule", e.schedule));
+  KVFORK_ASSIGN_OR_RETURN(std::string step_ms, flags.GetString("max-step-ms", "auto"));
   KVFORK_RETURN_IF_ERROR(flags.Finish());
 
   if (port < 0 || port > 65535)
@@ -97,6 +110,7 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   if (tail != "on" && tail != "off")
     return InvalidArgumentError("--prefix-tail-copy must be on or off, got '" + tail + "'");
   e.prefix_tail_copy = tail == "on";
+  KVFORK_ASSIGN_OR_RETURN(e.max_step_ms, ParseMaxStepMs(step_ms));
   c.server.api_keys = server::SplitKeys(keys);
   // One HTTP thread per connection that may be open at once: every running
   // and queued request plus a margin for /metrics, /health and refusals.

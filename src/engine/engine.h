@@ -30,6 +30,11 @@ struct EngineOptions {
   bool prefix_cache = true;              // --no-prefix-cache turns it off
   bool prefix_tail_copy = true;          // copy matched tokens of a partial block
   std::string schedule = "fcfs";         // fcfs | longest-prefix
+  // Target time of a step that carries decoding sequences, which bounds the
+  // prefill beside them (StepBudget): > 0 ms, 0 = off (the library default,
+  // so batch runs and tests get max_num_batched_tokens every step), < 0 =
+  // auto (4 decode-only steps, at least 100 ms; `kvfork serve`'s default).
+  double max_step_ms = 0;
 
   // Test hooks, called on the engine thread (leave empty in production).
   // Every logits row a choice samples from [vocab], in order.

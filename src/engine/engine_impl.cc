@@ -41,6 +41,9 @@ class EngineImpl final : public Engine {
     so.max_num_batched_tokens = options.max_num_batched_tokens;
     so.max_num_seqs = options.max_num_seqs;
     so.longest_prefix = options.schedule == "longest-prefix";
+    so.step_budget.max_step_ms = options.max_step_ms;
+    so.step_budget.min_prefill_tokens =
+        std::min<int64_t>(options.max_num_batched_tokens, so.step_budget.min_prefill_tokens);
     so.eos_ids = tokenizer.eos_token_ids();
     for (int32_t id : model.config().eos_token_ids)
       if (std::find(so.eos_ids.begin(), so.eos_ids.end(), id) == so.eos_ids.end())
@@ -278,6 +281,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, M
   if (options.schedule != "fcfs" && options.schedule != "longest-prefix")
     return InvalidArgumentError("--schedule must be fcfs or longest-prefix, got '" +
                                 options.schedule + "'");
+  if (!(options.max_step_ms < 1e7))  // also refuses NaN
+    return InvalidArgumentError("--max-step-ms must be a number of ms below 1e7, 0 (off) or auto");
   if (options.threads < 0)
     return InvalidArgumentError("--threads must be >= 0, got " + std::to_string(options.threads));
   KVFORK_ASSIGN_OR_RETURN(KvBackend backend,

@@ -15,7 +15,8 @@ Scheduler::Scheduler(const SchedulerOptions& options, Model& model, KvCache& kv,
       kv_(kv),
       pool_(pool),
       tokenizer_(tokenizer),
-      vocab_(model.config().vocab_size) {}
+      vocab_(model.config().vocab_size),
+      step_budget_(options.step_budget) {}
 
 int64_t Scheduler::num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
 
@@ -325,6 +326,10 @@ bool Scheduler::Step() {
     --budget;
   }
 
+  // While sequences decode, prefill gets what fits the target step time.
+  const int64_t decode_tokens = static_cast<int64_t>(items.size());
+  budget = step_budget_.PrefillTokens(decode_tokens, budget);
+
   // 2. Continue admitted prompts.
   std::vector<ChoiceState*> prefilling;
   for (ChoiceState* c : active_)
@@ -459,6 +464,8 @@ bool Scheduler::Step() {
   SampleAndEmitQueued();
   ReapDone();
   const int64_t step_ns = NowNanos() - step_start;
+  step_budget_.Observe(decode_tokens,
+                       static_cast<int64_t>(batch_.tokens.size()) - decode_tokens, step_ns);
   for (StepTimes* t : {&counters_.all_steps, decode_only ? &counters_.decode_steps : nullptr}) {
     if (t == nullptr) continue;
     ++t->steps;

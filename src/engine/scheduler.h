@@ -8,7 +8,8 @@
 //      (its full blocks stay cached, it requeues at the front),
 //   3. prefill: continue admitted prompts in chunks, then admit waiting ones
 //      (FCFS, or longest cached prefix first) under max_num_batched_tokens
-//      and max_num_seqs. A waiting prompt that shares a full block with one
+//      and max_num_seqs; while sequences decode, the prefill tokens are
+//      also held to what fits a target step time (StepBudget). A waiting prompt that shares a full block with one
 //      prefilling right now waits for those blocks instead of computing them
 //      twice.
 //   4. one Forward; Append the new K/V; fork n > 1 after the prompt;
@@ -31,6 +32,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "engine/sequence.h"
+#include "engine/step_budget.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -42,6 +44,8 @@ struct SchedulerOptions {
   int64_t max_num_seqs = 8;
   bool longest_prefix = false;   // --schedule longest-prefix
   std::vector<int32_t> eos_ids;  // generation_config + config.json
+  // How much prefill a step with decoding sequences may carry (--max-step-ms).
+  StepBudgetOptions step_budget;
   // Test hook: every logits row a choice samples from, in order.
   std::function<void(const std::string& request_id, int64_t choice, std::span<const float> row)>
       on_logits;
@@ -140,6 +144,7 @@ class Scheduler {
   std::vector<float> logits_;
   std::vector<SampleJob> jobs_;  // this step's choices to sample, in emit order
   int64_t sample_ns_ = 0;        // this step's time in the samplers
+  StepBudget step_budget_;
 };
 
 }  // namespace kvfork

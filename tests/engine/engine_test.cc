@@ -644,6 +644,73 @@ TEST_F(EngineTest, CheckKvWhileRunningAndAfterShutdown) {
   EXPECT_EQ(after.code(), StatusCode::kUnavailable) << after.ToString();
 }
 
+// --max-step-ms: while one sequence decodes, a long prompt beside it prefills
+// in chunks that fit the target step time (here the floor of 32 tokens a
+// step), so the decoding sequence keeps getting tokens during the prefill;
+// without the budget the whole prompt runs in one step. Chunking never
+// changes bits: both requests produce the same tokens either way.
+TEST_F(EngineTest, StepBudgetKeepsDecodingWhileAPromptPrefills) {
+  std::mt19937 rng(17);
+  const std::vector<int32_t> short_prompt = RandomPrompt(rng, 8);
+  const std::vector<int32_t> long_prompt = RandomPrompt(rng, 480);
+  struct Run {
+    Result a, b;
+    int64_t a_tokens_during_b_prefill = 0;
+  };
+  auto run = [&](double max_step_ms) {
+    std::mutex mu;
+    std::vector<std::string> order;  // sampled rows by request id, and a marker
+    EngineOptions o = SmallOptions();
+    o.max_step_ms = max_step_ms;
+    o.on_logits_for_testing = [&](const std::string& id, int64_t, std::span<const float>) {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(id);
+    };
+    auto e = Make(o);
+    Request a;
+    a.id = "a";
+    a.prompt_tokens = short_prompt;
+    a.sampling.temperature = 0;
+    a.sampling.max_tokens = 200;
+    a.sampling.ignore_eos = true;
+    auto sa = e->Submit(a);
+    EXPECT_TRUE(sa.ok());
+    // Wait until "a" decodes.
+    for (;;) {
+      std::optional<RequestEvent> ev = (*sa)->Pop(60000);
+      EXPECT_TRUE(ev.has_value());
+      if (!ev || ev->kind == RequestEvent::Kind::kToken) break;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back("submit b");
+    }
+    Request b;
+    b.id = "b";
+    b.prompt_tokens = long_prompt;
+    b.sampling.temperature = 0;
+    b.sampling.max_tokens = 4;
+    auto sb = e->Submit(b);
+    EXPECT_TRUE(sb.ok());
+    Run r;
+    r.b = Drain(**sb);
+    r.a = Drain(**sa);
+    std::lock_guard<std::mutex> lock(mu);
+    const auto marker = std::find(order.begin(), order.end(), "submit b");
+    const auto b_first = std::find(marker, order.end(), "b");
+    r.a_tokens_during_b_prefill = std::count(marker, b_first, "a");
+    return r;
+  };
+  const Run off = run(0);
+  const Run budget = run(0.001);
+  ASSERT_TRUE(off.a.error.ok() && off.b.error.ok() && budget.a.error.ok() && budget.b.error.ok());
+  // 480 tokens at 32 a step: 15 steps, each with one of a's tokens.
+  EXPECT_GE(budget.a_tokens_during_b_prefill, 14);
+  EXPECT_LE(off.a_tokens_during_b_prefill, 2);
+  EXPECT_EQ(off.a.tokens, budget.a.tokens);
+  EXPECT_EQ(off.b.tokens, budget.b.tokens);
+}
+
 TEST_F(EngineTest, MaxModelLenLimitsContextAndSizesDenseSlots) {
   // The tiny model's context is 4096 tokens: a dense slot of 256 blocks,
   // more than a 64-block pool holds.
