@@ -27,6 +27,9 @@ CONFIGS = {
                      "label": "kvfork dense"},
     "kvfork-noprefix": {"kind": "kvfork", "flags": ["--kv-backend", "paged", "--no-prefix-cache"],
                         "label": "kvfork prefix cache off"},
+    # Not run by default: the step budget off, to show what it changes.
+    "kvfork-stepoff": {"kind": "kvfork", "flags": ["--kv-backend", "paged", "--max-step-ms", "off"],
+                       "label": "kvfork paged, --max-step-ms off", "default": False},
     "llama.cpp": {"kind": "llama", "flags": [], "label": "llama.cpp llama-server"},
     # llama.cpp at its best for shared prefixes, with the features its server
     # docs name for it: one KV buffer shared by all slots, idle slots saved to
@@ -38,6 +41,9 @@ CONFIGS = {
                                  "--cache-ram", "8192"],
                        "label": "llama.cpp llama-server (kv-unified, cache-idle-slots, cache-reuse 256, cache-ram 8192)"},
 }
+
+# What --servers runs when not given.
+DEFAULT_SERVERS = [name for name, c in CONFIGS.items() if c.get("default", True)]
 
 SAMPLE_SECONDS = 0.1
 
