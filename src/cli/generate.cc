@@ -99,6 +99,8 @@ Output Collect(RequestStream& s, const std::function<void(const RequestEvent&)>&
       case RequestEvent::Kind::kFinish:
         o.finish = e->finish_reason;
         break;
+      case RequestEvent::Kind::kPromptLogprobs:  // never asked here
+        break;
       case RequestEvent::Kind::kDone:
         o.usage = e->usage;
         return o;

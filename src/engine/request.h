@@ -30,11 +30,22 @@ struct SamplingParams {
   std::map<int32_t, float> logit_bias;  // token id -> added to its logit
   std::optional<uint64_t> seed;     // same seed -> same tokens, batched or not
   int64_t max_tokens = 16;          // tokens to generate per choice; 0 is allowed
+  // vLLM: EOS and stop_token_ids cannot be sampled, and no stop string ends
+  // the output, until this many tokens were generated. In [0, max_tokens].
+  int64_t min_tokens = 0;
   std::vector<std::string> stop;    // stop strings, matched across tokens, not emitted
   std::vector<int32_t> stop_token_ids;
+  // vLLM: the matched stop string (and a stop token's text) stays in the output.
+  bool include_stop_str_in_output = false;
   bool ignore_eos = false;          // keep generating past EOS (benchmarks)
   int64_t n = 1;                    // choices; n > 1 forks after prefill
   int64_t top_logprobs = -1;        // -1 = no logprobs; k >= 0 = chosen + top-k
+  // -1 = none; k >= 0: the log-probability of every prompt token but the
+  // first (log_softmax of the logits at the position before it) and the top k
+  // alternatives, streamed as kPromptLogprobs events before any token. The
+  // request then recomputes its prompt instead of adopting a cached prefix
+  // (docs/engine.md, "Prompt logprobs"). With max_tokens 0 only these come.
+  int64_t prompt_logprobs = -1;
 };
 
 struct Request {
@@ -52,6 +63,13 @@ struct TokenLogprob {
   float logprob = 0.0f;
 };
 
+// One prompt token's log-probability (under the tokens before it) and the
+// top alternatives at that position, best first.
+struct PromptTokenLogprob {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;
+};
+
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // summed over choices
@@ -64,6 +82,9 @@ struct RequestEvent {
     kFinish,  // a choice ended (finish_reason set)
     kDone,    // the request ended: usage set, no event follows
     kError,   // the request failed: error set, no event follows
+    // Logprobs of the next prompt tokens (prompt_logprobs), in prompt order,
+    // starting with the prompt's second token; all come before any kToken.
+    kPromptLogprobs,
   };
   Kind kind = Kind::kToken;
   int64_t choice = 0;
@@ -71,6 +92,7 @@ struct RequestEvent {
   std::string text_delta;             // never a partial UTF-8 sequence
   std::optional<TokenLogprob> logprob;  // of the chosen token, if asked
   std::vector<TokenLogprob> top_logprobs;
+  std::vector<PromptTokenLogprob> prompt_logprobs;  // kPromptLogprobs
   FinishReason finish_reason = FinishReason::kStop;
   Usage usage;
   Status error;

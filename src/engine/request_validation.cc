@@ -51,6 +51,12 @@ Status ValidateRequest(const Request& request, const RequestLimits& limits) {
       return bad("logit_bias of token " + std::to_string(token) + " must be in [-100, 100], got " +
                  Num(bias));
   }
+  if (p.min_tokens < 0 || p.min_tokens > p.max_tokens)
+    return bad("min_tokens must be in [0, max_tokens = " + std::to_string(p.max_tokens) +
+               "], got " + std::to_string(p.min_tokens));
+  if (p.prompt_logprobs < -1 || p.prompt_logprobs > limits.max_top_logprobs)
+    return bad("prompt_logprobs must be in [0, " + std::to_string(limits.max_top_logprobs) +
+               "] (or -1 for none), got " + std::to_string(p.prompt_logprobs));
   if (p.n < 1 || p.n > limits.max_n)
     return bad("n must be in [1, " + std::to_string(limits.max_n) + "], got " +
                std::to_string(p.n));

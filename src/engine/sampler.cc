@@ -81,7 +81,7 @@ uint64_t Sampler::ChoiceSeed(const SamplingParams& params, uint64_t request_seed
 double Sampler::Uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
 bool Sampler::ChangesLogits() const {
-  return !params_.logit_bias.empty() || params_.repetition_penalty != 1.0 ||
+  return SuppressingNow() || !params_.logit_bias.empty() || params_.repetition_penalty != 1.0 ||
          ((params_.presence_penalty != 0.0 || params_.frequency_penalty != 0.0) &&
           !output_counts_.empty());
 }
@@ -111,6 +111,9 @@ void Sampler::ProcessLogits(std::vector<float>* logits) const {
       x[t] -= static_cast<float>(count * params_.frequency_penalty + params_.presence_penalty);
     }
   }
+  if (SuppressingNow())
+    for (int32_t t : min_tokens_suppressed_)
+      if (t >= 0 && t < vocab) x[t] = -std::numeric_limits<float>::infinity();
 }
 
 SampleResult Sampler::Sample(std::span<const float> logits) {

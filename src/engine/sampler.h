@@ -41,6 +41,11 @@ class Sampler {
   // Hugging Face and vLLM do). seed: the choice's RNG seed.
   Sampler(const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed);
 
+  // min_tokens (vLLM's MinTokensLogitsProcessor): until params.min_tokens
+  // tokens were generated, these ids (EOS unless ignore_eos, and
+  // stop_token_ids) get a -inf logit, so they cannot be picked.
+  void SuppressUntilMinTokens(std::vector<int32_t> ids) { min_tokens_suppressed_ = std::move(ids); }
+
   // Picks the next token from logits [vocab] and records it as generated.
   SampleResult Sample(std::span<const float> logits);
 
@@ -58,7 +63,10 @@ class Sampler {
   }
 
  private:
-  // Whether ProcessLogits could change a row now (bias, penalties).
+  bool SuppressingNow() const {
+    return num_generated_ < params_.min_tokens && !min_tokens_suppressed_.empty();
+  }
+  // Whether ProcessLogits could change a row now (bias, penalties, min_tokens).
   bool ChangesLogits() const;
   // Applies bias and penalties to a copy of the row.
   void ProcessLogits(std::vector<float>* logits) const;
@@ -68,6 +76,7 @@ class Sampler {
   std::unordered_set<int32_t> prompt_tokens_;
   std::unordered_map<int32_t, int64_t> output_counts_;  // generated token -> times
   int64_t num_generated_ = 0;
+  std::vector<int32_t> min_tokens_suppressed_;
   std::mt19937_64 rng_;
   std::vector<float> scratch_;                         // [vocab] processed logits
   std::vector<std::pair<float, int32_t>> candidates_;  // (probability, token)

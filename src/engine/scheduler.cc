@@ -5,8 +5,21 @@
 
 #include "core/logging.h"
 #include "core/timer.h"
+#include "engine/logprobs.h"
 
 namespace kvfork {
+namespace {
+
+// Most prefill tokens per step of a choice that wants prompt logprobs: each
+// is a logits row (vocab floats, 0.6 MB for a 151,936-token vocabulary), so
+// this bounds the step's logits buffer. Chunking never changes bits.
+constexpr int64_t kMaxPromptLogitsRows = 64;
+
+int64_t ChunkLimit(const ChoiceState& c, int64_t budget) {
+  return c.WantsPromptLogits() ? std::min(budget, kMaxPromptLogitsRows) : budget;
+}
+
+}  // namespace
 
 Scheduler::Scheduler(const SchedulerOptions& options, Model& model, KvCache& kv, ThreadPool& pool,
                      const Tokenizer& tokenizer)
@@ -48,13 +61,19 @@ void Scheduler::Add(Request request, std::shared_ptr<RequestStream> stream, uint
     c->fresh = i == 0;
     c->sampler = std::make_unique<Sampler>(sp, r->request.prompt_tokens,
                                            Sampler::ChoiceSeed(sp, request_seed, i));
-    c->stop = std::make_unique<StopMatcher>(sp.stop);
+    c->stop = std::make_unique<StopMatcher>(sp.stop, sp.include_stop_str_in_output);
+    if (sp.min_tokens > 0) {
+      std::vector<int32_t> no_stop_yet = sp.stop_token_ids;
+      if (!sp.ignore_eos)
+        no_stop_yet.insert(no_stop_yet.end(), options_.eos_ids.begin(), options_.eos_ids.end());
+      c->sampler->SuppressUntilMinTokens(std::move(no_stop_yet));
+    }
     c->decoder = std::make_unique<StreamDecoder>(tokenizer_, /*skip_special=*/true);
     r->choices.push_back(std::move(c));
   }
   RequestState* raw = r.get();
   requests_.push_back(std::move(r));
-  if (sp.max_tokens == 0) {
+  if (sp.max_tokens == 0 && sp.prompt_logprobs < 0) {
     // Nothing to generate: no compute, the prompt is not even prefilled.
     for (auto& c : raw->choices) FinishChoice(c.get(), FinishReason::kLength);
     ReapDone();
@@ -158,7 +177,7 @@ void Scheduler::AbortAll() {
   ReapDone();
 }
 
-bool Scheduler::WaitsForPrefilling(const ChoiceState& c, const std::vector<int32_t>& history,
+bool Scheduler::WaitsForPrefilling(const ChoiceState& c, std::span<const int32_t> history,
                                    int64_t reused) const {
   const int64_t bs = kv_.layout().block_size;
   for (const ChoiceState* other : active_) {
@@ -255,10 +274,13 @@ void Scheduler::Emit(ChoiceState* c, SampleResult s) {
   const SamplingParams& sp = r->request.sampling;
   c->generated.push_back(s.token);
 
-  const bool is_eos = !sp.ignore_eos && std::find(options_.eos_ids.begin(), options_.eos_ids.end(),
-                                                  s.token) != options_.eos_ids.end();
-  const bool is_stop_id = std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), s.token) !=
-                          sp.stop_token_ids.end();
+  // min_tokens (vLLM): no stop of any kind before that many tokens.
+  const bool may_stop = static_cast<int64_t>(c->generated.size()) >= sp.min_tokens;
+  const bool is_eos = may_stop && !sp.ignore_eos &&
+                      std::find(options_.eos_ids.begin(), options_.eos_ids.end(), s.token) !=
+                          options_.eos_ids.end();
+  const bool is_stop_id = may_stop && std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(),
+                                                s.token) != sp.stop_token_ids.end();
   const bool at_length = static_cast<int64_t>(c->generated.size()) >= sp.max_tokens;
 
   RequestEvent e;
@@ -271,12 +293,15 @@ void Scheduler::Emit(ChoiceState* c, SampleResult s) {
   }
   bool stopped = false;
   if (is_eos || is_stop_id) {
-    // The stop token's own text is not emitted; held-back text is released.
-    e.text_delta = c->stop->Feed(c->decoder->Flush()).emit;
+    // The stop token's own text is not emitted (vLLM: unless
+    // include_stop_str_in_output); held-back text is released.
+    std::string tail = sp.include_stop_str_in_output ? c->decoder->Push(s.token) : std::string();
+    tail += c->decoder->Flush();
+    e.text_delta = c->stop->Feed(tail).emit;
     if (!c->stop->stopped()) e.text_delta += c->stop->Flush();
     stopped = true;
   } else {
-    StopMatcher::Result m = c->stop->Feed(c->decoder->Push(s.token));
+    StopMatcher::Result m = c->stop->Feed(c->decoder->Push(s.token), may_stop);
     e.text_delta = std::move(m.emit);
     stopped = m.stopped;
     if (!stopped && at_length) {
@@ -294,6 +319,32 @@ void Scheduler::Emit(ChoiceState* c, SampleResult s) {
   } else {
     c->phase = SeqPhase::kDecode;
   }
+}
+
+void Scheduler::EmitPromptLogprobs(ChoiceState* c, int64_t start_pos, int64_t num_rows,
+                                   const float* rows) {
+  const std::vector<int32_t>& prompt = c->request->request.prompt_tokens;
+  const int64_t prompt_size = static_cast<int64_t>(prompt.size());
+  // Row j is position start_pos + j and predicts the token after it. Rows
+  // before prompt_logits_done were reported already (a re-admitted choice
+  // recomputes from where the cache left it); the prompt's last row predicts
+  // the first generated token, not a prompt token.
+  const int64_t first = std::max(start_pos, c->prompt_logits_done);
+  const int64_t end = std::min(start_pos + num_rows, prompt_size - 1);
+  if (end <= first) return;
+  RequestEvent e;
+  e.kind = RequestEvent::Kind::kPromptLogprobs;
+  e.choice = c->index;
+  e.prompt_logprobs.resize(end - first);
+  const int64_t k = c->request->request.sampling.prompt_logprobs;
+  // An exp per vocabulary entry per row: spread the rows over the pool.
+  pool_.ParallelFor(end - first, [&](int64_t i) {
+    const int64_t pos = first + i;
+    const std::span<const float> row(rows + (pos - start_pos) * vocab_, vocab_);
+    e.prompt_logprobs[i] = LogprobsAt(row, prompt[pos + 1], k);
+  });
+  c->prompt_logits_done = end;
+  c->request->stream->Push(std::move(e));
 }
 
 bool Scheduler::Step() {
@@ -338,7 +389,7 @@ bool Scheduler::Step() {
     if (budget <= 0) break;
     if (c->phase != SeqPhase::kPrefill) continue;
     const int64_t done = kv_.NumTokens(*c->seq);
-    const int64_t chunk = std::min(c->HistorySize() - done, budget);
+    const int64_t chunk = std::min(c->HistorySize() - done, ChunkLimit(*c, budget));
     bool ok = kv_.Reserve(*c->seq, done + chunk).ok();
     // Nothing else runs this step: make room from newer sequences so the
     // oldest always progresses (Submit refused anything that cannot fit alone).
@@ -362,15 +413,16 @@ bool Scheduler::Step() {
     ChoiceState* c = waiting_[idx];
     const std::string& salt = c->request->request.cache_salt;
     const std::vector<int32_t> h = c->History();
-    const PrefixMatch m = kv_.Match(h, salt);
-    if (WaitsForPrefilling(*c, h, m.num_reused_tokens)) {
+    const std::span<const int32_t> reusable(h.data(), c->ReusableHistorySize());
+    const PrefixMatch m = kv_.Match(reusable, salt);
+    if (WaitsForPrefilling(*c, reusable, m.num_reused_tokens)) {
       skipped[idx] = true;
       continue;
     }
     PrefixMatch match;
     const int64_t first_chunk =
-        std::min(static_cast<int64_t>(h.size()) - m.num_reused_tokens, budget);
-    StatusOr<SeqId> seq = kv_.Admit(h, salt, m.num_reused_tokens + first_chunk, &match);
+        std::min(static_cast<int64_t>(h.size()) - m.num_reused_tokens, ChunkLimit(*c, budget));
+    StatusOr<SeqId> seq = kv_.Admit(reusable, salt, m.num_reused_tokens + first_chunk, &match);
     // Out of room: wait for running sequences to finish (with nothing
     // running, Admit evicts cached blocks, and Submit refused anything that
     // cannot fit alone, so the oldest always gets in eventually).
@@ -386,7 +438,7 @@ bool Scheduler::Step() {
       c->request->cached_tokens_set = true;
     }
     const int64_t done = kv_.NumTokens(*c->seq);
-    const int64_t chunk = std::min(static_cast<int64_t>(h.size()) - done, budget);
+    const int64_t chunk = std::min(static_cast<int64_t>(h.size()) - done, ChunkLimit(*c, budget));
     if (!kv_.Reserve(*c->seq, done + chunk).ok()) break;  // admitted; continues next step
     items.push_back({c, std::vector<int32_t>(h.begin() + done, h.begin() + done + chunk), false});
     budget -= chunk;
@@ -401,8 +453,11 @@ bool Scheduler::Step() {
   batch_.tokens.clear();
   batch_.seqs.clear();
   // Logits only for rows that get sampled: decode tokens and the chunk that
-  // ends a fresh prompt (a re-admitted choice already knows its next token).
+  // ends a fresh prompt (a re-admitted choice already knows its next token),
+  // and every row of a prompt that wants prompt logprobs. row_of: the row
+  // sampled (the item's last); first_row: the first of an all-rows item.
   std::vector<int64_t> row_of(items.size(), -1);
+  std::vector<int64_t> first_row(items.size(), -1);
   int64_t rows = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
@@ -410,10 +465,16 @@ bool Scheduler::Step() {
     fs.num_tokens = static_cast<int64_t>(it.tokens.size());
     fs.start_pos = kv_.NumTokens(*it.choice->seq);
     fs.blocks = kv_.BlockTable(*it.choice->seq);
-    fs.all_logits = false;
-    fs.no_logits = !it.decode &&
+    fs.all_logits = !it.decode && it.choice->WantsPromptLogits();
+    fs.no_logits = !it.decode && !fs.all_logits &&
                    !(it.choice->fresh && fs.start_pos + fs.num_tokens >= it.choice->HistorySize());
-    if (!fs.no_logits) row_of[i] = rows++;
+    if (fs.all_logits) {
+      first_row[i] = rows;
+      rows += fs.num_tokens;
+      row_of[i] = rows - 1;
+    } else if (!fs.no_logits) {
+      row_of[i] = rows++;
+    }
     batch_.seqs.push_back(fs);
     batch_.tokens.insert(batch_.tokens.end(), it.tokens.begin(), it.tokens.end());
   }
@@ -435,11 +496,15 @@ bool Scheduler::Step() {
     ChoiceState* c = items[i].choice;
     decode_only = decode_only && items[i].decode;
     if (c->request->done || c->phase == SeqPhase::kDone || !c->seq.has_value()) continue;
+    const int64_t start_pos = kv_.NumTokens(*c->seq);
     Status a = kv_.Append(*c->seq, items[i].tokens);
     if (!a.ok()) {
       FailRequest(c->request, a.WithContext("kv append"));
       continue;
     }
+    if (first_row[i] >= 0)
+      EmitPromptLogprobs(c, start_pos, static_cast<int64_t>(items[i].tokens.size()),
+                         logits_.data() + first_row[i] * vocab_);
     if (items[i].decode) {
       jobs_.push_back({c, std::span<const float>(logits_.data() + row_of[i] * vocab_, vocab_), {}});
       continue;
@@ -453,6 +518,10 @@ bool Scheduler::Step() {
     const std::span<const float> row(logits_.data() + row_of[i] * vocab_, vocab_);
     c->fresh = false;
     RequestState* r = c->request;
+    if (r->request.sampling.max_tokens == 0) {  // prompt logprobs only
+      for (auto& choice : r->choices) FinishChoice(choice.get(), FinishReason::kLength);
+      continue;
+    }
     if (r->choices.size() > 1) {
       // Fork may preempt others for blocks: let the choices queued so far
       // finish (and release theirs) first, as if sampled one by one.
@@ -463,6 +532,10 @@ bool Scheduler::Step() {
   }
   SampleAndEmitQueued();
   ReapDone();
+  // All-rows logits can be 64 rows per prompt (kMaxPromptLogitsRows): give
+  // that memory back rather than keep it for steps that need a few rows.
+  if (std::any_of(first_row.begin(), first_row.end(), [](int64_t r) { return r >= 0; }))
+    std::vector<float>().swap(logits_);
   const int64_t step_ns = NowNanos() - step_start;
   step_budget_.Observe(decode_tokens,
                        static_cast<int64_t>(batch_.tokens.size()) - decode_tokens, step_ns);

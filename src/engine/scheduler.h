@@ -106,7 +106,7 @@ class Scheduler {
   void Preempt(ChoiceState* c);
   // The most recently admitted active choice, optionally not of `except`.
   ChoiceState* NewestActive(const RequestState* except) const;
-  bool WaitsForPrefilling(const ChoiceState& c, const std::vector<int32_t>& history,
+  bool WaitsForPrefilling(const ChoiceState& c, std::span<const int32_t> history,
                           int64_t reused) const;
   // Chooses the next waiting choice to admit (index into waiting_), -1 if none.
   int64_t PickWaiting(const std::vector<bool>& skipped) const;
@@ -119,6 +119,9 @@ class Scheduler {
   };
   // Samples every queued job (in parallel), then emits them in queue order.
   void SampleAndEmitQueued();
+  // prompt_logprobs: turns the logits rows [num_rows, vocab] of a prefill
+  // chunk starting at start_pos into one kPromptLogprobs event.
+  void EmitPromptLogprobs(ChoiceState* c, int64_t start_pos, int64_t num_rows, const float* rows);
   // Streams the token a choice sampled; may finish the choice.
   void Emit(ChoiceState* c, SampleResult s);
   void FinishChoice(ChoiceState* c, FinishReason reason);

@@ -43,6 +43,9 @@ struct ChoiceState {
   int64_t admit_order = 0;      // larger = admitted more recently (preemption victim)
   // True until the prompt's last logits are sampled: then choices fork.
   bool fresh = false;
+  // prompt_logprobs: prompt positions [0, prompt_logits_done) have had their
+  // logits turned into kPromptLogprobs events (a preempted choice keeps it).
+  int64_t prompt_logits_done = 0;
   std::vector<int32_t> generated;
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StopMatcher> stop;
@@ -52,6 +55,13 @@ struct ChoiceState {
   // the prompt plus every generated token except the last (pending) one.
   std::vector<int32_t> History() const;
   int64_t HistorySize() const;
+  // Whether this choice's prefill chunks need a logits row per token
+  // (prompt_logprobs, until the prompt is done).
+  bool WantsPromptLogits() const;
+  // How many leading History() tokens admission may look up in the prefix
+  // cache: all, or for WantsPromptLogits() only those whose logits it has
+  // (a cached position has no logits, so the rest is recomputed).
+  int64_t ReusableHistorySize() const;
 };
 
 struct RequestState {

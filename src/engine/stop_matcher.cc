@@ -4,12 +4,13 @@
 
 namespace kvfork {
 
-StopMatcher::StopMatcher(std::vector<std::string> stops) {
+StopMatcher::StopMatcher(std::vector<std::string> stops, bool include_stop)
+    : include_stop_(include_stop) {
   for (auto& s : stops)
     if (!s.empty()) stops_.push_back(std::move(s));
 }
 
-StopMatcher::Result StopMatcher::Feed(std::string_view delta) {
+StopMatcher::Result StopMatcher::Feed(std::string_view delta, bool may_stop) {
   Result r;
   if (stopped_) return r;
   held_.append(delta);
@@ -17,11 +18,19 @@ StopMatcher::Result StopMatcher::Feed(std::string_view delta) {
     r.emit.swap(held_);
     return r;
   }
-  // The earliest stop string wins (as vLLM: the first occurrence in the text).
+  // The earliest stop string wins (as vLLM: the first occurrence in the text);
+  // at the same position, the first listed.
   size_t first = std::string::npos;
-  for (const auto& s : stops_) first = std::min(first, held_.find(s));
+  size_t first_len = 0;
+  for (size_t i = 0; may_stop && i < stops_.size(); ++i) {
+    const size_t at = held_.find(stops_[i]);
+    if (at < first) {
+      first = at;
+      first_len = stops_[i].size();
+    }
+  }
   if (first != std::string::npos) {
-    r.emit = held_.substr(0, first);
+    r.emit = held_.substr(0, include_stop_ ? first + first_len : first);
     r.stopped = stopped_ = true;
     held_.clear();
     return r;

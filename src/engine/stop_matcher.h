@@ -4,7 +4,11 @@
 // Feed() takes each text delta and returns what may be emitted now: text that
 // can no longer be part of a stop string. A suffix that is a prefix of some
 // stop string is held back until the next delta decides it. When a stop
-// string appears, the text before it is released and nothing after.
+// string appears, the text before it is released and nothing after (with
+// include_stop, the stop string too: vLLM's include_stop_str_in_output).
+// While may_stop is false (vLLM's min_tokens not reached yet) no stop string
+// ends the text: text passes, a suffix that may begin one is still held, so
+// a stop string that ends once stopping is allowed is found whole.
 // Thread affinity: one per choice, engine thread only. Cost: O(held * stops)
 // per delta; held text is shorter than the longest stop string.
 #pragma once
@@ -17,13 +21,13 @@ namespace kvfork {
 
 class StopMatcher {
  public:
-  explicit StopMatcher(std::vector<std::string> stops);
+  explicit StopMatcher(std::vector<std::string> stops, bool include_stop = false);
 
   struct Result {
     std::string emit;      // text to release now
     bool stopped = false;  // a stop string matched; emit is everything before it
   };
-  Result Feed(std::string_view delta);
+  Result Feed(std::string_view delta, bool may_stop = true);
   // Releases held-back text when the choice ends for another reason.
   std::string Flush();
 
@@ -32,6 +36,7 @@ class StopMatcher {
  private:
   std::vector<std::string> stops_;
   std::string held_;
+  bool include_stop_ = false;
   bool stopped_ = false;
 };
 

@@ -191,6 +191,10 @@ std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint end
     out->max_tokens.push_back(mt);
   }
   out->cache_salt = key_salt.empty() ? p.cache_salt : key_salt + "/" + p.cache_salt;
+  // Echo with logprobs: the prompt's tokens get logprobs too (OpenAI's legacy
+  // completions, vLLM; lm-evaluation-harness's loglikelihood).
+  if (endpoint == Endpoint::kCompletion && p.echo && p.sampling.top_logprobs >= 0)
+    p.sampling.prompt_logprobs = p.sampling.top_logprobs;
   return std::nullopt;
 }
 
@@ -201,6 +205,37 @@ GenerationRun::GenerationRun(const GenerationEnv& env, PreparedGeneration prepar
     : env_(env), prepared_(std::move(prepared)), meta_(std::move(meta)), arrival_ns_(NowNanos()) {
   const size_t n = static_cast<size_t>(prepared_.parsed.sampling.n);
   choices_.resize(prepared_.prompt_tokens.size() * n);
+  echo_sent_.assign(prepared_.prompt_tokens.size(), false);
+  if (WantsPromptLogprobs()) {
+    prompt_logprobs_.resize(prepared_.prompt_tokens.size());
+    for (size_t s = 0; s < prompt_logprobs_.size(); ++s) {
+      LogprobEntry first;
+      first.chosen.token = env_.tokenizer->TokenBytes(prepared_.prompt_tokens[s].front());
+      first.no_logprob = true;
+      prompt_logprobs_[s].push_back(std::move(first));
+    }
+  }
+}
+
+void GenerationRun::AddPromptLogprobs(size_t s, const RequestEvent& e) {
+  if (s >= prompt_logprobs_.size()) return;
+  for (const PromptTokenLogprob& p : e.prompt_logprobs) {
+    LogprobEntry entry;
+    entry.chosen = {env_.tokenizer->TokenBytes(p.chosen.token), p.chosen.logprob};
+    for (const TokenLogprob& t : p.top)
+      entry.top.push_back({env_.tokenizer->TokenBytes(t.token), t.logprob});
+    prompt_logprobs_[s].push_back(std::move(entry));
+  }
+}
+
+void GenerationRun::SendEcho(size_t s, std::vector<std::string>* chunks) {
+  if (!prepared_.parsed.echo || s >= prepared_.echo_texts.size() || echo_sent_[s]) return;
+  echo_sent_[s] = true;
+  const int64_t n = prepared_.parsed.sampling.n;
+  const json lp = WantsPromptLogprobs() ? CompletionLogprobsJson(prompt_logprobs_[s], 0) : json();
+  for (int64_t c = 0; c < n; ++c)
+    chunks->push_back(SseData(
+        CompletionChunk(meta_, static_cast<int64_t>(s) * n + c, prepared_.echo_texts[s], lp, "")));
 }
 
 GenerationRun::~GenerationRun() {
@@ -251,7 +286,14 @@ void GenerationRun::Handle(size_t s, RequestEvent e, std::vector<std::string>* c
   const int64_t n = prepared_.parsed.sampling.n;
   const bool want_logprobs = prepared_.parsed.sampling.top_logprobs >= 0;
   const bool chat = meta_.endpoint == Endpoint::kChat;
+  // A stream's echo goes first; with prompt logprobs it waits for them.
+  if (chunks != nullptr && e.kind != RequestEvent::Kind::kPromptLogprobs &&
+      e.kind != RequestEvent::Kind::kError)
+    SendEcho(s, chunks);
   switch (e.kind) {
+    case RequestEvent::Kind::kPromptLogprobs:
+      AddPromptLogprobs(s, e);
+      return;
     case RequestEvent::Kind::kToken: {
       if (e.choice < 0 || e.choice >= n) return;
       const int64_t index = static_cast<int64_t>(s) * n + e.choice;
@@ -362,11 +404,17 @@ int GenerationRun::CollectAll(std::string* body, const std::function<bool()>& cl
                  : c.text;
     r.finish_reason = c.finish_reason.empty() ? "stop" : c.finish_reason;
     r.has_logprobs = prepared_.parsed.sampling.top_logprobs >= 0;
-    r.logprobs = std::move(c.logprobs);
+    if (prompt < prompt_logprobs_.size()) {
+      r.logprobs = prompt_logprobs_[prompt];  // the echoed prompt's tokens come first
+      r.logprobs.insert(r.logprobs.end(), std::make_move_iterator(c.logprobs.begin()),
+                        std::make_move_iterator(c.logprobs.end()));
+    } else {
+      r.logprobs = std::move(c.logprobs);
+    }
     results.push_back(std::move(r));
   }
   int64_t first_offset = 0;
-  if (prepared_.parsed.echo && !prepared_.echo_texts.empty())
+  if (prepared_.parsed.echo && !prepared_.echo_texts.empty() && !WantsPromptLogprobs())
     first_offset = static_cast<int64_t>(prepared_.echo_texts[0].size());
   *body = DumpJson(meta_.endpoint == Endpoint::kChat
                        ? ChatResponseJson(meta_, results, usage_)
@@ -380,16 +428,11 @@ bool GenerationRun::StreamSome(const std::function<bool(const std::string&)>& wr
   std::vector<std::string> chunks;
   if (!preamble_sent_) {
     preamble_sent_ = true;
-    for (size_t i = 0; i < choices_.size(); ++i) {
-      const int64_t index = static_cast<int64_t>(i);
-      if (meta_.endpoint == Endpoint::kChat) {
-        chunks.push_back(SseData(ChatRoleChunk(meta_, index)));
-      } else if (prepared_.parsed.echo) {
-        const size_t prompt = i / static_cast<size_t>(prepared_.parsed.sampling.n);
-        if (prompt < prepared_.echo_texts.size())
-          chunks.push_back(
-              SseData(CompletionChunk(meta_, index, prepared_.echo_texts[prompt], nullptr, "")));
-      }
+    if (meta_.endpoint == Endpoint::kChat) {
+      for (size_t i = 0; i < choices_.size(); ++i)
+        chunks.push_back(SseData(ChatRoleChunk(meta_, static_cast<int64_t>(i))));
+    } else if (!WantsPromptLogprobs()) {
+      for (size_t s = 0; s < prepared_.echo_texts.size(); ++s) SendEcho(s, &chunks);
     }
   }
   const bool more = Pump(wait_ms, &chunks);
@@ -426,6 +469,8 @@ std::optional<ApiError> SubmitGeneration(const GenerationEnv& env, PreparedGener
     req.prompt_tokens = p.prompt_tokens[i];
     req.sampling = p.parsed.sampling;
     req.sampling.max_tokens = p.max_tokens[i];
+    // An implicit max_tokens ends at the context: min_tokens cannot go past it.
+    req.sampling.min_tokens = std::min(req.sampling.min_tokens, req.sampling.max_tokens);
     req.cache_salt = p.cache_salt;
     StatusOr<std::shared_ptr<RequestStream>> stream = env.engine->Submit(std::move(req));
     if (!stream.ok()) {

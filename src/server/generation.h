@@ -124,6 +124,13 @@ class GenerationRun {
   void Handle(size_t stream_index, RequestEvent event, std::vector<std::string>* chunks);
   void Finish();
   LogprobEntry ToEntry(const RequestEvent& event) const;
+  // Echo with logprobs (prompt_logprobs): the entries of prompt `s` so far,
+  // the first token's (null) included.
+  bool WantsPromptLogprobs() const { return prepared_.parsed.sampling.prompt_logprobs >= 0; }
+  void AddPromptLogprobs(size_t s, const RequestEvent& event);
+  // Streams: the echo chunk of each of prompt s's choices, once, with the
+  // prompt's logprobs (sent when its first token or finish arrives).
+  void SendEcho(size_t s, std::vector<std::string>* chunks);
 
   GenerationEnv env_;
   PreparedGeneration prepared_;
@@ -133,6 +140,8 @@ class GenerationRun {
   std::vector<std::shared_ptr<RequestStream>> streams_;
   std::vector<bool> stream_done_;
   std::vector<Choice> choices_;
+  std::vector<std::vector<LogprobEntry>> prompt_logprobs_;  // [prompts]: echo with logprobs
+  std::vector<bool> echo_sent_;                             // [prompts]: streams
   Usage usage_;
   std::optional<ApiError> error_;
   bool first_token_seen_ = false;

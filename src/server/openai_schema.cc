@@ -195,6 +195,24 @@ std::optional<ApiError> ParseLogitBias(const json& body, int64_t vocab_size,
   return std::nullopt;
 }
 
+// vLLM's stop options, on both endpoints: min_tokens (no EOS, stop token or
+// stop string before that many tokens) and include_stop_str_in_output.
+// After max_tokens is parsed: min_tokens may not exceed an explicit max_tokens
+// (an implicit one is capped by the context; SubmitGeneration clamps to it).
+std::optional<ApiError> ParseVllmStopOptions(const json& body, ParsedRequest* out) {
+  SamplingParams& s = out->sampling;
+  KVFORK_API_TRY(GetInt(body, "min_tokens", &s.min_tokens));
+  if (s.min_tokens < 0)
+    return InvalidField("min_tokens",
+                        "'min_tokens' must be >= 0, got " + std::to_string(s.min_tokens));
+  if (out->max_tokens_given && s.min_tokens > s.max_tokens)
+    return InvalidField("min_tokens", "'min_tokens' (" + std::to_string(s.min_tokens) +
+                                          ") must not exceed 'max_tokens' (" +
+                                          std::to_string(s.max_tokens) + ")");
+  KVFORK_API_TRY(GetBool(body, "include_stop_str_in_output", &s.include_stop_str_in_output));
+  return std::nullopt;
+}
+
 std::optional<ApiError> ParseSampling(const json& body, Endpoint endpoint,
                                       const SchemaLimits& limits, ParsedRequest* out) {
   SamplingParams& s = out->sampling;
@@ -275,6 +293,7 @@ std::optional<ApiError> ParseSampling(const json& body, Endpoint endpoint,
       return InvalidField("logprobs", "'logprobs' must be in [0, 5], got " + std::to_string(lp));
     s.top_logprobs = lp_given ? lp : -1;
   }
+  KVFORK_API_TRY(ParseVllmStopOptions(body, out));
   return std::nullopt;
 }
 

@@ -81,10 +81,15 @@ json CompletionLogprobsJson(const std::vector<LogprobEntry>& entries, int64_t fi
   int64_t offset = first_offset;
   for (const LogprobEntry& e : entries) {
     tokens.push_back(e.chosen.token);
-    token_logprobs.push_back(e.chosen.logprob);
-    json t = json::object();
-    for (const TokenLogprobText& alt : e.top) t[alt.token] = alt.logprob;
-    top.push_back(std::move(t));
+    if (e.no_logprob) {
+      token_logprobs.push_back(nullptr);
+      top.push_back(nullptr);
+    } else {
+      token_logprobs.push_back(e.chosen.logprob);
+      json t = json::object();
+      for (const TokenLogprobText& alt : e.top) t[alt.token] = alt.logprob;
+      top.push_back(std::move(t));
+    }
     offsets.push_back(offset);
     offset += static_cast<int64_t>(e.chosen.token.size());
   }

@@ -34,6 +34,9 @@ struct TokenLogprobText {
 struct LogprobEntry {
   TokenLogprobText chosen;
   std::vector<TokenLogprobText> top;
+  // The prompt's first token (echo with logprobs): nothing precedes it, so
+  // its logprob and top_logprobs are null, as OpenAI and vLLM send them.
+  bool no_logprob = false;
 };
 
 // One finished choice of a non-streaming response.
@@ -58,6 +61,7 @@ nlohmann::json UsageJson(const Usage& usage);
 nlohmann::json ChatLogprobsJson(const std::vector<LogprobEntry>& entries);
 // Completions: {"tokens", "token_logprobs", "top_logprobs": [{tok: lp}], "text_offset"};
 // text_offset counts from first_offset (the length of the echoed prompt, or 0).
+// A no_logprob entry has null in token_logprobs and top_logprobs.
 nlohmann::json CompletionLogprobsJson(const std::vector<LogprobEntry>& entries,
                                       int64_t first_offset);
 

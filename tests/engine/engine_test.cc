@@ -56,6 +56,8 @@ Result Drain(RequestStream& s) {
       case RequestEvent::Kind::kFinish:
         r.finish[e->choice] = e->finish_reason;
         break;
+      case RequestEvent::Kind::kPromptLogprobs:  // no test here asks
+        break;
       case RequestEvent::Kind::kDone:
         r.usage = e->usage;
         r.done = true;
