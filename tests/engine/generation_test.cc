@@ -391,5 +391,52 @@ TEST_F(GenerationTest, PromptLogprobsSameBitsAcrossChunkingCachingAndBatching) {
   }
 }
 
+TEST_F(GenerationTest, PromptLogprobsSurvivePreemption) {
+  // A pool too small for everything at once: decoders preempt the newest
+  // sequences, prompt-logprob ones mid-prefill among them; a re-admitted one
+  // must report every position once, with the same bits.
+  auto request = [&](const std::string& id, uint32_t seed, int len, int64_t max_tokens,
+                     int64_t prompt_logprobs) {
+    Request r;
+    r.id = id;
+    r.prompt_tokens = RandomPrompt(seed, len);
+    r.sampling.temperature = 0.0;
+    r.sampling.ignore_eos = true;
+    r.sampling.max_tokens = max_tokens;
+    r.sampling.prompt_logprobs = prompt_logprobs;
+    return r;
+  };
+  std::vector<Request> reqs;
+  for (int i = 0; i < 6; ++i) {
+    reqs.push_back(request("d" + std::to_string(i), 40 + i, 30, 60, -1));
+    reqs.push_back(request("p" + std::to_string(i), 80 + i, 90, 2, 2));
+  }
+  std::map<std::string, Result> alone;
+  {
+    auto e = Make(Options());
+    for (const Request& r : reqs) alone[r.id] = Run(*e, r);
+  }
+  EngineOptions o = Options();
+  o.max_num_batched_tokens = 16;
+  o.kv_blocks = 16;  // 256 tokens
+  auto e = Make(o);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const Request& r : reqs) {
+    auto s = e->Submit(r);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    streams.push_back(*s);
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const Result got = Drain(*streams[i]);
+    const Result& want = alone[reqs[i].id];
+    ASSERT_TRUE(got.error.ok()) << reqs[i].id << ": " << got.error.ToString();
+    EXPECT_EQ(got.tokens, want.tokens) << reqs[i].id;
+    std::string why;
+    EXPECT_TRUE(SamePromptLogprobs(got.prompt, want.prompt, &why)) << reqs[i].id << ": " << why;
+  }
+  EXPECT_GT(e->Stats().preemptions, 0) << "the pool was meant to force preemption";
+  e->Shutdown();
+}
+
 }  // namespace
 }  // namespace kvfork
