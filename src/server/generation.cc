@@ -413,12 +413,11 @@ int GenerationRun::CollectAll(std::string* body, const std::function<bool()>& cl
     }
     results.push_back(std::move(r));
   }
-  int64_t first_offset = 0;
-  if (prepared_.parsed.echo && !prepared_.echo_texts.empty() && !WantsPromptLogprobs())
-    first_offset = static_cast<int64_t>(prepared_.echo_texts[0].size());
+  // text_offset counts from the start of the text: with echo the prompt's
+  // tokens (echo + logprobs means prompt logprobs) come first.
   *body = DumpJson(meta_.endpoint == Endpoint::kChat
                        ? ChatResponseJson(meta_, results, usage_)
-                       : CompletionResponseJson(meta_, results, usage_, first_offset));
+                       : CompletionResponseJson(meta_, results, usage_, /*first_offset=*/0));
   return 200;
 }
 

@@ -90,7 +90,10 @@ TEST(StopMatcherModes, NoStopBeforeMayStopButASpanningOneIsFound) {
 
 TEST(PromptLogprobs, LogprobsAtMatchesTheSamplersBits) {
   for (uint64_t seed = 1; seed <= 5; ++seed) {
-    const std::vector<float> row = RandomRow(997, seed);
+    std::vector<float> row = RandomRow(997, seed);
+    // Odd seeds: many ties (the top-k order breaks them by token id).
+    if (seed % 2 == 1)
+      for (float& v : row) v = std::round(v);
     SamplingParams p;
     p.temperature = 0.0;
     p.top_logprobs = 5;
