@@ -233,9 +233,15 @@ void GenerationRun::SendEcho(size_t s, std::vector<std::string>* chunks) {
   echo_sent_[s] = true;
   const int64_t n = prepared_.parsed.sampling.n;
   const json lp = WantsPromptLogprobs() ? CompletionLogprobsJson(prompt_logprobs_[s], 0) : json();
-  for (int64_t c = 0; c < n; ++c)
-    chunks->push_back(SseData(
-        CompletionChunk(meta_, static_cast<int64_t>(s) * n + c, prepared_.echo_texts[s], lp, "")));
+  int64_t prompt_bytes = 0;
+  if (WantsPromptLogprobs())
+    for (const LogprobEntry& e : prompt_logprobs_[s])
+      prompt_bytes += static_cast<int64_t>(e.chosen.token.size());
+  for (int64_t c = 0; c < n; ++c) {
+    const int64_t index = static_cast<int64_t>(s) * n + c;
+    choices_[index].text_offset = prompt_bytes;  // the tokens' text_offset continues from here
+    chunks->push_back(SseData(CompletionChunk(meta_, index, prepared_.echo_texts[s], lp, "")));
+  }
 }
 
 GenerationRun::~GenerationRun() {
@@ -315,7 +321,8 @@ void GenerationRun::Handle(size_t s, RequestEvent e, std::vector<std::string>* c
       if (e.text_delta.empty() && !want_logprobs) return;
       json lp = nullptr;
       if (want_logprobs) {
-        lp = chat ? ChatLogprobsJson({entry}) : CompletionLogprobsJson({entry}, 0);
+        lp = chat ? ChatLogprobsJson({entry}) : CompletionLogprobsJson({entry}, c.text_offset);
+        c.text_offset += static_cast<int64_t>(entry.chosen.token.size());
       }
       chunks->push_back(SseData(chat ? ChatDeltaChunk(meta_, index, e.text_delta, lp)
                                      : CompletionChunk(meta_, index, e.text_delta, lp, "")));

@@ -115,6 +115,7 @@ class GenerationRun {
     std::string finish_reason;
     std::vector<LogprobEntry> logprobs;
     int64_t last_token_ns = 0;
+    int64_t text_offset = 0;  // completions streams: bytes of the tokens with logprobs sent
     bool finished = false;
   };
 

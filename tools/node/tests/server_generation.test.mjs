@@ -150,4 +150,13 @@ test('echo + logprobs with generated tokens: prompt entries first, then the gene
     assert.ok(c.text.startsWith(prompt));
   }
   assert.deepEqual(r.choices[0].logprobs, r.choices[1].logprobs, 'greedy choices agree');
+  // Streamed: the echo chunk, then one chunk per token; together they are
+  // the same object, text_offset continuing past the prompt.
+  const params = { model, prompt, echo: true, logprobs: 1, max_tokens: 4, temperature: 0, ignore_eos: true };
+  const whole = (await client.completions.create(params)).choices[0].logprobs;
+  const joined = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+  for await (const c of await client.completions.create({ ...params, stream: true }))
+    for (const ch of c.choices)
+      if (ch.logprobs) for (const k of Object.keys(joined)) joined[k].push(...ch.logprobs[k]);
+  assert.deepEqual(joined, whole);
 });
