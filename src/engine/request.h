@@ -31,7 +31,8 @@ struct SamplingParams {
   std::optional<uint64_t> seed;     // same seed -> same tokens, batched or not
   int64_t max_tokens = 16;          // tokens to generate per choice; 0 is allowed
   // vLLM: EOS and stop_token_ids cannot be sampled, and no stop string ends
-  // the output, until this many tokens were generated. In [0, max_tokens].
+  // the output, until this many tokens were generated (the next token is the
+  // first that may stop). In [0, max_tokens].
   int64_t min_tokens = 0;
   std::vector<std::string> stop;    // stop strings, matched across tokens, not emitted
   std::vector<int32_t> stop_token_ids;

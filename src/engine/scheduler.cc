@@ -274,8 +274,10 @@ void Scheduler::Emit(ChoiceState* c, SampleResult s) {
   const SamplingParams& sp = r->request.sampling;
   c->generated.push_back(s.token);
 
-  // min_tokens (vLLM): no stop of any kind before that many tokens.
-  const bool may_stop = static_cast<int64_t>(c->generated.size()) >= sp.min_tokens;
+  // min_tokens (vLLM v1): the first min_tokens tokens end nothing; a stop
+  // token or a stop string can end the output from the next one on (the
+  // sampler kept stop tokens out of the first min_tokens).
+  const bool may_stop = static_cast<int64_t>(c->generated.size()) > sp.min_tokens;
   const bool is_eos = may_stop && !sp.ignore_eos &&
                       std::find(options_.eos_ids.begin(), options_.eos_ids.end(), s.token) !=
                           options_.eos_ids.end();
@@ -305,7 +307,7 @@ void Scheduler::Emit(ChoiceState* c, SampleResult s) {
     e.text_delta = std::move(m.emit);
     stopped = m.stopped;
     if (!stopped && at_length) {
-      m = c->stop->Feed(c->decoder->Flush());
+      m = c->stop->Feed(c->decoder->Flush(), may_stop);
       e.text_delta += m.emit;
       stopped = m.stopped;
       if (!stopped) e.text_delta += c->stop->Flush();

@@ -6,9 +6,9 @@
 // stop string is held back until the next delta decides it. When a stop
 // string appears, the text before it is released and nothing after (with
 // include_stop, the stop string too: vLLM's include_stop_str_in_output).
-// While may_stop is false (vLLM's min_tokens not reached yet) no stop string
-// ends the text: text passes, a suffix that may begin one is still held, so
-// a stop string that ends once stopping is allowed is found whole.
+// While may_stop is false (within vLLM's min_tokens) no stop string ends the
+// text: text passes, a suffix that may begin one is still held, so a stop
+// string that ends once stopping is allowed is found whole.
 // Thread affinity: one per choice, engine thread only. Cost: O(held * stops)
 // per delta; held text is shorter than the longest stop string.
 #pragma once

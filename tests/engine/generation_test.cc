@@ -219,36 +219,37 @@ TEST_F(GenerationTest, MinTokensAndIncludeStopStrWithStopStrings) {
   EXPECT_EQ(first.tokens.size(), 1u);
   EXPECT_EQ(first.finish, FinishReason::kStop);
 
+  // The first 3 tokens are kept whatever they contain; the 4th stops.
   r.sampling.min_tokens = 3;
   Result later = Run(*e, r);
-  EXPECT_EQ(later.text, "HelloHello") << "the stop string ending token 3 ends it";
-  EXPECT_EQ(later.tokens.size(), 3u);
+  EXPECT_EQ(later.text, "HelloHelloHello");
+  EXPECT_EQ(later.tokens.size(), 4u);
   EXPECT_EQ(later.finish, FinishReason::kStop);
 
   r.sampling.include_stop_str_in_output = true;
   Result kept = Run(*e, r);
-  EXPECT_EQ(kept.text, "HelloHelloHello");
-  EXPECT_EQ(kept.tokens.size(), 3u);
+  EXPECT_EQ(kept.text, "HelloHelloHelloHello");
+  EXPECT_EQ(kept.tokens.size(), 4u);
 
-  // A stop string that starts before min_tokens and ends at it is found.
+  // A stop string that starts within min_tokens and ends after is found
+  // (vLLM v1 searches the new text and the stop's length before it).
   r.sampling.include_stop_str_in_output = false;
   r.sampling.stop = {"lloHe"};
   r.sampling.min_tokens = 2;
   Result spanning = Run(*e, r);
-  EXPECT_EQ(spanning.text, "He");
-  EXPECT_EQ(spanning.tokens.size(), 2u);
+  EXPECT_EQ(spanning.text, "HelloHe");
+  EXPECT_EQ(spanning.tokens.size(), 3u);
   r.sampling.include_stop_str_in_output = true;
-  EXPECT_EQ(Run(*e, r).text, "HelloHe");
+  EXPECT_EQ(Run(*e, r).text, "HelloHelloHe");
 
-  // min_tokens == max_tokens: the last token may still stop (vLLM checks
-  // stops once min_tokens tokens exist, the length after).
+  // min_tokens == max_tokens: nothing stops; the length ends it.
   r.sampling.include_stop_str_in_output = false;
   r.sampling.stop = {"Hello"};
   r.sampling.min_tokens = 6;
   Result full = Run(*e, r);
   EXPECT_EQ(full.tokens.size(), 6u);
-  EXPECT_EQ(full.text, "HelloHelloHelloHelloHello");
-  EXPECT_EQ(full.finish, FinishReason::kStop);
+  EXPECT_EQ(full.text, "HelloHelloHelloHelloHelloHello");
+  EXPECT_EQ(full.finish, FinishReason::kLength);
   e->Shutdown();
 }
 
