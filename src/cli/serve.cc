@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -57,6 +58,8 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
                           flags.GetInt("http-write-timeout", c.server.write_timeout_seconds));
   KVFORK_ASSIGN_OR_RETURN(std::string name, flags.GetString("served-model-name", ""));
   c.server.log_prompts = flags.GetBool("log-prompts");
+  KVFORK_ASSIGN_OR_RETURN(std::string special_in_content,
+                          flags.GetString("special-tokens-in-content", "text"));
   KVFORK_ASSIGN_OR_RETURN(c.drain_seconds, flags.GetDouble("drain-seconds", 30.0));
 
   EngineOptions& e = c.engine;
@@ -97,6 +100,12 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   if (tail != "on" && tail != "off")
     return InvalidArgumentError("--prefix-tail-copy must be on or off, got '" + tail + "'");
   e.prefix_tail_copy = tail == "on";
+  std::optional<server::SpecialTokensInContent> special =
+      server::ParseSpecialTokensInContent(special_in_content);
+  if (!special)
+    return InvalidArgumentError("--special-tokens-in-content must be text or allow, got '" +
+                                special_in_content + "'");
+  c.server.special_tokens_in_content = *special;
   c.server.api_keys = server::SplitKeys(keys);
   // One HTTP thread per connection that may be open at once: every running
   // and queued request plus a margin for /metrics, /health and refusals.
