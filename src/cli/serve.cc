@@ -46,9 +46,10 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   KVFORK_ASSIGN_OR_RETURN(c.model_dir, flags.GetRequiredString("model"));
   KVFORK_ASSIGN_OR_RETURN(c.server.host, flags.GetString("host", "127.0.0.1"));
   KVFORK_ASSIGN_OR_RETURN(int64_t port, flags.GetInt("port", 8080));
+  // The environment's key is not the flag's default: --help would print it.
+  KVFORK_ASSIGN_OR_RETURN(std::string keys, flags.GetString("api-key", ""));
   const char* env_key = std::getenv("KVFORK_API_KEY");
-  KVFORK_ASSIGN_OR_RETURN(std::string keys,
-                          flags.GetString("api-key", env_key != nullptr ? env_key : ""));
+  if (keys.empty() && env_key != nullptr) keys = env_key;
   KVFORK_ASSIGN_OR_RETURN(double body_mib, flags.GetDouble("max-body-mib", 16.0));
   KVFORK_ASSIGN_OR_RETURN(c.server.max_prompt_tokens, flags.GetInt("max-prompt-tokens", 0));
   KVFORK_ASSIGN_OR_RETURN(int64_t http_threads, flags.GetInt("http-threads", 0));
