@@ -66,18 +66,43 @@ int64_t ActiveRequests::size() const {
 
 // ---- preparing ----
 
-std::optional<ApiError> RenderChatBodyText(const GenerationEnv& env, std::string_view body,
-                                           std::string* prompt) {
+namespace {
+
+// The chat prompt of a body that holds chat fields (/apply-template, /tokenize).
+std::optional<ApiError> ChatPromptOfBody(const GenerationEnv& env, std::string_view body,
+                                         ChatPrompt* prompt, bool* add_special_tokens) {
   nlohmann::ordered_json j;
   if (auto err = ParseJsonBody(body, &j)) return err;
   if (!j.is_object()) return BadRequest("request body must be a JSON object");
   ChatInput input;
   if (auto err = ParseChatInput(j, &input)) return err;
+  auto ast = j.find("add_special_tokens");
+  if (ast != j.end() && !ast->is_null()) {
+    if (!ast->is_boolean())
+      return InvalidField("add_special_tokens", "'add_special_tokens' must be a boolean");
+    *add_special_tokens = ast->get<bool>();
+  }
+  return RenderChatPrompt(*env.tokenizer, env.chat_template, env.special_tokens_in_content, input,
+                          prompt);
+}
+
+}  // namespace
+
+std::optional<ApiError> RenderChatBodyText(const GenerationEnv& env, std::string_view body,
+                                           std::string* prompt) {
   ChatPrompt rendered;
-  if (auto err = RenderChatPrompt(*env.tokenizer, env.chat_template, env.special_tokens_in_content,
-                                  input, &rendered))
-    return err;
+  bool add_special = false;
+  if (auto err = ChatPromptOfBody(env, body, &rendered, &add_special)) return err;
   *prompt = std::move(rendered.text);
+  return std::nullopt;
+}
+
+std::optional<ApiError> TokenizeChatBodyText(const GenerationEnv& env, std::string_view body,
+                                             std::vector<int32_t>* ids) {
+  ChatPrompt rendered;
+  bool add_special = false;
+  if (auto err = ChatPromptOfBody(env, body, &rendered, &add_special)) return err;
+  *ids = EncodeChatPrompt(*env.tokenizer, rendered, add_special);
   return std::nullopt;
 }
 

@@ -93,6 +93,11 @@ std::optional<ApiError> RenderChatBodyText(const GenerationEnv& env, std::string
                                            std::string* prompt);
 std::optional<ApiError> RenderChatBody(const GenerationEnv& env, const nlohmann::json& body,
                                        std::string* prompt);
+// vLLM's /tokenize with "messages" (same fields, plus "add_special_tokens",
+// default false): the chat prompt's token ids exactly as a chat request
+// builds them (special-token strings in content kept text by default).
+std::optional<ApiError> TokenizeChatBodyText(const GenerationEnv& env, std::string_view body,
+                                             std::vector<int32_t>* ids);
 
 class GenerationRun {
  public:

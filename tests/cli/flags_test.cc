@@ -4,14 +4,13 @@
 // `kvfork serve` without --model.
 #include "cli/flags.h"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "test_env.h"
 
@@ -106,9 +105,9 @@ TEST(KvforkBinary, CommandHelpListsFlagsAndExitsZero) {
   for (const char* want : {"usage: kvfork serve", "--model  (required)", "--port  (default 8080)",
                            "--special-tokens-in-content  (default text)", "--no-prefix-cache"})
     EXPECT_NE(serve.output.find(want), std::string::npos) << want << " in:\n" << serve.output;
-  for (const char* cmd : {"generate --help", "make-model --help", "tokenize --help",
-                          "export-gguf --help", "bench --help", "bench kernels --help",
-                          "bench engine -h"}) {
+  for (const char* cmd :
+       {"generate --help", "make-model --help", "tokenize --help", "export-gguf --help",
+        "bench --help", "bench kernels --help", "bench engine -h"}) {
     CommandRun r = RunKvfork(cmd);
     EXPECT_EQ(r.exit_code, 0) << cmd << ":\n" << r.output;
     EXPECT_NE(r.output.find("usage: kvfork"), std::string::npos) << cmd << ":\n" << r.output;

@@ -87,6 +87,21 @@ TEST(ChatPromptSpecialTokens, ContentStringsAreTextByDefault) {
   EXPECT_TRUE(allow_mode.plain.empty());
 }
 
+// vLLM's /tokenize with messages gives the ids a chat request would use.
+TEST(ChatPromptSpecialTokens, TokenizeChatBodyGivesTheChatRequestsIds) {
+  std::vector<int32_t> ids;
+  ASSERT_FALSE(TokenizeChatBodyText(Env(), kInjection, &ids));
+  EXPECT_EQ(ids, Tokens(SpecialTokensInContent::kText, kInjection));
+  ASSERT_FALSE(TokenizeChatBodyText(Env(SpecialTokensInContent::kAllow), kInjection, &ids));
+  EXPECT_EQ(ids, Tokens(SpecialTokensInContent::kAllow, kInjection));
+  std::optional<ApiError> err =
+      TokenizeChatBodyText(Env(), R"({"messages":[{"role":"user","content":"x"}],
+      "add_special_tokens":"no"})",
+                           &ids);
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->param, "add_special_tokens");
+}
+
 TEST(ChatPromptGenerationPrompt, AddGenerationPromptFalse) {
   std::string prompt;
   ASSERT_FALSE(RenderChatBodyText(
