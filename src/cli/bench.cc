@@ -37,10 +37,12 @@ int RunBench(int argc, char** argv) {
     }
   }
   // `kvfork bench --help` asks for this list: stdout and exit 0.
-  const bool help = argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0);
+  const bool help =
+      argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0);
   FILE* out = help ? stdout : stderr;
   std::fprintf(out, "usage: kvfork bench <benchmark> [flags]\n\nbenchmarks:\n");
-  for (const Command& b : list) std::fprintf(out, "  %-12s %s\n", b.name.c_str(), b.summary.c_str());
+  for (const Command& b : list)
+    std::fprintf(out, "  %-12s %s\n", b.name.c_str(), b.summary.c_str());
   std::fprintf(out, "\n`kvfork bench <benchmark> --help` for its flags.\n");
   return help ? 0 : 2;
 }

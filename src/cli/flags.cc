@@ -38,8 +38,7 @@ StatusOr<Flags> Flags::Parse(int argc, char** argv, const std::set<std::string>&
   return f;
 }
 
-void Flags::Record(const std::string& name, std::string default_text, bool is_bool,
-                   bool required) {
+void Flags::Record(const std::string& name, std::string default_text, bool is_bool, bool required) {
   for (Known& k : known_) {
     if (k.name != name) continue;
     if (k.default_text.empty()) k.default_text = std::move(default_text);
