@@ -3,6 +3,9 @@
 // bench/results/.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
 
 #include "cli/command.h"
 
@@ -24,12 +27,24 @@ int RunBench(int argc, char** argv) {
   std::sort(list.begin(), list.end(),
             [](const Command& a, const Command& b) { return a.name < b.name; });
   if (argc >= 2) {
-    for (const Command& b : list)
-      if (b.name == argv[1]) return b.run(argc - 1, argv + 1);
+    for (const Command& b : list) {
+      if (b.name != argv[1]) continue;
+      // argv[0] names the command in flag usage: "bench kernels".
+      std::string name = "bench " + b.name;
+      std::vector<char*> args(argv + 1, argv + argc);
+      args[0] = name.data();
+      return b.run(argc - 1, args.data());
+    }
   }
-  std::fprintf(stderr, "usage: kvfork bench <benchmark> [flags]\n\nbenchmarks:\n");
-  for (const Command& b : list) std::fprintf(stderr, "  %-12s %s\n", b.name.c_str(), b.summary.c_str());
-  return 2;
+  // `kvfork bench --help` asks for this list: stdout and exit 0.
+  const bool help =
+      argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0);
+  FILE* out = help ? stdout : stderr;
+  std::fprintf(out, "usage: kvfork bench <benchmark> [flags]\n\nbenchmarks:\n");
+  for (const Command& b : list)
+    std::fprintf(out, "  %-12s %s\n", b.name.c_str(), b.summary.c_str());
+  std::fprintf(out, "\n`kvfork bench <benchmark> --help` for its flags.\n");
+  return help ? 0 : 2;
 }
 
 }  // namespace

@@ -1,14 +1,23 @@
 #include "cli/flags.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 namespace kvfork::cli {
 
 StatusOr<Flags> Flags::Parse(int argc, char** argv, const std::set<std::string>& bool_flags) {
   Flags f;
+  if (argc > 0 && argv[0] != nullptr) f.command_ = argv[0];
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      // Kept as a flag too, for commands that print their own usage.
+      f.help_ = true;
+      f.values_["help"] = "true";
+      f.used_.insert("help");
+      continue;
+    }
     if (arg.rfind("--", 0) != 0 || arg == "--") {
       f.positional_.push_back(arg);
       continue;
@@ -29,9 +38,23 @@ StatusOr<Flags> Flags::Parse(int argc, char** argv, const std::set<std::string>&
   return f;
 }
 
-bool Flags::Has(const std::string& name) { return values_.count(name) > 0; }
+void Flags::Record(const std::string& name, std::string default_text, bool is_bool, bool required) {
+  for (Known& k : known_) {
+    if (k.name != name) continue;
+    if (k.default_text.empty()) k.default_text = std::move(default_text);
+    k.is_bool = k.is_bool || is_bool;
+    return;
+  }
+  known_.push_back(Known{name, std::move(default_text), is_bool, required});
+}
+
+bool Flags::Has(const std::string& name) {
+  Record(name, "", false, false);
+  return !help_ && values_.count(name) > 0;
+}
 
 bool Flags::GetBool(const std::string& name) {
+  Record(name, "", true, false);
   auto it = values_.find(name);
   if (it == values_.end()) return false;
   used_.insert(name);
@@ -39,22 +62,29 @@ bool Flags::GetBool(const std::string& name) {
 }
 
 StatusOr<std::string> Flags::GetString(const std::string& name, const std::string& default_value) {
+  Record(name, default_value.empty() ? "\"\"" : default_value, false, false);
   auto it = values_.find(name);
-  if (it == values_.end()) return default_value;
+  if (help_ || it == values_.end()) return default_value;
   used_.insert(name);
   return it->second;
 }
 
 StatusOr<std::string> Flags::GetRequiredString(const std::string& name) {
+  Record(name, "", false, true);
   auto it = values_.find(name);
-  if (it == values_.end()) return InvalidArgumentError("missing required flag --" + name);
+  if (help_) return std::string();
+  if (it == values_.end()) {
+    missing_.push_back(name);
+    return std::string();
+  }
   used_.insert(name);
   return it->second;
 }
 
 StatusOr<int64_t> Flags::GetInt(const std::string& name, int64_t default_value) {
+  Record(name, std::to_string(default_value), false, false);
   auto it = values_.find(name);
-  if (it == values_.end()) return default_value;
+  if (help_ || it == values_.end()) return default_value;
   used_.insert(name);
   errno = 0;
   char* end = nullptr;
@@ -65,8 +95,11 @@ StatusOr<int64_t> Flags::GetInt(const std::string& name, int64_t default_value) 
 }
 
 StatusOr<double> Flags::GetDouble(const std::string& name, double default_value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", default_value);
+  Record(name, text, false, false);
   auto it = values_.find(name);
-  if (it == values_.end()) return default_value;
+  if (help_ || it == values_.end()) return default_value;
   used_.insert(name);
   errno = 0;
   char* end = nullptr;
@@ -76,7 +109,34 @@ StatusOr<double> Flags::GetDouble(const std::string& name, double default_value)
   return v;
 }
 
+std::string Flags::Usage() const {
+  std::string out = "usage: kvfork " + (command_.empty() ? std::string("<command>") : command_);
+  for (const Known& k : known_)
+    if (k.required) out += " --" + k.name + " VALUE";
+  out += " [flags]\n\nflags:\n";
+  for (const Known& k : known_) {
+    std::string line = "  --" + k.name;
+    if (k.required) {
+      line += "  (required)";
+    } else if (k.is_bool) {
+      line += "  (switch, off by default)";
+    } else if (!k.default_text.empty()) {
+      line += "  (default " + k.default_text + ")";
+    }
+    out += line + "\n";
+  }
+  out += "  --help  print this list and exit\n";
+  return out;
+}
+
 Status Flags::Finish() const {
+  if (help_) {
+    std::fputs(Usage().c_str(), stdout);
+    std::fflush(stdout);
+    std::exit(0);
+  }
+  if (!missing_.empty())
+    return InvalidArgumentError("missing required flag --" + missing_.front() + "\n\n" + Usage());
   std::string unknown;
   for (const auto& [name, value] : values_)
     if (!used_.count(name)) unknown += (unknown.empty() ? "--" : ", --") + name;

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -57,9 +58,10 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   KVFORK_ASSIGN_OR_RETURN(c.model_dir, flags.GetRequiredString("model"));
   KVFORK_ASSIGN_OR_RETURN(c.server.host, flags.GetString("host", "127.0.0.1"));
   KVFORK_ASSIGN_OR_RETURN(int64_t port, flags.GetInt("port", 8080));
+  // The environment's key is not the flag's default: --help would print it.
+  KVFORK_ASSIGN_OR_RETURN(std::string keys, flags.GetString("api-key", ""));
   const char* env_key = std::getenv("KVFORK_API_KEY");
-  KVFORK_ASSIGN_OR_RETURN(std::string keys,
-                          flags.GetString("api-key", env_key != nullptr ? env_key : ""));
+  if (keys.empty() && env_key != nullptr) keys = env_key;
   KVFORK_ASSIGN_OR_RETURN(double body_mib, flags.GetDouble("max-body-mib", 16.0));
   KVFORK_ASSIGN_OR_RETURN(c.server.max_prompt_tokens, flags.GetInt("max-prompt-tokens", 0));
   KVFORK_ASSIGN_OR_RETURN(int64_t http_threads, flags.GetInt("http-threads", 0));
@@ -69,6 +71,8 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
                           flags.GetInt("http-write-timeout", c.server.write_timeout_seconds));
   KVFORK_ASSIGN_OR_RETURN(std::string name, flags.GetString("served-model-name", ""));
   c.server.log_prompts = flags.GetBool("log-prompts");
+  KVFORK_ASSIGN_OR_RETURN(std::string special_in_content,
+                          flags.GetString("special-tokens-in-content", "text"));
   KVFORK_ASSIGN_OR_RETURN(c.drain_seconds, flags.GetDouble("drain-seconds", 30.0));
 
   EngineOptions& e = c.engine;
@@ -111,6 +115,12 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
     return InvalidArgumentError("--prefix-tail-copy must be on or off, got '" + tail + "'");
   e.prefix_tail_copy = tail == "on";
   KVFORK_ASSIGN_OR_RETURN(e.max_step_ms, ParseMaxStepMs(step_ms));
+  std::optional<server::SpecialTokensInContent> special =
+      server::ParseSpecialTokensInContent(special_in_content);
+  if (!special)
+    return InvalidArgumentError("--special-tokens-in-content must be text or allow, got '" +
+                                special_in_content + "'");
+  c.server.special_tokens_in_content = *special;
   c.server.api_keys = server::SplitKeys(keys);
   // One HTTP thread per connection that may be open at once: every running
   // and queued request plus a margin for /metrics, /health and refusals.

@@ -29,31 +29,6 @@ std::string FinishName(FinishReason r) {
   return r == FinishReason::kCancelled ? "abort" : FinishReasonName(r);
 }
 
-std::optional<ApiError> RenderChat(const GenerationEnv& env, const json& messages,
-                                   const json& tools, const json& kwargs,
-                                   std::optional<bool> add_generation_prompt,
-                                   std::string* prompt) {
-  if (env.chat_template == nullptr)
-    return BadRequest("this model has no chat template; use /v1/completions", "no_chat_template");
-  json ctx = kwargs.is_object() ? kwargs : json::object();
-  ctx["messages"] = messages;
-  if (add_generation_prompt) {
-    ctx["add_generation_prompt"] = *add_generation_prompt;
-  } else if (!ctx.contains("add_generation_prompt")) {
-    ctx["add_generation_prompt"] = true;
-  }
-  ctx["bos_token"] = env.tokenizer->bos_token();
-  ctx["eos_token"] = env.tokenizer->eos_token();
-  if (tools.is_array()) ctx["tools"] = tools;
-  StatusOr<std::string> rendered = env.chat_template->Render(ctx);
-  if (!rendered.ok()) {
-    ApiError err = FromStatus(rendered.status().WithContext("chat template"), "messages");
-    return err;
-  }
-  *prompt = std::move(rendered).value();
-  return std::nullopt;
-}
-
 }  // namespace
 
 // ---- ActiveRequests ----
@@ -91,31 +66,49 @@ int64_t ActiveRequests::size() const {
 
 // ---- preparing ----
 
+namespace {
+
+// The chat prompt of a body that holds chat fields (/apply-template, /tokenize).
+std::optional<ApiError> ChatPromptOfBody(const GenerationEnv& env, std::string_view body,
+                                         ChatPrompt* prompt, bool* add_special_tokens) {
+  nlohmann::ordered_json j;
+  if (auto err = ParseJsonBody(body, &j)) return err;
+  if (!j.is_object()) return BadRequest("request body must be a JSON object");
+  ChatInput input;
+  if (auto err = ParseChatInput(j, &input)) return err;
+  auto ast = j.find("add_special_tokens");
+  if (ast != j.end() && !ast->is_null()) {
+    if (!ast->is_boolean())
+      return InvalidField("add_special_tokens", "'add_special_tokens' must be a boolean");
+    *add_special_tokens = ast->get<bool>();
+  }
+  return RenderChatPrompt(*env.tokenizer, env.chat_template, env.special_tokens_in_content, input,
+                          prompt);
+}
+
+}  // namespace
+
+std::optional<ApiError> RenderChatBodyText(const GenerationEnv& env, std::string_view body,
+                                           std::string* prompt) {
+  ChatPrompt rendered;
+  bool add_special = false;
+  if (auto err = ChatPromptOfBody(env, body, &rendered, &add_special)) return err;
+  *prompt = std::move(rendered.text);
+  return std::nullopt;
+}
+
+std::optional<ApiError> TokenizeChatBodyText(const GenerationEnv& env, std::string_view body,
+                                             std::vector<int32_t>* ids) {
+  ChatPrompt rendered;
+  bool add_special = false;
+  if (auto err = ChatPromptOfBody(env, body, &rendered, &add_special)) return err;
+  *ids = EncodeChatPrompt(*env.tokenizer, rendered, add_special);
+  return std::nullopt;
+}
+
 std::optional<ApiError> RenderChatBody(const GenerationEnv& env, const json& body,
                                        std::string* prompt) {
-  auto m = body.find("messages");
-  if (m == body.end() || m->is_null()) return InvalidField("messages", "'messages' is required");
-  json messages;
-  if (auto err = ParseMessages(*m, &messages)) return err;
-  json tools, kwargs;
-  auto t = body.find("tools");
-  if (t != body.end() && !t->is_null()) {
-    if (!t->is_array()) return InvalidField("tools", "'tools' must be an array");
-    tools = *t;
-  }
-  auto k = body.find("chat_template_kwargs");
-  if (k != body.end() && !k->is_null()) {
-    if (!k->is_object()) return InvalidField("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-    kwargs = *k;
-  }
-  std::optional<bool> agp;
-  auto a = body.find("add_generation_prompt");
-  if (a != body.end() && !a->is_null()) {
-    if (!a->is_boolean())
-      return InvalidField("add_generation_prompt", "'add_generation_prompt' must be a boolean");
-    agp = a->get<bool>();
-  }
-  return RenderChat(env, messages, tools, kwargs, agp, prompt);
+  return RenderChatBodyText(env, body.dump(-1, ' ', false, json::error_handler_t::replace), prompt);
 }
 
 std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint endpoint,
@@ -135,14 +128,16 @@ std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint end
   }
   const char* prompt_field = endpoint == Endpoint::kChat ? "messages" : "prompt";
   if (endpoint == Endpoint::kChat) {
-    std::string text;
-    if (auto err = RenderChat(env, p.messages, p.tools, p.chat_template_kwargs, std::nullopt, &text))
+    ChatPrompt prompt;
+    if (auto err = RenderChatPrompt(*env.tokenizer, env.chat_template,
+                                    env.special_tokens_in_content, p.chat, &prompt))
       return err;
     if (env.log_prompts) {
-      KVFORK_LOG(kInfo) << "prompt: " << text;
+      KVFORK_LOG(kInfo) << "prompt: " << prompt.text;
     }
-    // The template writes the BOS itself when the model wants one.
-    out->prompt_tokens.push_back(env.tokenizer->Encode(text, /*add_special=*/false));
+    // The template writes the BOS itself when the model wants one
+    // (add_special_tokens is false unless the request says otherwise).
+    out->prompt_tokens.push_back(EncodeChatPrompt(*env.tokenizer, prompt, p.add_special_tokens));
   } else {
     for (const PromptInput& in : p.prompts) {
       if (in.is_tokens) {
@@ -152,7 +147,7 @@ std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint end
         if (env.log_prompts) {
           KVFORK_LOG(kInfo) << "prompt: " << in.text;
         }
-        out->prompt_tokens.push_back(env.tokenizer->Encode(in.text, /*add_special=*/true));
+        out->prompt_tokens.push_back(env.tokenizer->Encode(in.text, p.add_special_tokens));
         if (p.echo) out->echo_texts.push_back(in.text);
       }
     }

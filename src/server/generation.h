@@ -22,6 +22,7 @@
 
 #include "engine/engine.h"
 #include "server/api_error.h"
+#include "server/chat_prompt.h"
 #include "server/metrics.h"
 #include "server/openai_schema.h"
 #include "server/response_writer.h"
@@ -65,6 +66,9 @@ struct GenerationEnv {
   std::string model_name;
   int64_t max_prompt_tokens = 0;  // 0 = context - 1
   bool log_prompts = false;
+  // --special-tokens-in-content: whether special-token strings inside chat
+  // messages (and tools, chat_template_kwargs) stay text.
+  SpecialTokensInContent special_tokens_in_content = SpecialTokensInContent::kText;
 };
 
 struct PreparedGeneration {
@@ -81,9 +85,19 @@ std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint end
                                           PreparedGeneration* out);
 
 // /apply-template: {"messages", "tools"?, "chat_template_kwargs"?,
-// "add_generation_prompt"?} -> the rendered prompt text.
+// "add_generation_prompt"?, "continue_final_message"?} -> the rendered prompt
+// text. RenderChatBodyText parses the body's text so that objects keep the
+// client's key order (a tool's schema printed by tojson); from a parsed
+// nlohmann::json they come sorted.
+std::optional<ApiError> RenderChatBodyText(const GenerationEnv& env, std::string_view body,
+                                           std::string* prompt);
 std::optional<ApiError> RenderChatBody(const GenerationEnv& env, const nlohmann::json& body,
                                        std::string* prompt);
+// vLLM's /tokenize with "messages" (same fields, plus "add_special_tokens",
+// default false): the chat prompt's token ids exactly as a chat request
+// builds them (special-token strings in content kept text by default).
+std::optional<ApiError> TokenizeChatBodyText(const GenerationEnv& env, std::string_view body,
+                                             std::vector<int32_t>* ids);
 
 class GenerationRun {
  public:

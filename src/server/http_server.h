@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "server/chat_prompt.h"
 
 namespace kvfork {
 class Engine;
@@ -43,6 +44,9 @@ struct ServerOptions {
   int read_timeout_seconds = 30;
   int write_timeout_seconds = 30;
   bool log_prompts = false;           // log each request's prompt text (off: privacy)
+  // Special-token strings inside chat messages: text (default) or allow
+  // (chat_prompt.h). GenerationEnv::special_tokens_in_content takes it.
+  SpecialTokensInContent special_tokens_in_content = SpecialTokensInContent::kText;
   std::string model_name;             // the id /v1/models reports and requests may name
 };
 

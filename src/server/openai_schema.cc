@@ -3,10 +3,13 @@
 #include <cmath>
 #include <set>
 
+#include "server/unsupported_fields.h"
+
 namespace kvfork::server {
 namespace {
 
-using nlohmann::json;
+// Objects keep the client's key order (what reaches the chat template).
+using json = nlohmann::ordered_json;
 
 const char* TypeName(const json& v) {
   if (v.is_null()) return "null";
@@ -260,6 +263,17 @@ std::optional<ApiError> ParseSampling(const json& body, Endpoint endpoint,
   if (s.n < 1 || s.n > limits.max_n)
     return InvalidField("n", "'n' must be in [1, " + std::to_string(limits.max_n) + "], got " +
                                  std::to_string(s.n));
+  // best_of (completions): choices generated server-side, the n best returned.
+  // Only best_of == n, which is plain sampling, is served.
+  int64_t best_of = s.n;
+  KVFORK_API_TRY(GetInt(body, "best_of", &best_of));
+  if (best_of < s.n)
+    return InvalidField("best_of", "'best_of' must be >= n (" + std::to_string(s.n) + "), got " +
+                                       std::to_string(best_of));
+  if (best_of > s.n)
+    return InvalidField("best_of", "'best_of' = " + std::to_string(best_of) +
+                                       " > n is not supported: ranking choices by likelihood is "
+                                       "not implemented (send n instead)");
   KVFORK_API_TRY(ParseStop(body, limits, &s.stop));
   auto st = body.find("stop_token_ids");
   if (st != body.end() && !st->is_null()) {
@@ -298,30 +312,6 @@ std::optional<ApiError> ParseSampling(const json& body, Endpoint endpoint,
 }
 
 }  // namespace
-
-std::optional<ApiError> ParseJsonBody(std::string_view body, nlohmann::json* out) {
-  // nlohmann's parser keeps its own stack, but copying, comparing and
-  // converting a value (the chat template's context) recurse once per level:
-  // a body of 100k nested brackets (200 KB) overflowed the stack and took the
-  // server down. Deeper nesting than any real request needs is refused here.
-  bool too_deep = false;
-  auto depth_limit = [&too_deep](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-    if (depth > kMaxJsonDepth) too_deep = true;
-    return !too_deep;  // false: the parser drops the value instead of building it
-  };
-  try {
-    *out = nlohmann::json::parse(body.begin(), body.end(), depth_limit);
-  } catch (const nlohmann::json::exception& e) {
-    return BadRequest(std::string("request body is not valid JSON: ") + e.what(), "invalid_json");
-  }
-  if (too_deep) {
-    *out = nlohmann::json();
-    return BadRequest("request body nests JSON values deeper than " + std::to_string(kMaxJsonDepth) +
-                          " levels",
-                      "invalid_json");
-  }
-  return std::nullopt;
-}
 
 std::optional<ApiError> ParseMessages(const json& messages, json* out) {
   if (!messages.is_array()) return WrongType("messages", "an array", messages);
@@ -374,6 +364,59 @@ std::optional<ApiError> ParseMessages(const json& messages, json* out) {
   return std::nullopt;
 }
 
+std::optional<ApiError> ParseChatInput(const json& body, ChatInput* out) {
+  auto m = body.find("messages");
+  if (m == body.end() || m->is_null()) return InvalidField("messages", "'messages' is required");
+  KVFORK_API_TRY(ParseMessages(*m, &out->messages));
+  auto tools = body.find("tools");
+  if (tools != body.end() && !tools->is_null()) {
+    if (!tools->is_array()) return WrongType("tools", "an array", *tools);
+    out->tools = *tools;
+  }
+  auto kw = body.find("chat_template_kwargs");
+  if (kw != body.end() && !kw->is_null()) {
+    if (!kw->is_object()) return WrongType("chat_template_kwargs", "an object", *kw);
+    auto think = kw->find("enable_thinking");
+    if (think != kw->end() && !think->is_boolean())
+      return WrongType("chat_template_kwargs.enable_thinking", "a boolean", *think);
+    out->chat_template_kwargs = *kw;
+  }
+  KVFORK_API_TRY(GetBool(body, "continue_final_message", &out->continue_final_message));
+  // add_generation_prompt: the body's field, else chat_template_kwargs' (older
+  // clients put it there), else true; with continue_final_message, false.
+  bool agp_given = false;
+  const json* holders[] = {&body, &out->chat_template_kwargs};
+  for (const json* holder : holders) {
+    if (!holder->is_object()) continue;
+    auto a = holder->find("add_generation_prompt");
+    if (a == holder->end() || a->is_null()) continue;
+    if (!a->is_boolean()) {
+      const std::string f =
+          holder == &body ? "add_generation_prompt" : "chat_template_kwargs.add_generation_prompt";
+      return WrongType(f, "a boolean", *a);
+    }
+    out->add_generation_prompt = a->get<bool>();
+    agp_given = true;
+    break;
+  }
+  if (out->continue_final_message) {
+    if (agp_given && out->add_generation_prompt)
+      return InvalidField("continue_final_message",
+                          "'continue_final_message' and 'add_generation_prompt' cannot both be "
+                          "true: the first leaves the last message open, the second starts a new "
+                          "assistant turn");
+    out->add_generation_prompt = false;
+  }
+  return std::nullopt;
+}
+
+bool AllowsZeroMaxTokens(const ParsedRequest& request) {
+  // Hook for prompt logprobs: echo + logprobs on /v1/completions scores the
+  // prompt and needs no generated token.
+  return request.endpoint == Endpoint::kCompletion && request.echo &&
+         request.sampling.top_logprobs >= 0;
+}
+
 std::optional<ApiError> ParseRequestBody(Endpoint endpoint, std::string_view body,
                                          const SchemaLimits& limits, ParsedRequest* out) {
   json j;
@@ -382,29 +425,26 @@ std::optional<ApiError> ParseRequestBody(Endpoint endpoint, std::string_view bod
   *out = ParsedRequest{};
   out->endpoint = endpoint;
   try {
+    KVFORK_API_TRY(RejectUnsupportedFields(endpoint, j));
     KVFORK_API_TRY(GetString(j, "model", &out->model));
     if (endpoint == Endpoint::kChat) {
-      auto m = j.find("messages");
-      if (m == j.end() || m->is_null()) return InvalidField("messages", "'messages' is required");
-      KVFORK_API_TRY(ParseMessages(*m, &out->messages));
-      auto tools = j.find("tools");
-      if (tools != j.end() && !tools->is_null()) {
-        if (!tools->is_array()) return WrongType("tools", "an array", *tools);
-        out->tools = *tools;
-      }
-      auto kw = j.find("chat_template_kwargs");
-      if (kw != j.end() && !kw->is_null()) {
-        if (!kw->is_object()) return WrongType("chat_template_kwargs", "an object", *kw);
-        auto think = kw->find("enable_thinking");
-        if (think != kw->end() && !think->is_boolean())
-          return WrongType("chat_template_kwargs.enable_thinking", "a boolean", *think);
-        out->chat_template_kwargs = *kw;
-      }
+      KVFORK_API_TRY(ParseChatInput(j, &out->chat));
+      out->add_special_tokens = false;  // the template writes BOS itself
     } else {
       KVFORK_API_TRY(ParsePrompt(j, limits, &out->prompts));
       KVFORK_API_TRY(GetBool(j, "echo", &out->echo));
     }
+    KVFORK_API_TRY(GetBool(j, "add_special_tokens", &out->add_special_tokens));
     KVFORK_API_TRY(ParseSampling(j, endpoint, limits, out));
+    if (out->max_tokens_given && out->sampling.max_tokens == 0 && !AllowsZeroMaxTokens(*out)) {
+      auto mct = j.find("max_completion_tokens");
+      const std::string f = endpoint == Endpoint::kChat && mct != j.end() && !mct->is_null()
+                                ? "max_completion_tokens"
+                                : "max_tokens";
+      return InvalidField(f, "'" + f +
+                                 "' must be at least 1 (0 is only allowed on /v1/completions with "
+                                 "'echo' and 'logprobs', to score the prompt)");
+    }
     KVFORK_API_TRY(GetBool(j, "stream", &out->stream));
     auto so = j.find("stream_options");
     if (so != j.end() && !so->is_null()) {

@@ -1,7 +1,10 @@
 // Parsing and validation of OpenAI request bodies (/v1/chat/completions,
-// /v1/completions) into what the server submits to the engine. Unknown fields
-// are ignored, as OpenAI's servers do; a field of the wrong type or out of
-// range is an ApiError (400) that names it. Pure functions: no engine, no I/O.
+// /v1/completions) into what the server submits to the engine. A field of the
+// wrong type or out of range is an ApiError (400) that names it; so is a known
+// field this server does not implement (unsupported_fields.h). Fields nobody
+// defines are ignored, as vLLM does. The body is parsed with its objects in
+// the client's order (what reaches the chat template keeps that order).
+// Pure functions: no engine, no I/O.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +17,7 @@
 
 #include "engine/request.h"
 #include "server/api_error.h"
+#include "server/json_body.h"
 
 namespace kvfork::server {
 
@@ -27,6 +31,20 @@ struct SchemaLimits {
   int64_t max_prompts = 32;      // prompts in one /v1/completions list
 };
 
+// What a chat template renders: the request's messages (normalized by
+// ParseMessages), its tools and chat_template_kwargs, in the client's key order.
+struct ChatInput {
+  nlohmann::ordered_json messages;
+  nlohmann::ordered_json tools;                 // null if absent
+  nlohmann::ordered_json chat_template_kwargs;  // object or null
+  // vLLM's fields. add_generation_prompt opens the assistant's turn;
+  // continue_final_message leaves the last message open (no end-of-turn) so
+  // the model continues it. Both true is a 400; with continue_final_message
+  // and add_generation_prompt absent, the latter defaults to false.
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+};
+
 // One prompt of /v1/completions: text to tokenize or token ids as given.
 struct PromptInput {
   std::string text;
@@ -37,17 +55,17 @@ struct PromptInput {
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::kChat;
   std::string model;  // as sent; "" when absent
-  // Chat: messages with string content (text parts joined), ready for the
-  // template; tools (null if absent); chat_template_kwargs (object or null).
-  nlohmann::json messages;
-  nlohmann::json tools;
-  nlohmann::json chat_template_kwargs;
+  ChatInput chat;     // chat only
   std::vector<PromptInput> prompts;  // completions: at least one
   SamplingParams sampling;
   bool max_tokens_given = false;  // else the server picks the default
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: prepend the prompt text
+  // Let the tokenizer's post-processor add BOS/EOS to the prompt text (vLLM's
+  // add_special_tokens: chat false, since the template writes BOS itself;
+  // completions true).
+  bool add_special_tokens = true;
   std::string user;
   std::string cache_salt;  // "" = none given
 };
@@ -57,17 +75,18 @@ struct ParsedRequest {
 std::optional<ApiError> ParseRequestBody(Endpoint endpoint, std::string_view body,
                                          const SchemaLimits& limits, ParsedRequest* out);
 
-// Chat messages alone (also used by /apply-template): checks roles and content
-// and writes the normalized array.
-std::optional<ApiError> ParseMessages(const nlohmann::json& messages, nlohmann::json* out);
+// Chat messages alone: checks roles and content and writes the normalized
+// array (developer -> system, text parts joined, absent content -> "").
+std::optional<ApiError> ParseMessages(const nlohmann::ordered_json& messages,
+                                      nlohmann::ordered_json* out);
 
-// Deepest nesting of arrays and objects a request body may have (a tool's
-// JSON schema is a few levels; the limit keeps recursion over the value,
-// in copies and in the chat template, far from the stack's end).
-inline constexpr int kMaxJsonDepth = 128;
+// The chat fields of a body (also /apply-template's): messages, tools,
+// chat_template_kwargs, add_generation_prompt, continue_final_message.
+std::optional<ApiError> ParseChatInput(const nlohmann::ordered_json& body, ChatInput* out);
 
-// Parses JSON text; a syntax error (or invalid UTF-8) or nesting deeper than
-// kMaxJsonDepth is a 400 saying what.
-std::optional<ApiError> ParseJsonBody(std::string_view body, nlohmann::json* out);
+// Whether max_tokens may be 0: only for /v1/completions with echo and
+// logprobs, which scores the prompt (the lm-evaluation-harness loglikelihood
+// path) and generates nothing. Everywhere else 0 is a 400.
+bool AllowsZeroMaxTokens(const ParsedRequest& request);
 
 }  // namespace kvfork::server

@@ -75,10 +75,18 @@ void AddedTokenMatcher::Add(std::string pattern, const AddedToken& token) {
   if (nodes_[node].token >= 0) return;  // the first token with this content wins
   nodes_[node].token = static_cast<int32_t>(tokens_.size());
   tokens_.push_back(token);
+  has_special_ = has_special_ || token.special;
   first_byte_[static_cast<uint8_t>(pattern[0])] = true;
 }
 
-void AddedTokenMatcher::Split(std::string_view text, std::vector<TextSpan>* spans) const {
+void AddedTokenMatcher::Split(std::string_view text, std::vector<TextSpan>* spans,
+                              std::span<const TextRange> plain) const {
+  // Whether [begin, end) touches a plain range (the first one ending after begin).
+  auto touches_plain = [plain](size_t begin, size_t end) {
+    auto it = std::upper_bound(plain.begin(), plain.end(), begin,
+                               [](size_t b, const TextRange& r) { return b < r.end; });
+    return it != plain.end() && it->begin < end;
+  };
   const size_t n = text.size();
   size_t start_offset = 0;  // end of the last emitted span
   size_t i = 0;
@@ -100,6 +108,10 @@ void AddedTokenMatcher::Split(std::string_view text, std::vector<TextSpan>* span
       continue;
     }
     const AddedToken& tok = tokens_[best];
+    if (tok.special && !plain.empty() && touches_plain(i, best_end)) {
+      i = best_end;
+      continue;
+    }
     size_t start = i, stop = best_end;
     if (tok.single_word) {
       std::optional<uint32_t> before = LastChar(text.substr(0, start));

@@ -9,9 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "tokenizer/text_range.h"
 
 namespace kvfork {
 
@@ -39,7 +42,12 @@ class AddedTokenMatcher {
   void Add(std::string pattern, const AddedToken& token);
 
   // Splits text into spans covering it completely, in order. Empty when text is.
-  void Split(std::string_view text, std::vector<TextSpan>* spans) const;
+  // A special token whose match touches a byte of `plain` (sorted, disjoint)
+  // is not taken, and the scan goes on after it, as Hugging Face's
+  // AddedVocabulary does with encode_special_tokens: its bytes stay text.
+  void Split(std::string_view text, std::vector<TextSpan>* spans,
+             std::span<const TextRange> plain = {}) const;
+  bool has_special() const { return has_special_; }
   bool empty() const { return tokens_.empty(); }
 
  private:
@@ -52,6 +60,7 @@ class AddedTokenMatcher {
   std::vector<Node> nodes_{Node{}};
   std::vector<AddedToken> tokens_;
   bool first_byte_[256] = {};
+  bool has_special_ = false;
 };
 
 }  // namespace kvfork

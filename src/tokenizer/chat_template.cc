@@ -2,6 +2,7 @@
 
 #include "tokenizer/jinja_interpreter.h"
 #include "tokenizer/jinja_parser.h"
+#include "tokenizer/jinja_pystr.h"
 
 namespace kvfork {
 
@@ -36,6 +37,22 @@ StatusOr<std::string> ChatTemplate::RenderAt(const nlohmann::ordered_json& conte
   jinja::RenderOptions options;
   options.now = now;
   return jinja::Render(impl_->tmpl, jinja::FromJson(context), options);
+}
+
+StatusOr<std::string> CutAfterFinalMessage(std::string_view rendered,
+                                           std::string_view final_content) {
+  const std::string stripped = jinja::PyStrip(final_content, std::nullopt, true, true);
+  const size_t at = rendered.rfind(stripped);
+  if (at == std::string_view::npos)
+    return InvalidArgumentError(
+        "continue_final_message: the final message does not appear in the rendered chat (the "
+        "chat template changed it)");
+  const std::string lstripped = jinja::PyStrip(final_content, std::nullopt, true, false);
+  // The template kept the message's spacing (or it had none): cut after all
+  // of it; else after its stripped text.
+  const size_t keep =
+      rendered.substr(at, lstripped.size()) == final_content ? lstripped.size() : stripped.size();
+  return std::string(rendered.substr(0, at + keep));
 }
 
 }  // namespace kvfork

@@ -7,9 +7,9 @@
 
 #include <ctime>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
 
 #include "core/status.h"
 
@@ -29,7 +29,7 @@ class ChatTemplate {
   //  "bos_token": "...", "eos_token": "...", "enable_thinking": bool (Qwen3), ...}
   // nlohmann::json sorts object keys, so a tool schema printed with tojson
   // comes out in sorted order; use RenderOrdered to match Python, whose dicts
-  // keep the request's order.
+  // keep the request's order (the server does).
   StatusOr<std::string> Render(const nlohmann::json& context) const;
   // As Render, keeping the key order of the caller's objects (parse the
   // request with nlohmann::ordered_json).
@@ -43,5 +43,14 @@ class ChatTemplate {
   explicit ChatTemplate(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// transformers' continue_final_message: cuts a rendered chat right after the
+// final message's content, so the model continues that message instead of
+// seeing it closed (no end-of-turn). The content is found by its last
+// occurrence, stripped of surrounding whitespace when the template trimmed
+// it, exactly as apply_chat_template does; an error when the template did
+// not print it.
+StatusOr<std::string> CutAfterFinalMessage(std::string_view rendered,
+                                           std::string_view final_content);
 
 }  // namespace kvfork

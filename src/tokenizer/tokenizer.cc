@@ -65,7 +65,10 @@ class BpeTokenizer final : public Tokenizer {
                                                      const std::string& tokenizer_config_json,
                                                      const std::string& generation_config_json);
 
-  std::vector<int32_t> Encode(std::string_view text, bool add_special) const override;
+  using Tokenizer::Encode;
+  std::vector<int32_t> Encode(std::string_view text, bool add_special,
+                              std::span<const TextRange> plain) const override;
+  std::vector<TextRange> FindSpecialTokens(std::string_view text) const override;
   std::string Decode(std::span<const int32_t> ids, bool skip_special) const override;
   std::string TokenBytes(int32_t id) const override;
   int64_t vocab_size() const override { return vocab_size_; }
@@ -85,8 +88,11 @@ class BpeTokenizer final : public Tokenizer {
   Status LoadAddedTokens(const json& added);
   Status LoadConfigs(const std::string& tokenizer_config_json,
                      const std::string& generation_config_json);
-  void EncodeText(std::string_view text, std::vector<int32_t>* ids) const;
-  void EncodeValid(std::string_view text, std::vector<int32_t>* ids) const;
+  // plain_run: the text holds bytes that must stay plain; special tokens
+  // matched after normalization are then not taken (offsets do not survive
+  // normalization, so the whole run is kept plain for them).
+  void EncodeText(std::string_view text, bool plain_run, std::vector<int32_t>* ids) const;
+  void EncodeValid(std::string_view text, bool plain_run, std::vector<int32_t>* ids) const;
 
   BpeModel model_;
   PreTokenizer pre_;
@@ -94,6 +100,7 @@ class BpeTokenizer final : public Tokenizer {
   std::optional<Normalizer> normalizer_;
   AddedTokenMatcher raw_matcher_;         // added tokens with normalized=false
   AddedTokenMatcher normalized_matcher_;  // normalized=true, contents normalized
+  AddedTokenMatcher special_matcher_;     // special tokens' raw contents, no strip rules
   std::unordered_map<int32_t, std::string> added_content_;
   TokenMap added_ids_;  // content -> id
   std::vector<bool> special_;  // [vocab_size_]
@@ -128,6 +135,11 @@ Status BpeTokenizer::LoadAddedTokens(const json& added) {
       normalized_matcher_.Add(normalizer_->Normalize(tok.content), tok);
     } else {
       raw_matcher_.Add(tok.content, tok);
+    }
+    if (tok.special) {
+      AddedToken plain_match = tok;
+      plain_match.lstrip = plain_match.rstrip = plain_match.single_word = false;
+      special_matcher_.Add(tok.content, plain_match);
     }
     added_content_[tok.id] = tok.content;
     added_ids_.emplace(tok.content, tok.id);
@@ -256,7 +268,8 @@ StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::Create(const std::string& tok
 
 // Invalid UTF-8 bytes each become their single-byte token and cut the text:
 // the regexes and normalizers only ever see valid runs.
-void BpeTokenizer::EncodeText(std::string_view text, std::vector<int32_t>* ids) const {
+void BpeTokenizer::EncodeText(std::string_view text, bool plain_run,
+                              std::vector<int32_t>* ids) const {
   size_t run = 0;
   for (size_t i = 0; i < text.size();) {
     if (static_cast<uint8_t>(text[i]) < 0x80) {
@@ -268,19 +281,20 @@ void BpeTokenizer::EncodeText(std::string_view text, std::vector<int32_t>* ids) 
       i += st.length;
       continue;
     }
-    if (run < i) EncodeValid(text.substr(run, i - run), ids);
+    if (run < i) EncodeValid(text.substr(run, i - run), plain_run, ids);
     for (size_t k = i; k < i + st.length; ++k) model_.Encode(text.substr(k, 1), ids);
     i += st.length;
     run = i;
   }
   if (run == 0) {
-    EncodeValid(text, ids);
+    EncodeValid(text, plain_run, ids);
   } else if (run < text.size()) {
-    EncodeValid(text.substr(run), ids);
+    EncodeValid(text.substr(run), plain_run, ids);
   }
 }
 
-void BpeTokenizer::EncodeValid(std::string_view text, std::vector<int32_t>* ids) const {
+void BpeTokenizer::EncodeValid(std::string_view text, bool plain_run,
+                               std::vector<int32_t>* ids) const {
   thread_local std::vector<std::string_view> pieces;
   std::deque<std::string> arena;
   std::string normalized;
@@ -296,7 +310,10 @@ void BpeTokenizer::EncodeValid(std::string_view text, std::vector<int32_t>* ids)
     return;
   }
   std::vector<TextSpan> spans;
-  normalized_matcher_.Split(view, &spans);
+  const TextRange whole_run{0, view.size()};
+  normalized_matcher_.Split(
+      view, &spans,
+      plain_run ? std::span<const TextRange>(&whole_run, 1) : std::span<const TextRange>());
   for (const TextSpan& s : spans) {
     if (s.id >= 0) {
       ids->push_back(s.id);
@@ -306,19 +323,28 @@ void BpeTokenizer::EncodeValid(std::string_view text, std::vector<int32_t>* ids)
   }
 }
 
-std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_special) const {
+std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_special,
+                                          std::span<const TextRange> plain) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
+  // Whether [begin, end) holds plain bytes; only asked when the normalized
+  // matcher has special tokens to refuse.
+  auto holds_plain = [&](size_t begin, size_t end) {
+    if (plain.empty() || !normalized_matcher_.has_special()) return false;
+    auto it = std::upper_bound(plain.begin(), plain.end(), begin,
+                               [](size_t b, const TextRange& r) { return b < r.end; });
+    return it != plain.end() && it->begin < end;
+  };
   if (raw_matcher_.empty()) {
-    EncodeText(text, &ids);
+    EncodeText(text, holds_plain(0, text.size()), &ids);
   } else {
     std::vector<TextSpan> spans;
-    raw_matcher_.Split(text, &spans);
+    raw_matcher_.Split(text, &spans, plain);
     for (const TextSpan& s : spans) {
       if (s.id >= 0) {
         ids.push_back(s.id);
       } else {
-        EncodeText(text.substr(s.begin, s.end - s.begin), &ids);
+        EncodeText(text.substr(s.begin, s.end - s.begin), holds_plain(s.begin, s.end), &ids);
       }
     }
   }
@@ -327,6 +353,17 @@ std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_specia
   if (add_bos_) ids.insert(ids.begin(), *bos_token_id_);
   if (add_eos_) ids.push_back(*TokenId(eos_token_));
   return ids;
+}
+
+std::vector<TextRange> BpeTokenizer::FindSpecialTokens(std::string_view text) const {
+  std::vector<TextRange> found;
+  if (special_matcher_.empty()) return found;
+  std::vector<TextSpan> spans;
+  special_matcher_.Split(text, &spans);
+  for (const TextSpan& s : spans) {
+    if (s.id >= 0) found.push_back({s.begin, s.end});
+  }
+  return found;
 }
 
 std::string BpeTokenizer::TokenBytes(int32_t id) const {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "tokenizer/text_range.h"
 
 namespace kvfork {
 
@@ -34,7 +35,18 @@ class Tokenizer {
   // Special tokens spelled in the text become their single ids. With
   // add_special the post-processor runs (Llama 3 prepends <|begin_of_text|>).
   // Invalid UTF-8 is encoded byte by byte, as Hugging Face does.
-  virtual std::vector<int32_t> Encode(std::string_view text, bool add_special) const = 0;
+  std::vector<int32_t> Encode(std::string_view text, bool add_special) const {
+    return Encode(text, add_special, {});
+  }
+  // As above, except that no special token is taken over a byte of `plain`
+  // (sorted, disjoint ranges): those bytes are tokenized as text, as Hugging
+  // Face's split_special_tokens=True does, while special tokens elsewhere in
+  // the text still become their ids. Non-special added tokens match anywhere.
+  virtual std::vector<int32_t> Encode(std::string_view text, bool add_special,
+                                      std::span<const TextRange> plain) const = 0;
+  // Where special tokens' strings occur in text: leftmost-longest, without
+  // overlap, in order (what a chat prompt must keep plain in message content).
+  virtual std::vector<TextRange> FindSpecialTokens(std::string_view text) const = 0;
   virtual std::string Decode(std::span<const int32_t> ids, bool skip_special) const = 0;
   // Raw bytes one token stands for (special tokens: their text).
   virtual std::string TokenBytes(int32_t id) const = 0;

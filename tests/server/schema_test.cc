@@ -52,9 +52,9 @@ TEST(SchemaTest, ChatFieldsParsed) {
   EXPECT_TRUE(p.stream);
   EXPECT_TRUE(p.include_usage);
   EXPECT_EQ(p.cache_salt, "s");
-  EXPECT_EQ(p.chat_template_kwargs["enable_thinking"], false);
-  ASSERT_EQ(p.messages.size(), 1u);
-  EXPECT_EQ(p.messages[0]["content"], "hi");
+  EXPECT_EQ(p.chat.chat_template_kwargs["enable_thinking"], false);
+  ASSERT_EQ(p.chat.messages.size(), 1u);
+  EXPECT_EQ(p.chat.messages[0]["content"], "hi");
 }
 
 TEST(SchemaTest, DefaultsWhenAbsentOrNull) {
@@ -79,8 +79,8 @@ TEST(SchemaTest, ContentPartsJoinedAndDeveloperIsSystem) {
   ASSERT_FALSE(Chat(R"({"messages":[{"role":"developer","content":"be brief"},
       {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})",
                     &p));
-  EXPECT_EQ(p.messages[0]["role"], "system");
-  EXPECT_EQ(p.messages[1]["content"], "ab");
+  EXPECT_EQ(p.chat.messages[0]["role"], "system");
+  EXPECT_EQ(p.chat.messages[1]["content"], "ab");
 }
 
 TEST(SchemaTest, CompletionPromptForms) {
@@ -100,6 +100,94 @@ TEST(SchemaTest, CompletionPromptForms) {
   EXPECT_TRUE(p.prompts[1].is_tokens);
 }
 
+// Values that ask for the default are accepted: a client that always sends
+// them gets a 200.
+TEST(SchemaTest, DefaultValuesOfUnsupportedFieldsAreAccepted) {
+  ParsedRequest p;
+  auto err = Chat(std::string("{") + kMsg +
+                      R"(,"echo":false,"response_format":{"type":"text"},"tool_choice":"auto",
+      "parallel_tool_calls":true,"functions":null,"modalities":["text"],"use_beam_search":false,
+      "skip_special_tokens":true,"length_penalty":1.0,"priority":0,"bad_words":[],
+      "metadata":{"a":"b"},"store":false,"service_tier":"auto","prompt_cache_key":"k"})",
+                  &p);
+  EXPECT_FALSE(err) << err->ToJson();
+  EXPECT_FALSE(Completion(R"({"prompt":"x","suffix":null,"best_of":2,"n":2})", &p));
+  EXPECT_FALSE(Completion(R"({"prompt":"x","suffix":""})", &p));
+}
+
+// max_tokens 0 is left for /v1/completions with echo and logprobs (scoring
+// the prompt); its hook says so.
+TEST(SchemaTest, ZeroMaxTokensOnlyForEchoWithLogprobs) {
+  ParsedRequest p;
+  auto err = Completion(R"({"prompt":"x","max_tokens":0,"echo":true,"logprobs":1})", &p);
+  ASSERT_FALSE(err) << err->ToJson();
+  EXPECT_TRUE(AllowsZeroMaxTokens(p));
+  EXPECT_EQ(p.sampling.max_tokens, 0);
+  ASSERT_FALSE(Completion(R"({"prompt":"x","max_tokens":1})", &p));
+  EXPECT_FALSE(AllowsZeroMaxTokens(p));
+}
+
+TEST(SchemaTest, GenerationPromptFlags) {
+  ParsedRequest p;
+  ASSERT_FALSE(Chat(std::string("{") + kMsg + "}", &p));
+  EXPECT_TRUE(p.chat.add_generation_prompt);
+  EXPECT_FALSE(p.chat.continue_final_message);
+  EXPECT_FALSE(p.add_special_tokens);  // chat: the template writes BOS
+  ASSERT_FALSE(Chat(std::string("{") + kMsg + R"(,"add_generation_prompt":false})", &p));
+  EXPECT_FALSE(p.chat.add_generation_prompt);
+  // Older clients send it inside chat_template_kwargs.
+  ASSERT_FALSE(Chat(
+      std::string("{") + kMsg + R"(,"chat_template_kwargs":{"add_generation_prompt":false}})", &p));
+  EXPECT_FALSE(p.chat.add_generation_prompt);
+  // continue_final_message alone turns the generation prompt off.
+  ASSERT_FALSE(
+      Chat(R"({"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"}],
+      "continue_final_message":true})",
+           &p));
+  EXPECT_TRUE(p.chat.continue_final_message);
+  EXPECT_FALSE(p.chat.add_generation_prompt);
+  ASSERT_FALSE(Completion(R"({"prompt":"x"})", &p));
+  EXPECT_TRUE(p.add_special_tokens);
+  ASSERT_FALSE(Completion(R"({"prompt":"x","add_special_tokens":false})", &p));
+  EXPECT_FALSE(p.add_special_tokens);
+}
+
+// The body is parsed with its objects in the client's order; a repeated key
+// keeps its first place and its last value, as Python's json.loads.
+TEST(SchemaTest, ToolsKeepTheClientsKeyOrder) {
+  ParsedRequest p;
+  ASSERT_FALSE(Chat(std::string("{") + kMsg +
+                        R"(,"tools":[{"type":"function","function":{"name":"f","parameters":
+      {"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}},
+       "required":["zeta"]}}}]})",
+                    &p));
+  EXPECT_EQ(p.chat.tools.dump(),
+            R"([{"type":"function","function":{"name":"f","parameters":{"type":"object",)"
+            R"("properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}},)"
+            R"("required":["zeta"]}}}])");
+  nlohmann::ordered_json j;
+  ASSERT_FALSE(ParseJsonBody(R"({"b":1,"a":2,"b":3})", &j));
+  EXPECT_EQ(j.dump(), R"({"b":3,"a":2})");
+}
+
+// An object with very many keys parses in linear time (nlohmann's own
+// ordered parse scans the object for every key: minutes for this one).
+TEST(SchemaTest, OrderedParseOfALargeObjectIsLinear) {
+  std::string body = "{";
+  const int n = 200000;
+  for (int i = 0; i < n; ++i)
+    body += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
+  body += ",\"k7\":-1}";
+  nlohmann::ordered_json j;
+  ASSERT_FALSE(ParseJsonBody(body, &j));
+  ASSERT_EQ(j.size(), static_cast<size_t>(n));
+  EXPECT_EQ(j.begin().key(), "k0");
+  EXPECT_EQ(j["k7"], -1);
+  std::string deep(kMaxJsonDepth + 1, '[');
+  EXPECT_TRUE(ParseJsonBody(deep + std::string(kMaxJsonDepth + 1, ']'), &j).has_value());
+  EXPECT_TRUE(ParseJsonBody("{\"a\":", &j).has_value());
+}
+
 struct BadCase {
   Endpoint endpoint;
   const char* body;
@@ -108,32 +196,96 @@ struct BadCase {
 
 TEST(SchemaTest, BadRequestsNameTheField) {
   const BadCase cases[] = {
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})", "temperature"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"temperature":3})", "temperature"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})",
+       "temperature"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"temperature":3})",
+       "temperature"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"top_p":0})", "top_p"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"n":1000})", "n"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"n":1.5})", "n"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-1})", "max_tokens"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"max_tokens":"9"})", "max_tokens"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-1})",
+       "max_tokens"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"max_tokens":"9"})",
+       "max_tokens"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stop":5})", "stop"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stop":["a",3]})", "stop[1]"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stop":["a",3]})",
+       "stop[1]"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"seed":"x"})", "seed"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"abc":1}})", "logit_bias"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"5":500}})", "logit_bias.5"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"5000":1}})", "logit_bias"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":3})", "top_logprobs"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"abc":1}})",
+       "logit_bias"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"5":500}})",
+       "logit_bias.5"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"5000":1}})",
+       "logit_bias"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":3})",
+       "top_logprobs"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})", "stream_options"},
+      {Endpoint::kChat,
+       R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})",
+       "stream_options"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"model":7})", "model"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"enable_thinking":"no"}})", "chat_template_kwargs.enable_thinking"},
+      {Endpoint::kChat,
+       R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"enable_thinking":"no"}})",
+       "chat_template_kwargs.enable_thinking"},
       {Endpoint::kChat, R"({"messages":[]})", "messages"},
+      // Known fields that are not implemented: a 400 naming them, not a 200.
+      {Endpoint::kCompletion, R"({"prompt":"x","suffix":"end"})", "suffix"},
+      {Endpoint::kCompletion, R"({"prompt":"x","best_of":3})", "best_of"},
+      {Endpoint::kCompletion, R"({"prompt":"x","n":2,"best_of":1})", "best_of"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"echo":true})", "echo"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"max_tokens":0})",
+       "max_tokens"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":0})",
+       "max_completion_tokens"},
+      {Endpoint::kCompletion, R"({"prompt":"x","max_tokens":0})", "max_tokens"},
+      {Endpoint::kCompletion, R"({"prompt":"x","max_tokens":0,"echo":true})", "max_tokens"},
+      {Endpoint::kCompletion, R"({"prompt":"x","max_tokens":0,"logprobs":1})", "max_tokens"},
+      {Endpoint::kChat,
+       R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
+       "response_format"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})",
+       "tool_choice"},
+      {Endpoint::kChat,
+       R"({"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"function","function":{"name":"f"}}})",
+       "tool_choice"},
+      {Endpoint::kChat,
+       R"({"messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]})", "functions"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"low"})",
+       "reasoning_effort"},
+      {Endpoint::kChat,
+       R"({"messages":[{"role":"user","content":"x"}],"modalities":["text","audio"]})",
+       "modalities"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"use_beam_search":true})",
+       "use_beam_search"},
+      {Endpoint::kChat,
+       R"({"messages":[{"role":"user","content":"x"}],"guided_json":{"type":"object"}})",
+       "guided_json"},
+      {Endpoint::kCompletion, R"({"prompt":"x","skip_special_tokens":false})",
+       "skip_special_tokens"},
+      {Endpoint::kCompletion, R"({"prompt":"x","truncate_prompt_tokens":5})",
+       "truncate_prompt_tokens"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"chat_template":"{{ 1 }}"})",
+       "chat_template"},
+      {Endpoint::kChat,
+       R"({"messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"continuous_usage_stats":true}})",
+       "stream_options.continuous_usage_stats"},
+      // continue_final_message and add_generation_prompt together (vLLM: 400).
+      {Endpoint::kChat,
+       R"({"messages":[{"role":"assistant","content":"x"}],"continue_final_message":true,"add_generation_prompt":true})",
+       "continue_final_message"},
+      {Endpoint::kChat,
+       R"({"messages":[{"role":"user","content":"x"}],"add_generation_prompt":"yes"})",
+       "add_generation_prompt"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"add_special_tokens":1})",
+       "add_special_tokens"},
       {Endpoint::kChat, R"({"messages":"hi"})", "messages"},
       {Endpoint::kChat, R"({})", "messages"},
       {Endpoint::kChat, R"({"messages":[{"role":"wizard","content":"x"}]})", "messages[0].role"},
       {Endpoint::kChat, R"({"messages":[{"content":"x"}]})", "messages[0].role"},
       {Endpoint::kChat, R"({"messages":[{"role":"user"}]})", "messages[0].content"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":5}]})", "messages[0].content"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", "messages[0].content[0].type"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})",
+       "messages[0].content[0].type"},
       {Endpoint::kCompletion, R"({})", "prompt"},
       {Endpoint::kCompletion, R"({"prompt":[]})", "prompt"},
       {Endpoint::kCompletion, R"({"prompt":{"a":1}})", "prompt"},
