@@ -95,6 +95,8 @@ class GenerationRun {
   bool streaming() const { return prepared_.parsed.stream; }
   bool finished() const { return finished_; }
   bool cancelled() const { return cancelled_; }
+  // Tokens so far, summed over choices (complete once finished()).
+  const Usage& usage() const { return usage_; }
 
   // Non-streaming: waits for every choice; returns the HTTP status and the body.
   // client_gone, when given, is asked about twice a second; once it says yes,
