@@ -97,8 +97,8 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   c.server.keep_alive_seconds = static_cast<int>(keep_alive);
   if (http_threads < 0 || http_threads > server::kMaxHttpThreads)
     return InvalidArgumentError("--http-threads must be in [1, " +
-                                std::to_string(server::kMaxHttpThreads) + "] (0 = automatic), got " +
-                                std::to_string(http_threads));
+                                std::to_string(server::kMaxHttpThreads) +
+                                "] (0 = automatic), got " + std::to_string(http_threads));
   c.server.write_timeout_seconds = static_cast<int>(write_timeout);
   if (threads < 1) return InvalidArgumentError("--threads must be >= 1");
   e.threads = static_cast<int>(threads);
@@ -200,7 +200,9 @@ Status Serve(int argc, char** argv) {
                 static_cast<long long>(c.engine.kv_block_size),
                 static_cast<double>(stats.blocks_total) * stats.block_bytes / (1024.0 * 1024.0),
                 static_cast<long long>(engine->max_context()), IsaName(ActiveIsa()),
-                c.engine.threads, c.server.api_keys.empty() && c.server.admin_api_keys.empty() ? "off" : "on", url.c_str());
+                c.engine.threads,
+                c.server.api_keys.empty() && c.server.admin_api_keys.empty() ? "off" : "on",
+                url.c_str());
   std::fprintf(stderr, "%s\n", line);
   std::fflush(stderr);
 

@@ -281,6 +281,11 @@ std::optional<ApiError> ParseSampling(const json& body, Endpoint endpoint,
 }  // namespace
 
 std::optional<ApiError> ParseJsonBody(std::string_view body, nlohmann::json* out) {
+  // nlohmann's lexer takes a NUL byte outside a string for the end of the
+  // input, so '{"prompt": "hi"}\0{...}' parsed as its prefix. A raw NUL is
+  // never valid JSON text (inside strings it must be escaped as \u0000).
+  if (body.find('\0') != std::string_view::npos)
+    return BadRequest("request body is not valid JSON: it contains a NUL byte", "invalid_json");
   // nlohmann's parser keeps its own stack, but copying, comparing and
   // converting a value (the chat template's context) recurse once per level:
   // a body of 100k nested brackets (200 KB) overflowed the stack and took the

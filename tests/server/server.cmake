@@ -12,5 +12,6 @@ if(KVFORK_NODE)
             ${PROJECT_SOURCE_DIR}/tools/node/tests/server_api.test.mjs
             ${PROJECT_SOURCE_DIR}/tools/node/tests/server_hostile.test.mjs
             ${PROJECT_SOURCE_DIR}/tools/node/tests/server_load.test.mjs
+            ${PROJECT_SOURCE_DIR}/tools/node/tests/server_transport.test.mjs
     LABELS e2e TIMEOUT 600)
 endif()
