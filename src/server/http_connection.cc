@@ -17,6 +17,8 @@ constexpr size_t kReadBytes = 64 << 10;  // one recv; bounds what is read past a
 // How long a closing connection keeps reading (and dropping) what the client
 // still sends, so that its reset does not destroy the last response.
 constexpr int kLingerMs = 1000;
+// Input buffer capacity a kept-alive connection may keep between requests.
+constexpr size_t kKeepBufferBytes = 256 << 10;
 
 int RemainingMs(int64_t deadline_ns) {
   const int64_t left = (deadline_ns - NowNanos()) / 1000000;
@@ -126,12 +128,11 @@ bool Connection::ReadRequest(HttpRequest* req, std::optional<ApiError>* error, i
     const std::string& expect = req->Header("expect");
     if (!expect.empty() && !WriteAll("HTTP/1.1 100 Continue\r\n\r\n")) return false;
   }
-  return ReadBody(*req, framing, &req->body, error);
+  return ReadBody(framing, &req->body, error);
 }
 
-bool Connection::ReadBody(const HttpRequest& req, const BodyFraming& framing, std::string* body,
+bool Connection::ReadBody(const BodyFraming& framing, std::string* body,
                           std::optional<ApiError>* error) {
-  (void)req;
   body->clear();
   const auto timed_out = [error](Read r) {
     if (r == Read::kTimeout)
@@ -146,8 +147,13 @@ bool Connection::ReadBody(const HttpRequest& req, const BodyFraming& framing, st
       timed_out(r);
       if (r != Read::kData) return false;
     }
-    body->assign(in_, 0, length);
-    in_.erase(0, length);
+    if (in_.size() == length) {
+      body->swap(in_);  // the usual case: no pipelined bytes behind it, no copy
+      in_.clear();
+    } else {
+      body->assign(in_, 0, length);
+      in_.erase(0, length);
+    }
     return true;
   }
   if (framing.kind == BodyFraming::Kind::kChunked) {
@@ -270,6 +276,8 @@ void Connection::Serve() {
       if (res.stream == nullptr) LingeringClose();
       return;
     }
+    // A kept-alive connection does not keep the buffer of a large body.
+    if (in_.capacity() > kKeepBufferBytes) in_.shrink_to_fit();
   }
 }
 

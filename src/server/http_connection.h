@@ -65,8 +65,7 @@ class Connection {
   // Reads one request (head and body). False when the connection is to be
   // closed; *error is set when an error response is to be sent first.
   bool ReadRequest(HttpRequest* req, std::optional<ApiError>* error, int64_t* start_ns);
-  bool ReadBody(const HttpRequest& req, const BodyFraming& framing, std::string* body,
-                std::optional<ApiError>* error);
+  bool ReadBody(const BodyFraming& framing, std::string* body, std::optional<ApiError>* error);
   // Writes the response; false if the connection must close after it.
   bool WriteResponse(const HttpRequest& req, HttpResponse& res, bool keep_alive);
   // Half-closes and drops what still arrives, briefly, before the close.
