@@ -99,7 +99,11 @@ bool Connection::ReadRequest(HttpRequest* req, std::optional<ApiError>* error, i
   *start_ns = NowNanos();
   const int64_t head_deadline = *start_ns + int64_t{options_.read_timeout_ms} * 1000000;
   size_t head_end = 0;
-  while ((head_end = FindHeadEnd(in_, limits)) == 0) {
+  for (;;) {
+    // Empty lines before a request line are skipped (RFC 9112 2.2): some
+    // clients send a CRLF after a body.
+    while (in_.compare(0, 2, "\r\n") == 0) in_.erase(0, 2);
+    if ((head_end = FindHeadEnd(in_, limits)) != 0) break;
     if (static_cast<int64_t>(in_.size()) > limits.max_head_bytes + 4) {
       *error = ApiError{431,
                         "request header fields are larger than the server's limit (" +

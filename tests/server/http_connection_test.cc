@@ -89,7 +89,7 @@ TEST_F(TransportTest, PipelinedRequestsEachGetAResponseInOrder) {
   SendAll(fd,
           "POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nonePOST /b HTTP/1.1\r\n"
           "Transfer-Encoding: chunked\r\n\r\n3\r\ntwo\r\n0\r\n\r\n"
-          "GET /c HTTP/1.1\r\nConnection: close\r\n\r\n");
+          "\r\nGET /c HTTP/1.1\r\nConnection: close\r\n\r\n");
   const std::string out = ReadAll(fd);
   close(fd);
   EXPECT_EQ(Count(out, "HTTP/1.1 200 OK"), 3) << out;
