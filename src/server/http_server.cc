@@ -342,12 +342,21 @@ struct HttpServer::Impl {
       case Router::Match::kFound:
         break;
     }
+    // No exception leaves a handler: it becomes a 500 (keeping X-Request-Id
+    // and the CORS headers).
+    std::string what;
     try {
       (*handler)(req, res);
+      return;
     } catch (const std::exception& e) {
-      res = HttpResponse{};
-      ReplyError(res, Internal(std::string("internal error: ") + e.what()));
+      what = e.what();
+    } catch (...) {
+      what = "unknown exception";
     }
+    auto headers = std::move(res.headers);
+    res = HttpResponse{};
+    res.headers = std::move(headers);
+    ReplyError(res, Internal("internal error: " + what));
   }
 
   // The metrics label of a path: one of the routes, or "other" (unknown
