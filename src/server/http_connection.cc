@@ -15,8 +15,11 @@ namespace {
 
 constexpr size_t kReadBytes = 64 << 10;  // one recv; bounds what is read past a limit
 // How long a closing connection keeps reading (and dropping) what the client
-// still sends, so that its reset does not destroy the last response.
-constexpr int kLingerMs = 1000;
+// still sends, so that its reset does not destroy the last response: at most
+// kLingerMs in all, and it stops after kLingerIdleMs without a byte (nginx's
+// lingering_time and lingering_timeout, shorter).
+constexpr int kLingerMs = 5000;
+constexpr int kLingerIdleMs = 1000;
 // Input buffer capacity a kept-alive connection may keep between requests.
 constexpr size_t kKeepBufferBytes = 256 << 10;
 
@@ -244,7 +247,8 @@ void Connection::LingeringClose() {
   const int64_t deadline = NowNanos() + int64_t{kLingerMs} * 1000000;
   for (;;) {
     in_.clear();
-    if (ReadSome(RemainingMs(deadline)) != Read::kData) return;
+    const int wait_ms = std::min(kLingerIdleMs, RemainingMs(deadline));
+    if (wait_ms <= 0 || ReadSome(wait_ms) != Read::kData) return;
   }
 }
 
