@@ -11,7 +11,7 @@ APT_PACKAGES=(
   g++ cmake ninja-build pkg-config make git ca-certificates
   libgtest-dev libgmock-dev libbenchmark-dev   # tests, micro-benchmarks
   libpcre2-dev libutf8proc-dev                 # tokenizer: pre-tokenizer regex, NFC
-  nlohmann-json3-dev libcpp-httplib-dev        # config/tokenizer JSON, HTTP server
+  nlohmann-json3-dev                           # config/tokenizer JSON
   python3-numpy python3-jinja2                 # independent references (float64 model, jinja2)
   libdnnl-dev                                  # oneDNN: the GEMM yardstick in `bench kernels`
   clang-14 libclang-rt-14-dev                  # libFuzzer, sanitizer runtimes

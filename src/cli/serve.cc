@@ -26,6 +26,7 @@
 #include "model/model.h"
 #include "server/auth.h"
 #include "server/http_server.h"
+#include "server/http_transport.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -69,6 +70,10 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
                           flags.GetInt("http-read-timeout", c.server.read_timeout_seconds));
   KVFORK_ASSIGN_OR_RETURN(int64_t write_timeout,
                           flags.GetInt("http-write-timeout", c.server.write_timeout_seconds));
+  KVFORK_ASSIGN_OR_RETURN(int64_t keep_alive,
+                          flags.GetInt("http-keep-alive-timeout", c.server.keep_alive_seconds));
+  KVFORK_ASSIGN_OR_RETURN(std::string admin_keys, flags.GetString("admin-api-key", ""));
+  KVFORK_ASSIGN_OR_RETURN(std::string cors, flags.GetString("cors-origins", ""));
   KVFORK_ASSIGN_OR_RETURN(std::string name, flags.GetString("served-model-name", ""));
   c.server.log_prompts = flags.GetBool("log-prompts");
   KVFORK_ASSIGN_OR_RETURN(std::string special_in_content,
@@ -104,6 +109,13 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   if (write_timeout < 1 || write_timeout > 3600)
     return InvalidArgumentError("--http-write-timeout must be in [1, 3600] seconds");
   c.server.read_timeout_seconds = static_cast<int>(read_timeout);
+  if (keep_alive < 1 || keep_alive > 3600)
+    return InvalidArgumentError("--http-keep-alive-timeout must be in [1, 3600] seconds");
+  c.server.keep_alive_seconds = static_cast<int>(keep_alive);
+  if (http_threads < 0 || http_threads > server::kMaxHttpThreads)
+    return InvalidArgumentError("--http-threads must be in [1, " +
+                                std::to_string(server::kMaxHttpThreads) +
+                                "] (0 = automatic), got " + std::to_string(http_threads));
   c.server.write_timeout_seconds = static_cast<int>(write_timeout);
   if (threads < 1) return InvalidArgumentError("--threads must be >= 1");
   e.threads = static_cast<int>(threads);
@@ -122,12 +134,14 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
                                 special_in_content + "'");
   c.server.special_tokens_in_content = *special;
   c.server.api_keys = server::SplitKeys(keys);
+  c.server.admin_api_keys = server::SplitKeys(admin_keys);
+  c.server.cors_origins = server::SplitKeys(cors);
   // One HTTP thread per connection that may be open at once: every running
   // and queued request plus a margin for /metrics, /health and refusals.
   c.server.http_threads = http_threads > 0
                               ? static_cast<int>(http_threads)
-                              : static_cast<int>(std::min<int64_t>(
-                                    512, e.max_num_seqs + e.max_queue + 16));
+                              : static_cast<int>(std::max<int64_t>(
+                                    4, std::min<int64_t>(512, e.max_num_seqs + e.max_queue + 16)));
   if (name.empty()) {
     std::filesystem::path p(c.model_dir);
     name = (p.has_filename() ? p.filename() : p.parent_path().filename()).string();
@@ -210,7 +224,9 @@ Status Serve(int argc, char** argv) {
                 static_cast<long long>(c.engine.kv_block_size),
                 static_cast<double>(stats.blocks_total) * stats.block_bytes / (1024.0 * 1024.0),
                 static_cast<long long>(engine->max_context()), IsaName(ActiveIsa()),
-                c.engine.threads, c.server.api_keys.empty() ? "off" : "on", url.c_str());
+                c.engine.threads,
+                c.server.api_keys.empty() && c.server.admin_api_keys.empty() ? "off" : "on",
+                url.c_str());
   std::fprintf(stderr, "%s\n", line);
   std::fflush(stderr);
 

@@ -65,15 +65,22 @@ ApiError FromStatus(const Status& status, const std::string& param) {
 
 const char* HttpReason(int http_status) {
   switch (http_status) {
+    case 200: return "OK";
+    case 204: return "No Content";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 413: return "Payload Too Large";
     case 414: return "URI Too Long";
+    case 408: return "Request Timeout";
     case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
     default: return "Error";
   }
 }

@@ -106,11 +106,6 @@ std::optional<ApiError> TokenizeChatBodyText(const GenerationEnv& env, std::stri
   return std::nullopt;
 }
 
-std::optional<ApiError> RenderChatBody(const GenerationEnv& env, const json& body,
-                                       std::string* prompt) {
-  return RenderChatBodyText(env, body.dump(-1, ' ', false, json::error_handler_t::replace), prompt);
-}
-
 std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint endpoint,
                                           const std::string& body, const std::string& key_salt,
                                           PreparedGeneration* out) {

@@ -86,13 +86,10 @@ std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint end
 
 // /apply-template: {"messages", "tools"?, "chat_template_kwargs"?,
 // "add_generation_prompt"?, "continue_final_message"?} -> the rendered prompt
-// text. RenderChatBodyText parses the body's text so that objects keep the
-// client's key order (a tool's schema printed by tojson); from a parsed
-// nlohmann::json they come sorted.
+// text. It parses the body's text so that objects keep the client's key order
+// (a tool's schema printed by tojson).
 std::optional<ApiError> RenderChatBodyText(const GenerationEnv& env, std::string_view body,
                                            std::string* prompt);
-std::optional<ApiError> RenderChatBody(const GenerationEnv& env, const nlohmann::json& body,
-                                       std::string* prompt);
 // vLLM's /tokenize with "messages" (same fields, plus "add_special_tokens",
 // default false): the chat prompt's token ids exactly as a chat request
 // builds them (special-token strings in content kept text by default).
@@ -109,6 +106,8 @@ class GenerationRun {
   bool streaming() const { return prepared_.parsed.stream; }
   bool finished() const { return finished_; }
   bool cancelled() const { return cancelled_; }
+  // Tokens so far, summed over choices (complete once finished()).
+  const Usage& usage() const { return usage_; }
 
   // Non-streaming: waits for every choice; returns the HTTP status and the body.
   // client_gone, when given, is asked about twice a second; once it says yes,

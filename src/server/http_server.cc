@@ -1,27 +1,24 @@
 #include "server/http_server.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <ctime>
 #include <mutex>
-#include <random>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "core/logging.h"
 #include "core/timer.h"
 #include "engine/engine.h"
+#include "server/access_log.h"
 #include "server/api_error.h"
 #include "server/auth.h"
+#include "server/cors.h"
 #include "server/generation.h"
+#include "server/http_router.h"
+#include "server/http_transport.h"
 #include "server/metrics.h"
-#include "server/peer_watch.h"
 #include "server/openai_schema.h"
 #include "server/response_writer.h"
 #include "tokenizer/chat_template.h"
@@ -33,35 +30,41 @@ using nlohmann::json;
 
 namespace {
 
-void Reply(httplib::Response& res, int status, const std::string& body) {
+// What /version reports.
+constexpr char kVersion[] = "0.1.0";
+
+void Reply(HttpResponse& res, int status, const std::string& body) {
   res.status = status;
-  res.set_content(body, "application/json");
+  res.content_type = "application/json";
+  res.body = body;
 }
 
-void ReplyError(httplib::Response& res, const ApiError& err) {
-  if (err.http_status == 429) res.set_header("Retry-After", "1");
+void ReplyError(HttpResponse& res, const ApiError& err) {
+  if (err.http_status == 429) res.SetHeader("Retry-After", "1");
   Reply(res, err.http_status, err.ToJson());
 }
 
-// The metrics label of a path: one of the routes, or "other" (unknown paths
-// must not grow the label set without bound).
-std::string RouteLabel(const std::string& path) {
-  static const std::set<std::string> kRoutes = {
-      "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
-      "/v1/cache/stats", "/v1/cache/reset", "/tokenize", "/detokenize", "/apply-template"};
-  if (kRoutes.count(path)) return path;
-  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models";
-  return "other";
+ApiError Forbidden(const std::string& message) {
+  return ApiError{403, message, "invalid_request_error", "", "insufficient_permissions"};
+}
+
+// An optional boolean field of a small JSON body.
+std::optional<ApiError> OptionalBool(const json& body, const char* name, bool* out) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) return InvalidField(name, std::string("'") + name + "' must be a boolean");
+  *out = it->get<bool>();
+  return std::nullopt;
 }
 
 }  // namespace
 
 struct HttpServer::Impl {
   ServerOptions options;
-  ApiKeys keys;
-  httplib::Server svr;
-  std::thread listener;
-  int bound_port = 0;
+  ApiKeys keys;  // api_keys, then admin_api_keys
+  CorsPolicy cors;
+  Router router;
+  std::unique_ptr<HttpTransport> transport;
   int64_t start_time = 0;
 
   std::atomic<bool> ready{false};
@@ -69,16 +72,29 @@ struct HttpServer::Impl {
   ServingBackend backend;
   ServerMetrics metrics;
   ActiveRequests active;
-  std::atomic<bool> listener_done{false};  // listen_after_bind returned
 
-  explicit Impl(const ServerOptions& o) : options(o), keys(o.api_keys) {}
+  static std::vector<std::string> AllKeys(const ServerOptions& o) {
+    std::vector<std::string> all = o.api_keys;
+    all.insert(all.end(), o.admin_api_keys.begin(), o.admin_api_keys.end());
+    return all;
+  }
+  explicit Impl(const ServerOptions& o) : options(o), keys(AllKeys(o)), cors(o.cors_origins) {}
 
   // Which key a request used; nullopt when auth is on and it has none valid.
-  std::optional<size_t> KeyOf(const httplib::Request& req) const {
+  std::optional<size_t> KeyOf(const HttpRequest& req) const {
     if (!keys.enabled()) return size_t{0};
     size_t idx = 0;
-    if (!keys.Check(req.get_header_value("Authorization"), &idx)) return std::nullopt;
+    if (!keys.Check(req.Header("authorization"), &idx)) return std::nullopt;
     return idx;
+  }
+
+  // The cache routes act on every tenant's prefixes: with keys configured,
+  // only an admin key may use them.
+  std::optional<ApiError> CheckAdmin(const HttpRequest& req) const {
+    if (!keys.enabled()) return std::nullopt;
+    std::optional<size_t> key = KeyOf(req);
+    if (key && *key >= options.api_keys.size()) return std::nullopt;
+    return Forbidden("the cache routes need an admin key (--admin-api-key)");
   }
 
   std::optional<ApiError> CheckReady() const {
@@ -97,10 +113,11 @@ struct HttpServer::Impl {
     env.model_name = options.model_name;
     env.max_prompt_tokens = options.max_prompt_tokens;
     env.log_prompts = options.log_prompts;
+    env.special_tokens_in_content = options.special_tokens_in_content;
     return env;
   }
 
-  void HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  void HandleGenerate(Endpoint endpoint, const HttpRequest& req, HttpResponse& res) {
     if (auto err = CheckReady()) return ReplyError(res, *err);
     std::optional<size_t> key = KeyOf(req);
     const std::string salt = key ? keys.SaltFor(*key) : "";
@@ -110,63 +127,75 @@ struct HttpServer::Impl {
       return ReplyError(res, *err);
     std::shared_ptr<GenerationRun> run;
     if (auto err = SubmitGeneration(env, std::move(prepared), &run)) return ReplyError(res, *err);
+    res.log_fields = [run] {
+      const Usage& u = run->usage();
+      return TokenFields(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
+    };
     if (!run->streaming()) {
       std::string body;
-      int status = run->CollectAll(&body, [&req] {
-        return PeerClosed(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-      });
+      int status = run->CollectAll(&body, req.client_gone);
       Reply(res, status, body);
       return;
     }
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [run](size_t /*offset*/, httplib::DataSink& sink) {
-          // Writes what is ready (waiting up to 50 ms for it); a failed write
-          // means the client went away: cancel at once.
-          bool more = run->StreamSome(
-              [&sink](const std::string& data) { return sink.write(data.data(), data.size()); },
-              /*wait_ms=*/50);
-          if (!more && !run->cancelled()) sink.done();
-          return more || !run->cancelled();
-        },
-        [run](bool success) {
-          if (!success || !run->finished()) run->CancelAll(/*disconnected=*/true);
-        });
+    res.status = 200;
+    res.content_type = "text/event-stream";
+    res.SetHeader("Cache-Control", "no-cache");
+    res.SetHeader("X-Accel-Buffering", "no");
+    res.stream = [run](const StreamWrite& write) {
+      // Writes what is ready (waiting up to 50 ms for it); a failed write
+      // means the client went away and cancels the run at once.
+      while (run->StreamSome(write, /*wait_ms=*/50)) {
+      }
+      if (!run->finished() && !run->cancelled()) run->CancelAll(/*disconnected=*/true);
+      return !run->cancelled();
+    };
   }
 
-  void HandleTokenize(const httplib::Request& req, httplib::Response& res) {
+  // llama.cpp: {"content", "add_special"?, "with_pieces"?} -> {"tokens"}.
+  // vLLM: {"prompt", "add_special_tokens"?} -> {"count", "max_model_len", "tokens"}.
+  void HandleTokenize(const HttpRequest& req, HttpResponse& res) {
     if (auto err = CheckReady()) return ReplyError(res, *err);
     json body;
     if (auto err = ParseJsonBody(req.body, &body)) return ReplyError(res, *err);
     if (!body.is_object()) return ReplyError(res, BadRequest("request body must be a JSON object"));
-    auto content = body.find("content");
-    if (content == body.end() || !content->is_string())
-      return ReplyError(res, InvalidField("content", "'content' must be a string"));
-    bool add_special = false, with_pieces = false;
-    auto as = body.find("add_special");
-    if (as != body.end() && !as->is_null()) {
-      if (!as->is_boolean()) return ReplyError(res, InvalidField("add_special", "'add_special' must be a boolean"));
-      add_special = as->get<bool>();
+    if (body.contains("messages")) {
+      // vLLM's chat form: the ids a chat request with these fields would use.
+      std::vector<int32_t> ids;
+      if (auto err = TokenizeChatBodyText(Env(), req.body, &ids)) return ReplyError(res, *err);
+      Reply(res, 200,
+            DumpJson(json{{"count", static_cast<int64_t>(ids.size())},
+                          {"max_model_len", backend.engine->max_context()},
+                          {"tokens", ids}}));
+      return;
     }
-    auto wp = body.find("with_pieces");
-    if (wp != body.end() && !wp->is_null()) {
-      if (!wp->is_boolean()) return ReplyError(res, InvalidField("with_pieces", "'with_pieces' must be a boolean"));
-      with_pieces = wp->get<bool>();
-    }
-    std::vector<int32_t> ids = backend.tokenizer->Encode(content->get<std::string>(), add_special);
+    const bool vllm = body.contains("prompt") && !body.contains("content");
+    const char* field = vllm ? "prompt" : "content";
+    auto text = body.find(field);
+    if (text == body.end() || !text->is_string())
+      return ReplyError(res, InvalidField(field, std::string("'") + field +
+                                                     "' must be a string (llama.cpp's 'content' "
+                                                     "or vLLM's 'prompt')"));
+    bool add_special = vllm, with_pieces = false;
+    if (auto err = OptionalBool(body, vllm ? "add_special_tokens" : "add_special", &add_special))
+      return ReplyError(res, *err);
+    if (auto err = OptionalBool(body, "with_pieces", &with_pieces)) return ReplyError(res, *err);
+    std::vector<int32_t> ids = backend.tokenizer->Encode(text->get<std::string>(), add_special);
     json tokens = json::array();
     for (int32_t id : ids) {
-      if (with_pieces)
+      if (with_pieces && !vllm)
         tokens.push_back({{"id", id}, {"piece", backend.tokenizer->TokenBytes(id)}});
       else
         tokens.push_back(id);
     }
-    Reply(res, 200, DumpJson(json{{"tokens", tokens}}));
+    json out = {{"tokens", tokens}};
+    if (vllm) {
+      out["count"] = static_cast<int64_t>(ids.size());
+      out["max_model_len"] = backend.engine->max_context();
+    }
+    Reply(res, 200, DumpJson(out));
   }
 
-  void HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
+  void HandleDetokenize(const HttpRequest& req, HttpResponse& res) {
     if (auto err = CheckReady()) return ReplyError(res, *err);
     json body;
     if (auto err = ParseJsonBody(req.body, &body)) return ReplyError(res, *err);
@@ -179,33 +208,26 @@ struct HttpServer::Impl {
     for (size_t i = 0; i < tokens->size(); ++i) {
       const json& t = (*tokens)[i];
       if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab)
-        return ReplyError(res, InvalidField("tokens[" + std::to_string(i) + "]",
-                                            "'tokens[" + std::to_string(i) +
-                                                "]' is not a token id (vocab size " +
-                                                std::to_string(vocab) + ")"));
+        return ReplyError(
+            res, InvalidField("tokens[" + std::to_string(i) + "]",
+                              "'tokens[" + std::to_string(i) + "]' is not a token id (vocab size " +
+                                  std::to_string(vocab) + ")"));
       ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
     }
     Reply(res, 200, DumpJson(json{{"content", backend.tokenizer->Decode(ids, false)}}));
   }
 
-  void HandleApplyTemplate(const httplib::Request& req, httplib::Response& res) {
+  void HandleApplyTemplate(const HttpRequest& req, HttpResponse& res) {
     if (auto err = CheckReady()) return ReplyError(res, *err);
-    json body;
-    if (auto err = ParseJsonBody(req.body, &body)) return ReplyError(res, *err);
-    if (!body.is_object()) return ReplyError(res, BadRequest("request body must be a JSON object"));
-    GenerationEnv env = Env();
+    // From the body's text, so that a tool's schema keeps the client's key order.
     std::string prompt;
-    if (auto err = RenderChatBody(env, body, &prompt)) return ReplyError(res, *err);
+    if (auto err = RenderChatBodyText(Env(), req.body, &prompt)) return ReplyError(res, *err);
     Reply(res, 200, DumpJson(json{{"prompt", prompt}}));
   }
 
   json ModelCard() const {
-    json card = {{"id", options.model_name},
-                 {"object", "model"},
-                 {"created", start_time},
-                 {"owned_by", "kvfork"},
-                 {"root", options.model_name},
-                 {"parent", nullptr}};
+    json card = {{"id", options.model_name}, {"object", "model"},          {"created", start_time},
+                 {"owned_by", "kvfork"},     {"root", options.model_name}, {"parent", nullptr}};
     if (ready.load()) card["max_model_len"] = backend.engine->max_context();
     return card;
   }
@@ -235,156 +257,182 @@ struct HttpServer::Impl {
   }
 
   void InstallRoutes() {
-    svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (req.path.rfind("/v1/", 0) == 0 && keys.enabled() && !KeyOf(req)) {
-        ReplyError(res, Unauthorized(req.has_header("Authorization")
-                                         ? "invalid API key"
-                                         : "missing API key: send 'Authorization: Bearer KEY'"));
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      return httplib::Server::HandlerResponse::Unhandled;
-    });
-    svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    router.Add("POST", "/v1/chat/completions", [this](const HttpRequest& req, HttpResponse& res) {
       HandleGenerate(Endpoint::kChat, req, res);
     });
-    svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    router.Add("POST", "/v1/completions", [this](const HttpRequest& req, HttpResponse& res) {
       HandleGenerate(Endpoint::kCompletion, req, res);
     });
-    svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    router.Add("GET", "/v1/models", [this](const HttpRequest&, HttpResponse& res) {
       Reply(res, 200, DumpJson(json{{"object", "list"}, {"data", json::array({ModelCard()})}}));
     });
-    svr.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-      if (req.matches[1] != options.model_name)
-        return ReplyError(res, NotFound("model '" + std::string(req.matches[1]) +
-                                            "' does not exist; this server serves '" +
+    router.AddPrefix("GET", "/v1/models/", [this](const HttpRequest& req, HttpResponse& res) {
+      const std::string id = req.path.substr(std::string("/v1/models/").size());
+      if (id != options.model_name)
+        return ReplyError(res, NotFound("model '" + id + "' does not exist; this server serves '" +
                                             options.model_name + "'",
                                         "model_not_found"));
       Reply(res, 200, DumpJson(ModelCard()));
     });
-    svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    router.Add("GET", "/health", [this](const HttpRequest&, HttpResponse& res) {
       if (auto err = CheckReady()) return ReplyError(res, *err);
       Reply(res, 200, R"({"status":"ok"})");
     });
-    svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    // vLLM's /ping (SageMaker's health route): 200 with an empty body when ready.
+    const RouteHandler ping = [this](const HttpRequest&, HttpResponse& res) {
+      if (auto err = CheckReady()) return ReplyError(res, *err);
+      Reply(res, 200, "");
+    };
+    router.Add("GET", "/ping", ping);
+    router.Add("POST", "/ping", ping);
+    router.Add("GET", "/version", [](const HttpRequest&, HttpResponse& res) {
+      Reply(res, 200, DumpJson(json{{"version", kVersion}}));
+    });
+    router.Add("GET", "/metrics", [this](const HttpRequest&, HttpResponse& res) {
       EngineStats stats = ready.load() ? backend.engine->Stats() : EngineStats{};
       res.status = 200;
-      res.set_content(metrics.Render(stats, options.model_name),
-                      "text/plain; version=0.0.4; charset=utf-8");
+      res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      res.body = metrics.Render(stats, options.model_name);
     });
-    svr.Get("/v1/cache/stats", [this](const httplib::Request& req, httplib::Response& res) {
+    router.Add("GET", "/v1/cache/stats", [this](const HttpRequest& req, HttpResponse& res) {
+      if (auto err = CheckAdmin(req)) return ReplyError(res, *err);
       if (!ready.load()) return ReplyError(res, Unavailable("model is loading"));
       json stats = CacheStats();
       // ?check=1: the engine runs the KV cache's integrity check between two
       // steps (tests and soak runs ask for it; it waits up to one step).
-      const std::string check = req.get_param_value("check");
+      const std::string check = req.Param("check");
       if (!check.empty() && check != "0" && check != "false") {
         Status s = backend.engine->CheckKv();
         stats["kv_check"] = s.ok() ? "ok" : s.ToString();
       }
       Reply(res, 200, DumpJson(stats));
     });
-    svr.Post("/v1/cache/reset", [this](const httplib::Request&, httplib::Response& res) {
+    router.Add("POST", "/v1/cache/reset", [this](const HttpRequest& req, HttpResponse& res) {
+      if (auto err = CheckAdmin(req)) return ReplyError(res, *err);
       if (auto err = CheckReady()) return ReplyError(res, *err);
       int64_t before = backend.engine->Stats().blocks_cached;
       backend.engine->ResetPrefixCache();
       Reply(res, 200, DumpJson(json{{"reset", true}, {"blocks_cached_before", before}}));
     });
-    svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-      HandleTokenize(req, res);
-    });
-    svr.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-      HandleDetokenize(req, res);
-    });
-    svr.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
+    router.Add("POST", "/tokenize",
+               [this](const HttpRequest& req, HttpResponse& res) { HandleTokenize(req, res); });
+    router.Add("POST", "/detokenize",
+               [this](const HttpRequest& req, HttpResponse& res) { HandleDetokenize(req, res); });
+    router.Add("POST", "/apply-template", [this](const HttpRequest& req, HttpResponse& res) {
       HandleApplyTemplate(req, res);
     });
-    // Errors httplib produces itself (no route, 413, bad request line) get
-    // OpenAI's shape too; handler errors already have a body.
-    svr.set_error_handler(httplib::Server::HandlerWithResponse(
-        [](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      ApiError err;
-      if (res.status == 404) {
-        err = NotFound("no route for " + req.method + " " + req.path, "unknown_url");
-      } else if (res.status == 413) {
-        err = PayloadTooLarge("request body is larger than the server's limit (--max-body-mib)");
-      } else {
-        err = ApiError{res.status, HttpReason(res.status),
-                       res.status >= 500 ? "server_error" : "invalid_request_error", "", ""};
-      }
-      err.http_status = res.status;
-      res.set_content(err.ToJson(), "application/json");
-      return httplib::Server::HandlerResponse::Handled;
-    }));
-    svr.set_exception_handler(
-        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-          std::string what = "unknown exception";
-          try {
-            if (ep) std::rethrow_exception(ep);
-          } catch (const std::exception& e) {
-            what = e.what();
-          } catch (...) {
-          }
-          ReplyError(res, Internal("internal error: " + what));
-        });
-    svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      metrics.CountResponse(RouteLabel(req.path), res.status);
-    });
+  }
+
+  // Every request: request id, CORS, auth on /v1/*, then the route.
+  void Handle(const HttpRequest& req, HttpResponse& res) {
+    res.SetHeader("X-Request-Id", RequestIdFor(req.Header("x-request-id")));
+    if (cors.IsPreflight(req)) return cors.AnswerPreflight(req, res);
+    cors.Apply(req, res);
+    if (req.path.rfind("/v1/", 0) == 0 && keys.enabled() && !KeyOf(req)) {
+      return ReplyError(res,
+                        Unauthorized(req.HasHeader("authorization")
+                                         ? "invalid API key"
+                                         : "missing API key: send 'Authorization: Bearer KEY'"));
+    }
+    const RouteHandler* handler = nullptr;
+    std::string allow;
+    switch (router.Find(req.method, req.path, &handler, &allow)) {
+      case Router::Match::kNoRoute:
+        return ReplyError(
+            res,
+            NotFound("no route for " + req.method + " " + req.path.substr(0, 200), "unknown_url"));
+      case Router::Match::kWrongMethod:
+        res.SetHeader("Allow", allow);
+        return ReplyError(res, ApiError{405,
+                                        "method " + req.method + " is not allowed on " + req.path +
+                                            "; use " + allow,
+                                        "invalid_request_error", "", "method_not_allowed"});
+      case Router::Match::kFound:
+        break;
+    }
+    // No exception leaves a handler: it becomes a 500 (keeping X-Request-Id
+    // and the CORS headers).
+    std::string what;
+    try {
+      (*handler)(req, res);
+      return;
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+      what = "unknown exception";
+    }
+    auto headers = std::move(res.headers);
+    res = HttpResponse{};
+    res.headers = std::move(headers);
+    ReplyError(res, Internal("internal error: " + what));
+  }
+
+  // The metrics label of a path: one of the routes, or "other" (unknown
+  // paths must not grow the label set without bound).
+  std::string RouteLabel(const std::string& path) const {
+    std::string pattern = router.Pattern(path);
+    if (pattern.empty()) return "other";
+    if (pattern.back() == '/') pattern.pop_back();  // "/v1/models/" -> "/v1/models"
+    return pattern;
+  }
+
+  void LogResponse(const HttpRequest& req, const HttpResponse& res, double seconds) {
+    const std::string route = RouteLabel(req.path);
+    metrics.CountResponse(route, res.status);
+    AccessRecord r;
+    r.unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+    const std::string* id = res.FindHeader("X-Request-Id");
+    r.request_id = id != nullptr ? *id : req.Header("x-request-id");
+    r.remote = req.remote_addr + ":" + std::to_string(req.remote_port);
+    r.method = req.method;
+    r.route = route;
+    r.status = res.status;
+    r.seconds = seconds;
+    if (res.log_fields) r.extra = res.log_fields();
+    KVFORK_LOG(kInfo) << AccessLogLine(r);
   }
 };
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 HttpServer::~HttpServer() {
-  if (impl_ && impl_->listener.joinable()) {
-    impl_->svr.stop();
-    impl_->listener.join();
-  }
+  if (impl_ && impl_->transport) impl_->transport->Stop(0.0);
 }
 
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerOptions& options) {
   if (options.port < 0 || options.port > 65535)
-    return InvalidArgumentError("--port must be in [0, 65535], got " + std::to_string(options.port));
+    return InvalidArgumentError("--port must be in [0, 65535], got " +
+                                std::to_string(options.port));
   if (options.max_body_bytes <= 0) return InvalidArgumentError("--max-body-mib must be positive");
   if (options.read_timeout_seconds < 1 || options.write_timeout_seconds < 1)
     return InvalidArgumentError("--http-read-timeout and --http-write-timeout must be >= 1 s");
+  if (options.keep_alive_seconds < 1 || options.keep_alive_seconds > 3600)
+    return InvalidArgumentError("--http-keep-alive-timeout must be in [1, 3600] seconds, got " +
+                                std::to_string(options.keep_alive_seconds));
+  if (options.max_header_bytes < 1024 || options.max_header_fields < 1)
+    return InvalidArgumentError("the header limits must allow at least 1 KiB and 1 field");
   auto impl = std::make_unique<Impl>(options);
   impl->start_time = static_cast<int64_t>(std::time(nullptr));
-  const size_t threads = static_cast<size_t>(std::max(4, options.http_threads));
-  impl->svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  impl->svr.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
-  impl->svr.set_keep_alive_timeout(2);
-  impl->svr.set_read_timeout(options.read_timeout_seconds);
-  impl->svr.set_write_timeout(options.write_timeout_seconds);
-  impl->svr.set_tcp_nodelay(true);
-  // httplib's default sets SO_REUSEPORT, which lets a second server bind the
-  // same port and silently take half of the connections. SO_REUSEADDR alone
-  // still allows a restart while old connections sit in TIME_WAIT, but a
-  // port with a live listener is refused ("in use").
-  impl->svr.set_socket_options([](int sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
   impl->InstallRoutes();
-  if (options.port == 0) {
-    impl->bound_port = impl->svr.bind_to_any_port(options.host);
-    if (impl->bound_port <= 0) return UnavailableError("cannot bind " + options.host + ":0");
-  } else {
-    if (!impl->svr.bind_to_port(options.host, options.port))
-      return UnavailableError("cannot bind " + options.host + ":" + std::to_string(options.port) +
-                              " (in use, or not an address of this machine)");
-    impl->bound_port = options.port;
-  }
+  TransportOptions t;
+  t.host = options.host;
+  t.port = options.port;
+  t.threads = options.http_threads;
+  t.connection.limits.max_body_bytes = options.max_body_bytes;
+  t.connection.limits.max_head_bytes = options.max_header_bytes;
+  t.connection.limits.max_header_fields = options.max_header_fields;
+  t.connection.read_timeout_ms = options.read_timeout_seconds * 1000;
+  t.connection.write_timeout_ms = options.write_timeout_seconds * 1000;
+  t.connection.keep_alive_timeout_ms = options.keep_alive_seconds * 1000;
   Impl* raw = impl.get();
-  impl->listener = std::thread([raw] {
-    raw->svr.listen_after_bind();
-    raw->listener_done.store(true);
-  });
-  // httplib's stop() does nothing until the accept loop has started, so a
-  // server destroyed right after Start (the model failed to load) would
-  // join a listener that never stops. Return only once the loop runs.
-  while (!impl->svr.is_running() && !impl->listener_done.load())
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  KVFORK_ASSIGN_OR_RETURN(
+      impl->transport, HttpTransport::Start(
+                           t, [raw](HttpRequest& req, HttpResponse& res) { raw->Handle(req, res); },
+                           [raw](const HttpRequest& req, const HttpResponse& res, double seconds) {
+                             raw->LogResponse(req, res, seconds);
+                           }));
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
@@ -394,20 +442,19 @@ void HttpServer::Attach(const ServingBackend& backend) {
   impl_->ready.store(true);
 }
 
-int HttpServer::port() const { return impl_->bound_port; }
+int HttpServer::port() const { return impl_->transport->port(); }
 
 int64_t HttpServer::Drain(double drain_seconds) {
   impl_->draining.store(true);
+  impl_->transport->StopKeepAlive();
   const bool finished = impl_->active.WaitIdle(drain_seconds);
   int64_t cancelled = 0;
-  if (!finished) {
-    cancelled = impl_->active.CancelAll();
-    // Cancelled streams end with their finish chunks and [DONE]; give the
-    // workers a moment to write them before the sockets close.
-    impl_->active.WaitIdle(2.0);
-  }
-  impl_->svr.stop();
-  if (impl_->listener.joinable()) impl_->listener.join();
+  if (!finished) cancelled = impl_->active.CancelAll();
+  // Cancelled streams end with their finish chunks and [DONE]; responses
+  // being written get a short grace, then every socket is shut down, so no
+  // client (one trickling a request, one that stopped reading) holds the
+  // process past the deadline.
+  impl_->transport->Stop(kDrainGraceSeconds);
   return cancelled;
 }
 

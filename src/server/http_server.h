@@ -4,14 +4,18 @@
 // tokenizer and chat template for prompts.
 //
 // Routes: POST /v1/chat/completions, /v1/completions; GET /v1/models[/{id}];
-// GET /health (503 while loading); GET /metrics (Prometheus text);
-// GET /v1/cache/stats (?check=1 adds the KV integrity check);
-// POST /v1/cache/reset; llama.cpp's POST /tokenize, /detokenize,
-// /apply-template.
+// GET /health (503 while loading); GET|POST /ping (vLLM); GET /version;
+// GET /metrics (Prometheus text); GET /v1/cache/stats (?check=1 adds the KV
+// integrity check); POST /v1/cache/reset (both admin-only with API keys);
+// POST /tokenize (llama.cpp's and vLLM's bodies), /detokenize,
+// /apply-template. A known path under another method is a 405 with Allow.
 //
-// Threads: Start() runs the listener on its own thread with a pool of HTTP
-// worker threads; each worker parses, submits, and reads one request's stream.
-// Attach() and Drain() are called from the owner's thread.
+// Transport: the server's own strict HTTP/1.1 front (http_transport.h), with
+// header, body and time limits; one line per request goes to the access log.
+//
+// Threads: Start() runs an accept thread and a pool of HTTP worker threads;
+// each worker parses, submits, and reads one request's stream. Attach() and
+// Drain() are called from the owner's thread.
 #pragma once
 
 #include <cstdint>
@@ -31,12 +35,22 @@ class ChatTemplate;
 namespace kvfork::server {
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";   // loopback unless asked
-  int port = 8080;                  // 0 = any free port (see HttpServer::port())
+  std::string host = "127.0.0.1";     // loopback unless asked
+  int port = 8080;                    // 0 = any free port (see HttpServer::port())
   std::vector<std::string> api_keys;  // empty = no auth on /v1/*
-  int64_t max_body_bytes = 16 << 20;  // larger bodies get 413
-  int64_t max_prompt_tokens = 0;      // 0 = the context length minus one
-  int http_threads = 64;              // worker threads (one per open connection)
+  // Keys that may also use the cache routes (/v1/cache/*). They are valid
+  // keys for every /v1/ route; with any key configured, other keys get 403
+  // on the cache routes.
+  std::vector<std::string> admin_api_keys;
+  // Origins whose browsers may call the server (--cors-origins); empty = no
+  // CORS headers at all; "*" = any origin.
+  std::vector<std::string> cors_origins;
+  int64_t max_body_bytes = 16 << 20;    // larger bodies get 413
+  int64_t max_prompt_tokens = 0;        // 0 = the context length minus one
+  int http_threads = 64;                // worker threads (one per open connection), <= 4096
+  int keep_alive_seconds = 5;           // an idle kept-alive connection is closed after this
+  int64_t max_header_bytes = 64 << 10;  // request line + header fields; more is a 431
+  int64_t max_header_fields = 100;      // more header fields is a 431
   // Per socket operation: a client that sends nothing for this long while its
   // request is read (half a body, then silence) is dropped; one that accepts
   // no bytes for this long while its response is written (a stalled stream
@@ -58,6 +72,10 @@ struct ServingBackend {
   const ChatTemplate* chat_template = nullptr;
 };
 
+// After the drain deadline: how long cancelled streams get to write their
+// last chunks and [DONE] before every socket is shut down.
+inline constexpr double kDrainGraceSeconds = 2.0;
+
 class HttpServer {
  public:
   ~HttpServer();
@@ -72,8 +90,9 @@ class HttpServer {
   int port() const;  // the bound port (useful with port 0)
 
   // Stops taking new requests (they get 503), lets running ones finish for
-  // up to drain_seconds, cancels what is left, closes the listener and joins
-  // every HTTP thread. Returns the number of requests cancelled.
+  // up to drain_seconds, cancels what is left, then gives responses at most
+  // kDrainGraceSeconds to be written before every connection is shut down
+  // and every HTTP thread joined. Returns the number of requests cancelled.
   int64_t Drain(double drain_seconds);
 
  private:

@@ -115,9 +115,18 @@ class OrderedBuilder {
   std::string error_;
 };
 
+// nlohmann's lexer takes a NUL byte outside a string for the end of the
+// input, so '{"prompt": "hi"}\0{...}' parsed as its prefix. A raw NUL is never
+// valid JSON text (inside strings it must be escaped as \u0000).
+std::optional<ApiError> RefuseNul(std::string_view body) {
+  if (body.find('\0') == std::string_view::npos) return std::nullopt;
+  return BadRequest("request body is not valid JSON: it contains a NUL byte", "invalid_json");
+}
+
 }  // namespace
 
 std::optional<ApiError> ParseJsonBody(std::string_view body, nlohmann::json* out) {
+  if (auto err = RefuseNul(body)) return err;
   // nlohmann's parser keeps its own stack, but copying, comparing and
   // converting a value (the chat template's context) recurse once per level:
   // a body of 100k nested brackets (200 KB) overflowed the stack and took the
@@ -140,6 +149,7 @@ std::optional<ApiError> ParseJsonBody(std::string_view body, nlohmann::json* out
 }
 
 std::optional<ApiError> ParseJsonBody(std::string_view body, nlohmann::ordered_json* out) {
+  if (auto err = RefuseNul(body)) return err;
   nlohmann::ordered_json root;
   OrderedBuilder builder(&root);
   bool ok = false;

@@ -55,5 +55,9 @@ void FuzzChatTemplate(std::string_view input);
 void FuzzRequestBody(std::string_view input);
 // A GGUF file: opened, every key read by its type, every tensor read.
 void FuzzGguf(std::string_view input);
+// Raw bytes of an HTTP/1.1 request through the server's strict parser (head,
+// framing, chunked body) under small limits; the result must not depend on
+// how the bytes are split into reads, and no body passes its limit.
+void FuzzHttpRequest(std::string_view input);
 
 }  // namespace kvfork::fuzz

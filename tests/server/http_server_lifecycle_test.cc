@@ -1,7 +1,8 @@
 // HttpServer start and stop without a model: the path `kvfork serve` takes
 // when loading fails right after the port is bound. A server destroyed at
-// once must stop its listener (httplib ignores stop() until its accept loop
-// runs; Start waits for it), and a port with a live listener is refused.
+// once must stop its listener and workers (with cpp-httplib this hung: its
+// stop() was ignored until the accept loop ran), and a port with a live
+// listener is refused.
 #include <gtest/gtest.h>
 
 #include <memory>

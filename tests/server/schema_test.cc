@@ -323,5 +323,20 @@ TEST(SchemaTest, FromStatusMapsCodes) {
   EXPECT_EQ(FromStatus(InternalError("x")).http_status, 500);
 }
 
+// nlohmann's lexer ends the input at a NUL outside a string: the body must be
+// refused, not parsed as its prefix.
+TEST(SchemaTest, NulByteInBodyIsInvalidJson) {
+  nlohmann::json j;
+  for (const std::string& body : {std::string("{\"prompt\": \"hi\"}\0{\"x\": 1}", 25),
+                                  std::string("{\"prompt\": \"a\0b\"}", 17),
+                                  std::string("{\"prompt\":\0 \"hi\"}", 17)}) {
+    auto err = ParseJsonBody(body, &j);
+    ASSERT_TRUE(err.has_value()) << "parsed: " << j.dump();
+    EXPECT_EQ(err->http_status, 400);
+    EXPECT_EQ(err->code, "invalid_json");
+  }
+  EXPECT_FALSE(ParseJsonBody(R"({"prompt": "escaped \u0000 is fine"})", &j).has_value());
+}
+
 }  // namespace
 }  // namespace kvfork::server

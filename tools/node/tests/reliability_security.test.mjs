@@ -77,7 +77,8 @@ test('no request input makes the server open a path', { skip: !preload && 'KVFOR
 
 test('--api-key guards every /v1 route, and path tricks do not get around it', async () => {
   const KEY = 'sk-guard-1', KEY2 = 'sk-guard-2';
-  const server = await startServer(['--kv-blocks', '256', '--api-key', `${KEY},${KEY2}`]);
+  const ADMIN = 'sk-guard-admin';
+  const server = await startServer(['--kv-blocks', '256', '--api-key', `${KEY},${KEY2}`, '--admin-api-key', ADMIN]);
   try {
     const model = await modelId(server.url, { Authorization: 'Bearer ' + KEY });
     const chat = { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 };
@@ -123,14 +124,14 @@ test('--api-key guards every /v1 route, and path tricks do not get around it', a
     // Outside /v1: health and metrics stay open for probes.
     assert.equal((await fetch(server.url + '/health')).status, 200);
     assert.equal((await fetch(server.url + '/metrics')).status, 200);
-    await expectIdle(server.url, { headers: { Authorization: 'Bearer ' + KEY } });
+    await expectIdle(server.url, { headers: { Authorization: 'Bearer ' + ADMIN } });
   } finally {
     assert.equal(await server.stop(), 0);
   }
 });
 
 test('cache salts isolate tenants: cached_tokens only within one salt and key', async () => {
-  const server = await startServer(['--kv-blocks', '1024', '--api-key', 'ka,kb']);
+  const server = await startServer(['--kv-blocks', '1024', '--api-key', 'ka,kb', '--admin-api-key', 'kadmin']);
   try {
     const A = { Authorization: 'Bearer ka' }, B = { Authorization: 'Bearer kb' };
     const model = await modelId(server.url, A);
@@ -160,7 +161,7 @@ test('cache salts isolate tenants: cached_tokens only within one salt and key', 
     assert.equal((await run(A, 'team')).prompt_tokens_details.cached_tokens, full);
     assert.equal((await run(B, 'team')).prompt_tokens_details.cached_tokens, 0, 'B with salt team is not A with salt team');
     assert.equal((await run(B, 'team')).prompt_tokens_details.cached_tokens, full);
-    const stats = await expectIdle(server.url, { headers: A });
+    const stats = await expectIdle(server.url, { headers: { Authorization: 'Bearer kadmin' } });
     assert.ok(stats.blocks_cached > 0);
   } finally {
     assert.equal(await server.stop(), 0);

@@ -5,12 +5,14 @@ import assert from 'node:assert/strict';
 import { startServer, modelId, postJson } from './server_harness.mjs';
 
 const KEY = 'sk-test-secret';
+const ADMIN_KEY = 'sk-test-admin';
 const auth = { Authorization: 'Bearer ' + KEY };
+const admin = { Authorization: 'Bearer ' + ADMIN_KEY };
 let server, model;
 
 before(async () => {
-  server = await startServer(['--api-key', KEY, '--max-body-mib', '1', '--max-num-seqs', '1',
-    '--max-queue', '1']);
+  server = await startServer(['--api-key', KEY, '--admin-api-key', ADMIN_KEY, '--max-body-mib', '1',
+    '--max-num-seqs', '1', '--max-queue', '1']);
   model = await modelId(server.url, auth);
 });
 after(async () => { if (server) server.proc.kill('SIGKILL'); });
@@ -126,8 +128,18 @@ test('a normal request still succeeds afterwards', async () => {
   const r = await postJson(chatUrl(), { model, messages: msgs, max_tokens: 4, temperature: 0 }, auth);
   assert.equal(r.status, 200, r.text);
   assert.equal(r.json.object, 'chat.completion');
-  const stats = await (await fetch(server.url + '/v1/cache/stats', { headers: auth })).json();
+  const stats = await (await fetch(server.url + '/v1/cache/stats', { headers: admin })).json();
   assert.equal(stats.blocks_used, 0);
+  // The cache routes are admin actions: a tenant's key gets 403, the admin
+  // key may also generate.
+  for (const [method, path] of [['GET', '/v1/cache/stats'], ['POST', '/v1/cache/reset']]) {
+    const denied = await fetch(server.url + path, { method, headers: auth });
+    assertOpenAIError({ status: denied.status, text: '', json: await denied.json() }, 403, 'tenant key on ' + path);
+  }
+  const reset = await fetch(server.url + '/v1/cache/reset', { method: 'POST', headers: admin });
+  assert.equal(reset.status, 200);
+  const byAdmin = await postJson(compUrl(), { model, prompt: 'admin', max_tokens: 2 }, admin);
+  assert.equal(byAdmin.status, 200, byAdmin.text);
 });
 
 test('tenants with different keys never share prefixes', async () => {
