@@ -134,14 +134,15 @@ class EngineImpl final : public Engine {
     return result.get();
   }
 
+  // Safe from any number of threads at once (the signal path and a
+  // destructor, say): one joins, the others wait in call_once until it has.
   void Shutdown() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_ && !thread_.joinable()) return;
       stopping_ = true;
     }
     cv_.notify_one();
-    if (thread_.joinable()) thread_.join();
+    std::call_once(join_once_, [this] { thread_.join(); });
   }
 
  private:
@@ -250,7 +251,7 @@ class EngineImpl final : public Engine {
   std::vector<Pending> submitted_;
   std::vector<std::string> cancels_;
   std::vector<std::promise<Status>> checks_;  // CheckKv callers waiting for the thread
-  std::unordered_set<std::string> ids_;  // requests submitted and not yet ended
+  std::unordered_set<std::string> ids_;       // requests submitted and not yet ended
   int64_t waiting_now_ = 0;
   uint64_t next_arrival_ = 0;
   bool stopping_ = false;
@@ -259,6 +260,7 @@ class EngineImpl final : public Engine {
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;
+  std::once_flag join_once_;
   std::thread thread_;  // last: starts after every member above exists
 };
 

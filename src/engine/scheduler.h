@@ -111,9 +111,10 @@ class Scheduler {
   struct SampleJob {
     ChoiceState* choice;
     std::span<const float> row;
-    SampleResult result;
+    StatusOr<SampleResult> result = SampleResult{};
   };
-  // Samples every queued job (in parallel), then emits them in queue order.
+  // Samples every queued job (in parallel), then emits them in queue order;
+  // a job whose row cannot be sampled (non-finite logits) fails its request.
   void SampleAndEmitQueued();
   // Streams the token a choice sampled; may finish the choice.
   void Emit(ChoiceState* c, SampleResult s);
