@@ -28,6 +28,7 @@
 #include "core/logging.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "kernels/ops.h"
 #include "model/model.h"
 #include "server/auth.h"
 #include "server/http_server.h"
@@ -97,8 +98,11 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   if (threads < 1) return InvalidArgumentError("--threads must be >= 1");
   e.threads = static_cast<int>(threads);
   if (e.max_queue < 1) return InvalidArgumentError("--max-queue must be >= 1");
-  if (block_size < 1 || block_size > 4096)
-    return InvalidArgumentError("--kv-block-size must be in [1, 4096]");
+  if (block_size < 1 || block_size > kMaxAttentionBlockSize)
+    return InvalidArgumentError("--kv-block-size must be in [1, " +
+                                std::to_string(kMaxAttentionBlockSize) +
+                                "] (the attention kernels' limit), got " +
+                                std::to_string(block_size));
   e.kv_block_size = static_cast<int>(block_size);
   if (tail != "on" && tail != "off")
     return InvalidArgumentError("--prefix-tail-copy must be on or off, got '" + tail + "'");

@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/request_validation.h"
 #include "engine/scheduler.h"
+#include "kernels/ops.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -285,8 +286,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, M
   KVFORK_ASSIGN_OR_RETURN(KvBackend backend,
                           ParseKvBackend(options.kv_backend, options.max_num_seqs));
   KVFORK_ASSIGN_OR_RETURN(KvDType dtype, ParseKvDType(options.kv_dtype));
-  if (options.kv_block_size < 1)
-    return InvalidArgumentError("--kv-block-size must be >= 1, got " +
+  if (options.kv_block_size < 1 || options.kv_block_size > kMaxAttentionBlockSize)
+    return InvalidArgumentError("--kv-block-size must be in [1, " +
+                                std::to_string(kMaxAttentionBlockSize) +
+                                "] (the attention kernels' limit), got " +
                                 std::to_string(options.kv_block_size));
   if (options.max_model_len < 0)
     return InvalidArgumentError("--max-model-len must be >= 0 (0 = the model's context), got " +

@@ -675,6 +675,17 @@ TEST_F(EngineTest, MaxModelLenLimitsContextAndSizesDenseSlots) {
   EngineOptions paged = SmallOptions();
   paged.max_model_len = 100000;
   EXPECT_EQ(Make(paged)->max_context(), 4096);
+  // A block over the attention kernels' limit is refused here, not at the
+  // first forward pass.
+  EngineOptions big_block = SmallOptions();
+  big_block.kv_block_size = 1025;
+  auto refused = Engine::Create(big_block, *model_, *tokenizer_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--kv-block-size must be in [1, 1024]"),
+            std::string::npos)
+      << refused.status().ToString();
+  big_block.kv_block_size = 1024;
+  EXPECT_TRUE(Engine::Create(big_block, *model_, *tokenizer_).ok());
   EngineOptions bad = SmallOptions();
   bad.max_model_len = -1;
   auto made = Engine::Create(bad, *model_, *tokenizer_);

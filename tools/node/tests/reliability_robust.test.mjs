@@ -4,11 +4,11 @@
 // SIGTERM, SIGUSR1 is ignored).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startServer, modelId, postJson } from './server_harness.mjs';
+import { startServer, tinyModelDir, modelId, postJson } from './server_harness.mjs';
 import { sleep, expectIdle, sseEvents, checkStream } from './reliability_util.mjs';
 
 const bin = process.env.KVFORK_BIN || 'kvfork';
@@ -152,4 +152,11 @@ test('SIGUSR1 and SIGUSR2 are ignored: streams and the server carry on', async (
   } finally {
     assert.equal(await server.stop(), 0);
   }
+});
+
+test('a KV block over the attention limit is refused at start, naming the limit', () => {
+  const r = spawnSync(bin, ['serve', '--model', tinyModelDir(), '--port', '0', '--kv-block-size', '2048'],
+    { encoding: 'utf8', timeout: 60000 });
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /--kv-block-size must be in \[1, 1024\] \(the attention kernels' limit\), got 2048/);
 });
