@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -159,6 +160,17 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
       return f.Error("hidden_size", "must be a multiple of num_attention_heads when head_dim is absent");
     c.head_dim = c.hidden_size / c.num_heads;
   }
+  // Sizes beyond int32 are no real model's, and keeping them there keeps the
+  // products of two (a matrix's elements) inside int64.
+  for (const auto& [name, value] :
+       {std::pair<const char*, int64_t>{"vocab_size", c.vocab_size},
+        {"hidden_size", c.hidden_size},
+        {"intermediate_size", c.intermediate_size},
+        {"num_hidden_layers", c.num_layers},
+        {"num_attention_heads", c.num_heads},
+        {"head_dim", c.head_dim}})
+    if (value > std::numeric_limits<int32_t>::max())
+      return f.Error(name, "is " + std::to_string(value) + ", above 2147483647");
   if (c.head_dim % 2 != 0) return f.Error("head_dim", "must be even for rotary embeddings");
   if (c.head_dim > kMaxAttentionHeadDim)
     return f.Error("head_dim", "is " + std::to_string(c.head_dim) +
