@@ -46,6 +46,7 @@ TEST(FuzzRegression, EncodeDecode) { EXPECT_GT(Replay("encode_decode", FuzzEncod
 TEST(FuzzRegression, ChatTemplate) { EXPECT_GT(Replay("chat_template", FuzzChatTemplate), 0); }
 TEST(FuzzRegression, RequestBody) { EXPECT_GT(Replay("request_body", FuzzRequestBody), 0); }
 TEST(FuzzRegression, Gguf) { EXPECT_GT(Replay("gguf", FuzzGguf), 0); }
+TEST(FuzzRegression, Sampling) { EXPECT_GT(Replay("sampling", FuzzSampling), 0); }
 
 // The crashes found, each also checked for the error it must now give.
 std::string FuzzData(const std::string& file) {

@@ -55,5 +55,8 @@ void FuzzChatTemplate(std::string_view input);
 void FuzzRequestBody(std::string_view input);
 // A GGUF file: opened, every key read by its type, every tensor read.
 void FuzzGguf(std::string_view input);
+// Sampling parameters as raw doubles and a logits row (sampling_fuzz.cc has
+// the layout): validated as the engine does, then sampled 4 times.
+void FuzzSampling(std::string_view input);
 
 }  // namespace kvfork::fuzz
