@@ -80,6 +80,13 @@ float Saturate(float v) {
   return std::clamp(v, -kMax, kMax);
 }
 
+// A logprob as reported: at least kMinReportedLogprob, so a token of -Inf
+// logit, or one whose log-probability is below the float range (a huge
+// temperature draws it), never reports -Inf (JSON has no -Inf).
+float ReportedLogprob(double logprob) {
+  return static_cast<float>(std::max(logprob, kMinReportedLogprob));
+}
+
 uint64_t SplitMix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -236,7 +243,7 @@ StatusOr<SampleResult> Sampler::Sample(std::span<const float> logits) {
   if (logits[result.token] == -std::numeric_limits<float>::infinity())
     return InternalError("the model produced no finite logit (every one is -Inf)");
   if (want_logprobs)
-    result.logprob = static_cast<float>(static_cast<double>(logits[result.token]) - log_z);
+    result.logprob = ReportedLogprob(static_cast<double>(logits[result.token]) - log_z);
   if (params_.top_logprobs > 0) {
     std::vector<std::pair<float, int32_t>> top;
     top.reserve(vocab);
@@ -245,7 +252,7 @@ StatusOr<SampleResult> Sampler::Sample(std::span<const float> logits) {
     std::partial_sort(top.begin(), top.begin() + k, top.end(), Better);
     for (int64_t i = 0; i < k; ++i)
       result.top_logprobs.push_back(
-          {top[i].second, static_cast<float>(static_cast<double>(top[i].first) - log_z)});
+          {top[i].second, ReportedLogprob(static_cast<double>(top[i].first) - log_z)});
   }
   ++output_counts_[result.token];
   ++num_generated_;

@@ -42,7 +42,8 @@ namespace kvfork {
 
 struct SampleResult {
   int32_t token = -1;
-  float logprob = 0.0f;                    // of token, log_softmax of the raw logits (if asked)
+  float logprob = 0.0f;                    // of token, log_softmax of the raw logits (if asked),
+                                           // at least kMinReportedLogprob
   std::vector<TokenLogprob> top_logprobs;  // top_logprobs best, if asked (k >= 0)
 };
 
@@ -56,6 +57,11 @@ inline constexpr double kGreedyBelowTemperature = 1e-5;
 // float logit, and a double above FLT_MAX would become Inf, and 0 * Inf NaN.
 inline constexpr double kMinRepetitionPenalty = 0.01;
 inline constexpr double kMaxRepetitionPenalty = 100.0;
+
+// Reported logprobs are floored here, as vLLM's API reports them: a token
+// whose logit is -Inf, or whose log-probability is below the float range,
+// would otherwise report -Inf, which JSON cannot hold.
+inline constexpr double kMinReportedLogprob = -9999.0;
 
 class Sampler {
  public:

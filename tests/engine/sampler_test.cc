@@ -330,6 +330,24 @@ TEST(Sampler, ExtremeAcceptedParamsAlwaysGiveAToken) {
   }
 }
 
+TEST(Sampler, ReportedLogprobsAreNeverMinusInfinity) {
+  // The fuzz target's find: at a huge temperature a token whose
+  // log-probability is -3.4e38 can be drawn, and float made it -Inf.
+  SamplingParams p;
+  p.temperature = 1e185;
+  p.top_logprobs = 3;
+  Sampler s(p, {}, 1);
+  const std::vector<float> l = {-2.7e38f, 6.9e37f, -INFINITY};
+  for (int i = 0; i < 20; ++i) {
+    SampleResult r = *s.Sample(l);
+    EXPECT_TRUE(std::isfinite(r.logprob));
+    EXPECT_GE(r.logprob, kMinReportedLogprob);
+    ASSERT_EQ(r.top_logprobs.size(), 3u);
+    EXPECT_EQ(r.top_logprobs[2].token, 2);
+    EXPECT_EQ(r.top_logprobs[2].logprob, static_cast<float>(kMinReportedLogprob));
+  }
+}
+
 TEST(Sampler, TinyTemperatureIsGreedy) {
   const std::vector<float> l = RandomLogits(1000, 9);
   for (double t : {1e-38, 9.9e-6}) {

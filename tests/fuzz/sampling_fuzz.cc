@@ -30,7 +30,7 @@ template <typename T>
 T Take(std::string_view* in) {
   T v{};
   const size_t n = std::min(sizeof(T), in->size());
-  std::memcpy(&v, in->data(), n);
+  if (n > 0) std::memcpy(&v, in->data(), n);  // data() may be null when empty
   in->remove_prefix(n);
   return v;
 }
@@ -53,7 +53,8 @@ void FuzzSampling(std::string_view input) {
   const uint16_t bias_token = Take<uint16_t>(&input);
 
   std::vector<float> row(std::clamp<size_t>(input.size() / sizeof(float), 1, 2048), 0.0f);
-  std::memcpy(row.data(), input.data(), std::min(input.size(), row.size() * sizeof(float)) / 4 * 4);
+  const size_t row_bytes = std::min(input.size(), row.size() * sizeof(float)) / 4 * 4;
+  if (row_bytes > 0) std::memcpy(row.data(), input.data(), row_bytes);
   const bool raw = (flags & 1) != 0;
   for (float& v : row) {
     if (std::isfinite(scale)) v = static_cast<float>(v * scale);
@@ -65,6 +66,7 @@ void FuzzSampling(std::string_view input) {
 
   Request r;
   r.id = "fuzz";
+  r.sampling = p;
   for (int64_t i = 0; i < std::min<int64_t>(vocab, 6); ++i)
     r.prompt_tokens.push_back(static_cast<int32_t>(i));
   RequestLimits limits;
