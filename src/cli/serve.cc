@@ -2,8 +2,13 @@
 //
 // Order of start-up: bind the port first (so /health can answer 503 while the
 // model loads), then load the model and tokenizer, start the engine, attach.
-// SIGTERM/SIGINT are taken by a sigwait thread: stop taking requests, let
-// running ones finish for up to --drain-seconds, cancel the rest, exit 0.
+// SIGTERM, SIGINT and SIGHUP are taken by a sigwait thread: stop taking
+// requests, let running ones finish for up to --drain-seconds, cancel the
+// rest, exit 0. SIGHUP drains too (there is no configuration to reload, and
+// a hung-up terminal or a supervisor's HUP means "stop"), so it no longer
+// kills the process mid-stream. SIGUSR1 and SIGUSR2 are logged and ignored:
+// a stray `kill -USR1` (logrotate's "reopen your logs") must not stop a
+// server that logs to stderr.
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -11,6 +16,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -23,6 +29,7 @@
 #include "core/logging.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "kernels/ops.h"
 #include "model/model.h"
 #include "server/auth.h"
 #include "server/http_server.h"
@@ -120,8 +127,11 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   if (threads < 1) return InvalidArgumentError("--threads must be >= 1");
   e.threads = static_cast<int>(threads);
   if (e.max_queue < 1) return InvalidArgumentError("--max-queue must be >= 1");
-  if (block_size < 1 || block_size > 4096)
-    return InvalidArgumentError("--kv-block-size must be in [1, 4096]");
+  if (block_size < 1 || block_size > kMaxAttentionBlockSize)
+    return InvalidArgumentError("--kv-block-size must be in [1, " +
+                                std::to_string(kMaxAttentionBlockSize) +
+                                "] (the attention kernels' limit), got " +
+                                std::to_string(block_size));
   e.kv_block_size = static_cast<int>(block_size);
   if (tail != "on" && tail != "off")
     return InvalidArgumentError("--prefix-tail-copy must be on or off, got '" + tail + "'");
@@ -151,6 +161,37 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
 }
 
 std::atomic<bool> g_ready{false};
+// The first stop signal received (0: none yet). The signal thread is detached
+// and may outlive Serve (an error return while it waits), so it touches
+// only these globals, never Serve's locals.
+std::atomic<int> g_stop_signal{0};
+
+sigset_t HandledSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&set, sig);
+  return set;
+}
+
+// Body of the signal thread: waits for signals until a stop signal.
+void WaitForSignals() {
+  const sigset_t set = HandledSignals();
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGUSR1 || sig == SIGUSR2) {
+      KVFORK_LOG(kInfo) << "signal " << sig << " (" << strsignal(sig) << ") ignored";
+      continue;
+    }
+    if (!g_ready.load()) {
+      // Nothing runs yet: there is nothing to drain.
+      KVFORK_LOG(kInfo) << "signal " << sig << " while loading; exiting";
+      std::_Exit(0);
+    }
+    g_stop_signal.store(sig);
+    return;
+  }
+}
 
 Status Serve(int argc, char** argv) {
   KVFORK_ASSIGN_OR_RETURN(ServeConfig c, ParseServeFlags(argc, argv));
@@ -164,10 +205,7 @@ Status Serve(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 256 << 10);
 
   // Signals go to the sigwait thread only: block them before any thread starts.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
+  const sigset_t set = HandledSignals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a closed client socket is a failed write, not a crash
 
@@ -175,18 +213,7 @@ Status Serve(int argc, char** argv) {
                           server::HttpServer::Start(c.server));
   const std::string url = "http://" + c.server.host + ":" + std::to_string(http->port());
 
-  std::atomic<int> got_signal{0};
-  std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    got_signal.store(sig);
-    if (!g_ready.load()) {
-      // Nothing runs yet: there is nothing to drain.
-      KVFORK_LOG(kInfo) << "signal " << sig << " while loading; exiting";
-      std::_Exit(0);
-    }
-  });
-  waiter.detach();
+  std::thread(WaitForSignals).detach();
 
   ModelLoadOptions load;
   load.show_progress = false;
@@ -218,9 +245,8 @@ Status Serve(int argc, char** argv) {
                 "kvfork serve: model %s (%s, weights %s), kv %s %s, %lld blocks x %lld tokens = "
                 "%.1f MiB, context %lld, isa %s, threads %d, auth %s, listening on %s",
                 c.server.model_name.c_str(), c.model_dir.c_str(),
-                mc.torch_dtype.empty() ? "?" : mc.torch_dtype.c_str(),
-                c.engine.kv_backend.c_str(), c.engine.kv_dtype.c_str(),
-                static_cast<long long>(stats.blocks_total),
+                mc.torch_dtype.empty() ? "?" : mc.torch_dtype.c_str(), c.engine.kv_backend.c_str(),
+                c.engine.kv_dtype.c_str(), static_cast<long long>(stats.blocks_total),
                 static_cast<long long>(c.engine.kv_block_size),
                 static_cast<double>(stats.blocks_total) * stats.block_bytes / (1024.0 * 1024.0),
                 static_cast<long long>(engine->max_context()), IsaName(ActiveIsa()),
@@ -230,8 +256,8 @@ Status Serve(int argc, char** argv) {
   std::fprintf(stderr, "%s\n", line);
   std::fflush(stderr);
 
-  while (got_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  KVFORK_LOG(kInfo) << "signal " << got_signal.load() << ": draining for up to "
+  while (g_stop_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  KVFORK_LOG(kInfo) << "signal " << g_stop_signal.load() << ": draining for up to "
                     << c.drain_seconds << " s";
   const int64_t cancelled = http->Drain(c.drain_seconds);
   engine->Shutdown();

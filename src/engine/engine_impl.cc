@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/request_validation.h"
 #include "engine/scheduler.h"
+#include "kernels/ops.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -137,14 +138,15 @@ class EngineImpl final : public Engine {
     return result.get();
   }
 
+  // Safe from any number of threads at once (the signal path and a
+  // destructor, say): one joins, the others wait in call_once until it has.
   void Shutdown() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_ && !thread_.joinable()) return;
       stopping_ = true;
     }
     cv_.notify_one();
-    if (thread_.joinable()) thread_.join();
+    std::call_once(join_once_, [this] { thread_.join(); });
   }
 
  private:
@@ -253,7 +255,7 @@ class EngineImpl final : public Engine {
   std::vector<Pending> submitted_;
   std::vector<std::string> cancels_;
   std::vector<std::promise<Status>> checks_;  // CheckKv callers waiting for the thread
-  std::unordered_set<std::string> ids_;  // requests submitted and not yet ended
+  std::unordered_set<std::string> ids_;       // requests submitted and not yet ended
   int64_t waiting_now_ = 0;
   uint64_t next_arrival_ = 0;
   bool stopping_ = false;
@@ -262,6 +264,7 @@ class EngineImpl final : public Engine {
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;
+  std::once_flag join_once_;
   std::thread thread_;  // last: starts after every member above exists
 };
 
@@ -288,8 +291,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, M
   KVFORK_ASSIGN_OR_RETURN(KvBackend backend,
                           ParseKvBackend(options.kv_backend, options.max_num_seqs));
   KVFORK_ASSIGN_OR_RETURN(KvDType dtype, ParseKvDType(options.kv_dtype));
-  if (options.kv_block_size < 1)
-    return InvalidArgumentError("--kv-block-size must be >= 1, got " +
+  if (options.kv_block_size < 1 || options.kv_block_size > kMaxAttentionBlockSize)
+    return InvalidArgumentError("--kv-block-size must be in [1, " +
+                                std::to_string(kMaxAttentionBlockSize) +
+                                "] (the attention kernels' limit), got " +
                                 std::to_string(options.kv_block_size));
   if (options.max_model_len < 0)
     return InvalidArgumentError("--max-model-len must be >= 0 (0 = the model's context), got " +

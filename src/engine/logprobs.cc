@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/sampler.h"
+
 namespace kvfork {
 
 double LogSumExp(std::span<const float> row) {
@@ -19,7 +21,9 @@ double LogSumExp(std::span<const float> row) {
 PromptTokenLogprob LogprobsAt(std::span<const float> row, int32_t token, int64_t k) {
   const double log_z = LogSumExp(row);
   PromptTokenLogprob out;
-  out.chosen = {token, static_cast<float>(static_cast<double>(row[token]) - log_z)};
+  // Floored as the sampler reports them (kMinReportedLogprob): JSON has no -Inf.
+  out.chosen = {token, static_cast<float>(std::max(static_cast<double>(row[token]) - log_z,
+                                                   kMinReportedLogprob))};
   k = std::min<int64_t>(k, static_cast<int64_t>(row.size()));
   if (k <= 0) return out;
   // The k best by logit descending, token ascending on ties (the sampler's
@@ -38,7 +42,8 @@ PromptTokenLogprob LogprobsAt(std::span<const float> row, int32_t token, int64_t
     if (static_cast<int64_t>(best.size()) > k) best.pop_back();
   }
   for (const auto& [logit, id] : best)
-    out.top.push_back({id, static_cast<float>(static_cast<double>(logit) - log_z)});
+    out.top.push_back(
+        {id, static_cast<float>(std::max(static_cast<double>(logit) - log_z, kMinReportedLogprob))});
   return out;
 }
 

@@ -58,6 +58,35 @@ void SortCandidates(std::vector<std::pair<float, int32_t>>* v,
   if (src != v->data()) v->swap(*tmp);
 }
 
+// Index of the first NaN or +Inf in row, or -1. The first loop is branch-free
+// with an int accumulator, which GCC vectorizes (with a bool one it did not:
+// 0.083 against 0.019 ms on a 151,936-entry row); the row is read once more
+// only when a bad value is there. -Inf is allowed: a token that can never be
+// drawn. !(v < Inf) holds for NaN and +Inf, v != -Inf excludes -Inf.
+int64_t FirstBadLogit(std::span<const float> row) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  int bad = 0;
+  for (float v : row) bad |= static_cast<int>(!(v < kInf)) & static_cast<int>(v != -kInf);
+  if (bad == 0) return -1;
+  for (size_t i = 0; i < row.size(); ++i)
+    if (std::isnan(row[i]) || row[i] == kInf) return static_cast<int64_t>(i);
+  return -1;
+}
+
+// A processed logit that left the float range returns to its edge, so later
+// arithmetic (x - max, * 1/T) never meets Inf - Inf or 0 * Inf.
+float Saturate(float v) {
+  constexpr float kMax = std::numeric_limits<float>::max();
+  return std::clamp(v, -kMax, kMax);
+}
+
+// A logprob as reported: at least kMinReportedLogprob, so a token of -Inf
+// logit, or one whose log-probability is below the float range (a huge
+// temperature draws it), never reports -Inf (JSON has no -Inf).
+float ReportedLogprob(double logprob) {
+  return static_cast<float>(std::max(logprob, kMinReportedLogprob));
+}
+
 uint64_t SplitMix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -69,6 +98,8 @@ uint64_t SplitMix64(uint64_t x) {
 
 Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed)
     : params_(params), rng_(seed) {
+  params_.repetition_penalty =
+      std::clamp(params_.repetition_penalty, kMinRepetitionPenalty, kMaxRepetitionPenalty);
   if (params_.repetition_penalty != 1.0) prompt_tokens_.insert(prompt.begin(), prompt.end());
 }
 
@@ -89,15 +120,17 @@ bool Sampler::ChangesLogits() const {
 void Sampler::ProcessLogits(std::vector<float>* logits) const {
   std::vector<float>& x = *logits;
   const int64_t vocab = static_cast<int64_t>(x.size());
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  // -Inf (a token that can never be drawn) stays -Inf; a finite logit stays finite.
   for (const auto& [token, bias] : params_.logit_bias)
-    if (token >= 0 && token < vocab) x[token] += bias;
+    if (token >= 0 && token < vocab && x[token] != kNegInf) x[token] = Saturate(x[token] + bias);
   if (params_.repetition_penalty != 1.0) {
     // HF RepetitionPenaltyLogitsProcessor: every token seen once, divided
     // when positive and multiplied when negative.
     const float rp = static_cast<float>(params_.repetition_penalty);
     auto penalize = [&](int32_t t) {
-      if (t < 0 || t >= vocab) return;
-      x[t] = x[t] > 0 ? x[t] / rp : x[t] * rp;
+      if (t < 0 || t >= vocab || x[t] == kNegInf) return;
+      x[t] = Saturate(x[t] > 0 ? x[t] / rp : x[t] * rp);
     };
     for (int32_t t : prompt_tokens_) penalize(t);
     for (const auto& [t, count] : output_counts_)
@@ -107,8 +140,9 @@ void Sampler::ProcessLogits(std::vector<float>* logits) const {
     // OpenAI: logit -= count * frequency + (count > 0) * presence, over
     // generated tokens only.
     for (const auto& [t, count] : output_counts_) {
-      if (t < 0 || t >= vocab) continue;
-      x[t] -= static_cast<float>(count * params_.frequency_penalty + params_.presence_penalty);
+      if (t < 0 || t >= vocab || x[t] == kNegInf) continue;
+      x[t] = Saturate(
+          x[t] - static_cast<float>(count * params_.frequency_penalty + params_.presence_penalty));
     }
   }
   if (SuppressingNow())
@@ -116,9 +150,13 @@ void Sampler::ProcessLogits(std::vector<float>* logits) const {
       if (t >= 0 && t < vocab) x[t] = -std::numeric_limits<float>::infinity();
 }
 
-SampleResult Sampler::Sample(std::span<const float> logits) {
+StatusOr<SampleResult> Sampler::Sample(std::span<const float> logits) {
   const int64_t vocab = static_cast<int64_t>(logits.size());
-  KVFORK_CHECK(vocab > 0);
+  if (vocab == 0) return InternalError("sampling: empty logits row");
+  if (const int64_t bad = FirstBadLogit(logits); bad >= 0)
+    return InternalError(std::string("the model produced a non-finite logit (") +
+                         (std::isnan(logits[bad]) ? "NaN" : "+Inf") + ") for token " +
+                         std::to_string(bad) + ": its weights or activations overflow");
   SampleResult result;
 
   // log_softmax of the raw row (vLLM's default "raw logprobs"); skipped
@@ -133,7 +171,7 @@ SampleResult Sampler::Sample(std::span<const float> logits) {
     log_z = static_cast<double>(max_raw) + std::log(sum_raw);
   }
 
-  const bool greedy = params_.temperature == 0.0 || params_.top_k == 1;
+  const bool greedy = Greedy();
   if (greedy && !ChangesLogits()) {
     // Nothing to apply: the argmax of the row itself, without a copy.
     result.token = static_cast<int32_t>(Argmax(logits.data(), vocab));
@@ -144,18 +182,21 @@ SampleResult Sampler::Sample(std::span<const float> logits) {
   } else {
     scratch_.assign(logits.begin(), logits.end());
     ProcessLogits(&scratch_);
-    const float inv_t = static_cast<float>(1.0 / params_.temperature);
+    // exp((x - max) / T): the largest logit gets exactly 1 at any T, so the
+    // candidates are never empty, and x - max <= 0 can only round down to
+    // -Inf (probability 0). 1/T is at most 1e5 (kGreedyBelowTemperature)
+    // and at least FLT_MIN (a huge T, uniform over the finite logits), so
+    // -Inf * (1/T) is -Inf, never NaN.
+    const float inv_t =
+        std::max(static_cast<float>(1.0 / params_.temperature), std::numeric_limits<float>::min());
     float max_x = -std::numeric_limits<float>::infinity();
-    for (float& v : scratch_) {
-      v *= inv_t;
-      max_x = std::max(max_x, v);
-    }
+    for (float v : scratch_) max_x = std::max(max_x, v);
     candidates_.clear();
     for (int64_t i = 0; i < vocab; ++i) {
-      const float p = std::exp(scratch_[i] - max_x);
+      const float p = std::exp((scratch_[i] - max_x) * inv_t);
       if (p > 0.0f) candidates_.emplace_back(p, static_cast<int32_t>(i));
     }
-    KVFORK_CHECK_MSG(!candidates_.empty(), "no token has a finite logit");
+    if (candidates_.empty()) return InternalError("sampling: no token has a finite logit");
     bool sorted = false;
     if (params_.top_k > 0 && params_.top_k < static_cast<int64_t>(candidates_.size())) {
       std::nth_element(candidates_.begin(), candidates_.begin() + params_.top_k - 1,
@@ -201,8 +242,11 @@ SampleResult Sampler::Sample(std::span<const float> logits) {
     }
   }
 
+  // Greedy's argmax of a row with no finite logit is a -Inf one.
+  if (logits[result.token] == -std::numeric_limits<float>::infinity())
+    return InternalError("the model produced no finite logit (every one is -Inf)");
   if (want_logprobs)
-    result.logprob = static_cast<float>(static_cast<double>(logits[result.token]) - log_z);
+    result.logprob = ReportedLogprob(static_cast<double>(logits[result.token]) - log_z);
   if (params_.top_logprobs > 0) {
     std::vector<std::pair<float, int32_t>> top;
     top.reserve(vocab);
@@ -211,7 +255,7 @@ SampleResult Sampler::Sample(std::span<const float> logits) {
     std::partial_sort(top.begin(), top.begin() + k, top.end(), Better);
     for (int64_t i = 0; i < k; ++i)
       result.top_logprobs.push_back(
-          {top[i].second, static_cast<float>(static_cast<double>(top[i].first) - log_z)});
+          {top[i].second, ReportedLogprob(static_cast<double>(top[i].first) - log_z)});
   }
   ++output_counts_[result.token];
   ++num_generated_;

@@ -2,6 +2,17 @@
 // says: logit bias, repetition / presence / frequency penalties, temperature,
 // top-k, top-p, min-p, then a draw from a seeded per-choice RNG.
 //
+// Total: any params ValidateRequest accepts give a token for any row the model
+// can produce; only a row that no sampling could use (a NaN or +Inf logit, or
+// no finite logit at all: what weights holding NaN/Inf give) is an error,
+// which fails that request and nothing else. So that scaling never makes a
+// finite row non-finite: temperatures below kGreedyBelowTemperature are greedy
+// (vLLM's rule), repetition_penalty is clamped to [kMinRepetitionPenalty,
+// kMaxRepetitionPenalty], a logit the processors push past the float range
+// saturates at +-FLT_MAX, and temperature divides the distance to the
+// largest logit, so the largest always keeps probability 1 before the
+// normalization (a -Inf logit stays impossible).
+//
 // Determinism: the result depends only on the logits row, the params, the
 // tokens seen so far and the RNG state, never on what else is in the batch,
 // so the same seed gives the same tokens alone or batched. Candidate order is
@@ -31,9 +42,26 @@ namespace kvfork {
 
 struct SampleResult {
   int32_t token = -1;
-  float logprob = 0.0f;                    // of token, log_softmax of the raw logits (if asked)
+  float logprob = 0.0f;                    // of token, log_softmax of the raw logits (if asked),
+                                           // at least kMinReportedLogprob
   std::vector<TokenLogprob> top_logprobs;  // top_logprobs best, if asked (k >= 0)
 };
+
+// Below this temperature sampling is greedy: 1 / T would push every logit but
+// the largest out of the float range (vLLM: _SAMPLING_EPS = 1e-5).
+inline constexpr double kGreedyBelowTemperature = 1e-5;
+// repetition_penalty outside this range acts as the nearest bound. At 100 a
+// positive logit is already divided to near 0 and a negative one multiplied
+// far below every other (0.01: the reverse), so a stronger penalty changes no
+// practical choice, while 1e-40 or 5e-324 (accepted: > 0) would overflow a
+// float logit, and a double above FLT_MAX would become Inf, and 0 * Inf NaN.
+inline constexpr double kMinRepetitionPenalty = 0.01;
+inline constexpr double kMaxRepetitionPenalty = 100.0;
+
+// Reported logprobs are floored here, as vLLM's API reports them: a token
+// whose logit is -Inf, or whose log-probability is below the float range,
+// would otherwise report -Inf, which JSON cannot hold.
+inline constexpr double kMinReportedLogprob = -9999.0;
 
 class Sampler {
  public:
@@ -47,7 +75,9 @@ class Sampler {
   void SuppressUntilMinTokens(std::vector<int32_t> ids) { min_tokens_suppressed_ = std::move(ids); }
 
   // Picks the next token from logits [vocab] and records it as generated.
-  SampleResult Sample(std::span<const float> logits);
+  // An InternalError naming the token when the row holds a NaN or +Inf, or no
+  // finite logit (the model's weights are broken, not the request).
+  StatusOr<SampleResult> Sample(std::span<const float> logits);
 
   // Seed of choice `choice` of a request: its seed, or a random one when unset,
   // mixed with the choice index so siblings of n > 1 differ.
@@ -58,21 +88,23 @@ class Sampler {
   // True when a Sample() is one pass over the row (greedy, no logprobs):
   // tens of microseconds on a 151,936-entry row, less than handing it to
   // another thread can cost on a loaded machine.
-  bool Cheap() const {
-    return (params_.temperature == 0.0 || params_.top_k == 1) && params_.top_logprobs < 0;
-  }
+  bool Cheap() const { return Greedy() && params_.top_logprobs < 0; }
 
  private:
   bool SuppressingNow() const {
     return num_generated_ < params_.min_tokens && !min_tokens_suppressed_.empty();
   }
+  bool Greedy() const {
+    return params_.temperature < kGreedyBelowTemperature || params_.top_k == 1;
+  }
   // Whether ProcessLogits could change a row now (bias, penalties, min_tokens).
   bool ChangesLogits() const;
-  // Applies bias and penalties to a copy of the row.
+  // Applies bias and penalties to a copy of the row; a finite logit stays
+  // finite (saturated at +-FLT_MAX), -Inf stays -Inf.
   void ProcessLogits(std::vector<float>* logits) const;
   double Uniform();  // [0, 1) with 53 random bits
 
-  SamplingParams params_;
+  SamplingParams params_;  // repetition_penalty clamped
   std::unordered_set<int32_t> prompt_tokens_;
   std::unordered_map<int32_t, int64_t> output_counts_;  // generated token -> times
   int64_t num_generated_ = 0;

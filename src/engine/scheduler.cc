@@ -265,8 +265,25 @@ void Scheduler::SampleAndEmitQueued() {
     pool_.ParallelFor(static_cast<int64_t>(jobs_.size()), sample);
   }
   sample_ns_ += NowNanos() - t0;
-  for (SampleJob& j : jobs_) Emit(j.choice, std::move(j.result));
+  bool non_finite = false;
+  for (SampleJob& j : jobs_) {
+    RequestState* r = j.choice->request;
+    if (r->done) continue;  // a sibling's row failed it
+    if (!j.result.ok()) {
+      FailRequest(r, j.result.status().WithContext("request " + r->request.id + ", choice " +
+                                                   std::to_string(j.choice->index)));
+      non_finite = true;
+      continue;
+    }
+    Emit(j.choice, std::move(j.result).value());
+  }
   jobs_.clear();
+  // Its blocks may hold NaN/Inf K/V, also at positions before the bad token
+  // (a prefill tile multiplies the probability 0 of a later key by its V, and
+  // 0 * NaN is NaN), and a prompt that matches part of such a block would
+  // copy them. Weights that do this are broken: drop every cached block
+  // rather than track which ones.
+  if (non_finite) kv_.ResetPrefixCache();
 }
 
 void Scheduler::Emit(ChoiceState* c, SampleResult s) {
@@ -508,7 +525,7 @@ bool Scheduler::Step() {
       EmitPromptLogprobs(c, start_pos, static_cast<int64_t>(items[i].tokens.size()),
                          logits_.data() + first_row[i] * vocab_);
     if (items[i].decode) {
-      jobs_.push_back({c, std::span<const float>(logits_.data() + row_of[i] * vocab_, vocab_), {}});
+      jobs_.push_back({c, std::span<const float>(logits_.data() + row_of[i] * vocab_, vocab_)});
       continue;
     }
     if (kv_.NumTokens(*c->seq) < c->HistorySize()) continue;  // more chunks to come
@@ -530,7 +547,7 @@ bool Scheduler::Step() {
       SampleAndEmitQueued();
       if (!Fork(c)) continue;
     }
-    for (auto& choice : r->choices) jobs_.push_back({choice.get(), row, {}});
+    for (auto& choice : r->choices) jobs_.push_back({choice.get(), row});
   }
   SampleAndEmitQueued();
   ReapDone();

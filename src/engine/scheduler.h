@@ -115,9 +115,10 @@ class Scheduler {
   struct SampleJob {
     ChoiceState* choice;
     std::span<const float> row;
-    SampleResult result;
+    StatusOr<SampleResult> result = SampleResult{};
   };
-  // Samples every queued job (in parallel), then emits them in queue order.
+  // Samples every queued job (in parallel), then emits them in queue order;
+  // a job whose row cannot be sampled (non-finite logits) fails its request.
   void SampleAndEmitQueued();
   // prompt_logprobs: turns the logits rows [num_rows, vocab] of a prefill
   // chunk starting at start_pos into one kPromptLogprobs event.

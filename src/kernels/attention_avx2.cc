@@ -26,7 +26,7 @@
 namespace kvfork::avx2 {
 namespace {
 
-constexpr int kMaxBlockSize = 1024;  // ops.cc checks the layout against it
+constexpr int kMaxBlockSize = kMaxAttentionBlockSize;  // ops.cc checks the layout against it
 
 void StoreRow(const KvLayout& l, uint8_t* block, int layer, int kv, int head, int64_t slot,
               const float* src) {

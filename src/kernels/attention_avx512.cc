@@ -17,9 +17,9 @@
 namespace kvfork::avx512 {
 namespace {
 
-constexpr int kMaxHeadDim = 512;  // ops.cc checks the layout against these
-constexpr int kMaxBlockSize = 1024;
-constexpr int kMaxGroup = 16;  // query heads per KV head
+constexpr int kMaxHeadDim = kMaxAttentionHeadDim;  // ops.cc checks the layout against these
+constexpr int kMaxBlockSize = kMaxAttentionBlockSize;
+constexpr int kMaxGroup = kMaxAttentionGroup;  // query heads per KV head
 
 void StoreRow(const KvLayout& l, uint8_t* block, int layer, int kv, int head, int64_t slot,
               const float* src) {

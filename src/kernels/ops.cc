@@ -129,10 +129,13 @@ void WriteKv(const KvLayout& layout, int layer, uint8_t* const* blocks, int64_t 
 void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,
                     std::span<const AttentionSeq> seqs, ThreadPool& pool) {
   // The SIMD paths keep q, the accumulator and one block of scores in registers/stack.
-  KVFORK_CHECK_MSG(layout.head_dim <= 512, "PagedAttention: head_dim above 512");
-  KVFORK_CHECK_MSG(layout.block_size <= 1024, "PagedAttention: block_size above 1024");
-  KVFORK_CHECK_MSG(num_heads % layout.num_kv_heads == 0 && num_heads / layout.num_kv_heads <= 16,
-                   "PagedAttention: num_heads must be a multiple of num_kv_heads, at most 16x");
+  // Invariants: ParseModelConfig and Engine::Create refuse anything beyond.
+  KVFORK_CHECK_MSG(layout.head_dim <= kMaxAttentionHeadDim, "PagedAttention: head_dim above 512");
+  KVFORK_CHECK_MSG(layout.block_size <= kMaxAttentionBlockSize,
+                   "PagedAttention: block_size above 1024");
+  KVFORK_CHECK_MSG(
+      num_heads % layout.num_kv_heads == 0 && num_heads / layout.num_kv_heads <= kMaxAttentionGroup,
+      "PagedAttention: num_heads must be a multiple of num_kv_heads, at most 16x");
   if (ActiveIsa() == Isa::kAmx) return amx::PagedAttention(layout, layer, num_heads, scale, seqs, pool);
   KVFORK_DISPATCH(PagedAttention(layout, layer, num_heads, scale, seqs, pool));
 }

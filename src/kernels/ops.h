@@ -111,6 +111,13 @@ struct AttentionSeq {
   uint8_t* const* blocks = nullptr;  // the sequence's block table (base addresses)
 };
 
+// What PagedAttention supports: its SIMD paths keep q, the accumulator and
+// one block's scores on the stack. Model configs (head_dim, heads per KV
+// head) and --kv-block-size are checked against these where they are set.
+inline constexpr int kMaxAttentionHeadDim = 512;
+inline constexpr int kMaxAttentionBlockSize = 1024;
+inline constexpr int kMaxAttentionGroup = 16;  // query heads per KV head
+
 // Causal attention over a block table: query t attends to positions
 // [0, start_pos + t]. K/V of the new tokens must already be written. Keys are
 // reduced in position order with an online softmax, the same for every

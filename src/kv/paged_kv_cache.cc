@@ -38,7 +38,7 @@ PagedKvCache::Sequence& PagedKvCache::Get(SeqId seq) {
   return it->second;
 }
 
-PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, int salt_id) const {
+PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, uint64_t salt_key) const {
   Plan plan;
   const int64_t bs = pool_->layout().block_size;
   // The last prompt token is always recomputed so its logits exist.
@@ -46,7 +46,7 @@ PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, int s
   BlockId parent = kNoBlock;
   int64_t k = 0;
   while ((k + 1) * bs <= limit) {
-    BlockId b = index_->FindFull(parent, salt_id, prompt.data() + k * bs);
+    BlockId b = index_->FindFull(parent, salt_key, prompt.data() + k * bs);
     if (b == kNoBlock) break;
     plan.shared.push_back(b);
     parent = b;
@@ -56,7 +56,7 @@ PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, int s
     int64_t max_tail = std::min(bs, limit - k * bs);
     if (max_tail > 0) {
       auto [src, n] =
-          index_->BestPrefix(parent, salt_id, prompt.data() + k * bs, static_cast<int>(max_tail));
+          index_->BestPrefix(parent, salt_key, prompt.data() + k * bs, static_cast<int>(max_tail));
       plan.tail_src = src;
       plan.tail_tokens = n;
     }
@@ -67,9 +67,7 @@ PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, int s
 PrefixMatch PagedKvCache::Match(std::span<const int32_t> prompt, std::string_view salt) const {
   PrefixMatch m;
   if (!options_.prefix_cache) return m;
-  int salt_id = index_->FindSalt(salt);
-  if (salt_id < 0) return m;
-  Plan plan = MakePlan(prompt, salt_id);
+  Plan plan = MakePlan(prompt, PrefixIndex::SaltKeyOf(salt));
   m.num_shared_blocks = static_cast<int64_t>(plan.shared.size());
   m.num_tail_tokens = plan.tail_tokens;
   m.num_reused_tokens = m.num_shared_blocks * pool_->layout().block_size + m.num_tail_tokens;
@@ -111,9 +109,9 @@ StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string
                                     int64_t reserve_tokens, PrefixMatch* match) {
   if (prompt.empty()) return InvalidArgumentError("KV admit: the prompt is empty");
   const int64_t bs = pool_->layout().block_size;
-  int salt_id = options_.prefix_cache ? index_->InternSalt(salt) : 0;
+  const uint64_t salt_key = options_.prefix_cache ? PrefixIndex::SaltKeyOf(salt) : 0;
   Plan plan;
-  if (options_.prefix_cache) plan = MakePlan(prompt, salt_id);
+  if (options_.prefix_cache) plan = MakePlan(prompt, salt_key);
   const int64_t shared = static_cast<int64_t>(plan.shared.size());
   const int64_t reused = shared * bs + plan.tail_tokens;
   const int64_t positions = std::max(reserve_tokens, reused);
@@ -136,7 +134,7 @@ StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string
                                   " free or evictable of " + std::to_string(pool_->num_blocks()));
   }
   Sequence s;
-  s.salt_id = salt_id;
+  s.salt_key = salt_key;
   for (BlockId b : plan.shared) {
     Ref(b);
     s.blocks.push_back(b);
@@ -201,14 +199,14 @@ void PagedKvCache::RegisterFilled(Sequence* s) {
     const int64_t i = s->registered;
     BlockId parent = i > 0 ? s->blocks[i - 1] : kNoBlock;
     std::span<const int32_t> tok(s->tokens.data() + i * bs, bs);
-    BlockId existing = index_->FindFull(parent, s->salt_id, tok.data());
+    BlockId existing = index_->FindFull(parent, s->salt_key, tok.data());
     if (existing == kNoBlock) {
-      for (BlockId r : index_->RedundantPartials(parent, s->salt_id, tok)) {
+      for (BlockId r : index_->RedundantPartials(parent, s->salt_key, tok)) {
         index_->Evict(r);
         pool_->Free(r);
         ++stats_.evictions;
       }
-      index_->Register(s->blocks[i], parent, s->salt_id, tok);
+      index_->Register(s->blocks[i], parent, s->salt_key, tok);
     } else if (existing != s->blocks[i]) {
       // Another sequence filled the same block first: share its copy (same
       // bits by invariant 1) and free ours, so the chain stays one path.
@@ -247,7 +245,7 @@ StatusOr<SeqId> PagedKvCache::Fork(SeqId seq) {
                                   std::to_string(seq) + " needs 1 block for its partial tail");
   }
   Sequence d;
-  d.salt_id = src.salt_id;
+  d.salt_key = src.salt_key;
   for (int64_t i = 0; i < full; ++i) {
     Ref(src.blocks[i]);
     d.blocks.push_back(src.blocks[i]);
@@ -277,13 +275,13 @@ void PagedKvCache::Release(SeqId seq) {
   if (options_.prefix_cache && rem > 0 && s.registered == full) {
     BlockId parent = full > 0 ? s.blocks[full - 1] : kNoBlock;
     std::span<const int32_t> part(s.tokens.data() + full * bs, rem);
-    if (!index_->Covered(parent, s.salt_id, part)) {
-      for (BlockId r : index_->RedundantPartials(parent, s.salt_id, part)) {
+    if (!index_->Covered(parent, s.salt_key, part)) {
+      for (BlockId r : index_->RedundantPartials(parent, s.salt_key, part)) {
         index_->Evict(r);
         pool_->Free(r);
         ++stats_.evictions;
       }
-      index_->Register(s.blocks[full], parent, s.salt_id, part);
+      index_->Register(s.blocks[full], parent, s.salt_key, part);
     }
   }
   for (BlockId b : s.blocks) Unref(b);
@@ -333,7 +331,7 @@ Status PagedKvCache::Check() const {
       BlockId b = s.blocks[i];
       BlockId parent = i > 0 ? s.blocks[i - 1] : kNoBlock;
       if (!index_->IsRegistered(b) || !index_->IsFull(b) || index_->parent(b) != parent ||
-          index_->salt_id(b) != s.salt_id ||
+          index_->salt_key(b) != s.salt_key ||
           !std::equal(index_->tokens(b).begin(), index_->tokens(b).end(),
                       s.tokens.begin() + i * bs)) {
         return InternalError(name() + ": block " + std::to_string(i) +

@@ -67,7 +67,7 @@ class PagedKvCache final : public KvCache {
     std::vector<int32_t> tokens;  // tokens with K/V written, position order
     int64_t reused = 0;           // tokens adopted at Admit (or taken at Fork)
     int64_t registered = 0;       // blocks[0, registered) are in the index
-    int salt_id = 0;
+    uint64_t salt_key = 0;  // PrefixIndex::SaltKeyOf
   };
   // What Match found: the shared chain and the tail source.
   struct Plan {
@@ -77,7 +77,7 @@ class PagedKvCache final : public KvCache {
   };
 
   PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockPool> pool);
-  Plan MakePlan(std::span<const int32_t> prompt, int salt_id) const;
+  Plan MakePlan(std::span<const int32_t> prompt, uint64_t salt_key) const;
   const Sequence& Get(SeqId seq) const;
   Sequence& Get(SeqId seq);
   // Takes n blocks off the free list, evicting LRU cached leaves as needed;

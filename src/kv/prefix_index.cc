@@ -20,47 +20,45 @@ const std::vector<BlockId> kNoChildren;
 }  // namespace
 
 PrefixIndex::PrefixIndex(BlockPool* pool)
-    : pool_(pool), block_size_(pool->layout().block_size), nodes_(pool->num_blocks()) {
-  salt_ids_.emplace("", 0);
+    : pool_(pool), block_size_(pool->layout().block_size), nodes_(pool->num_blocks()) {}
+
+uint64_t PrefixIndex::SaltKeyOf(std::string_view salt) {
+  if (salt.empty()) return 0;
+  // Eight bytes a step through the splitmix finalizer, seeded with the length
+  // (so "a" and "a\0" differ).
+  uint64_t h = Mix(0x5a175a17ull ^ salt.size());
+  for (size_t i = 0; i < salt.size(); i += 8) {
+    uint64_t chunk = 0;
+    std::memcpy(&chunk, salt.data() + i, std::min<size_t>(8, salt.size() - i));
+    h = Mix(h ^ chunk);
+  }
+  return h == 0 ? 1 : h;
 }
 
-int PrefixIndex::InternSalt(std::string_view salt) {
-  auto it = salt_ids_.find(std::string(salt));
-  if (it != salt_ids_.end()) return it->second;
-  int id = static_cast<int>(salt_ids_.size());
-  salt_ids_.emplace(std::string(salt), id);
-  return id;
-}
-
-int PrefixIndex::FindSalt(std::string_view salt) const {
-  auto it = salt_ids_.find(std::string(salt));
-  return it == salt_ids_.end() ? -1 : it->second;
-}
-
-uint64_t PrefixIndex::ChildHash(BlockId parent, int salt_id, const int32_t* tokens, int n) const {
+uint64_t PrefixIndex::ChildHash(BlockId parent, uint64_t salt_key, const int32_t* tokens, int n) const {
   uint64_t h =
-      parent == kNoBlock ? Mix(0x5a17ull ^ static_cast<uint64_t>(salt_id)) : nodes_[parent].hash;
+      parent == kNoBlock ? Mix(0x5a17ull ^ salt_key) : nodes_[parent].hash;
   for (int i = 0; i < n; ++i) h = Mix(h ^ static_cast<uint32_t>(tokens[i]));
   return h;
 }
 
-const std::vector<BlockId>& PrefixIndex::Children(BlockId parent, int salt_id) const {
+const std::vector<BlockId>& PrefixIndex::Children(BlockId parent, uint64_t salt_key) const {
   if (parent != kNoBlock) return nodes_[parent].children;
-  auto it = root_children_.find(salt_id);
+  auto it = root_children_.find(salt_key);
   return it == root_children_.end() ? kNoChildren : it->second;
 }
 
-std::vector<BlockId>& PrefixIndex::MutableChildren(BlockId parent, int salt_id) {
-  return parent != kNoBlock ? nodes_[parent].children : root_children_[salt_id];
+std::vector<BlockId>& PrefixIndex::MutableChildren(BlockId parent, uint64_t salt_key) {
+  return parent != kNoBlock ? nodes_[parent].children : root_children_[salt_key];
 }
 
-BlockId PrefixIndex::FindFull(BlockId parent, int salt_id, const int32_t* tokens) const {
-  uint64_t h = ChildHash(parent, salt_id, tokens, block_size_);
+BlockId PrefixIndex::FindFull(BlockId parent, uint64_t salt_key, const int32_t* tokens) const {
+  uint64_t h = ChildHash(parent, salt_key, tokens, block_size_);
   auto [lo, hi] = full_by_hash_.equal_range(h);
   for (auto it = lo; it != hi; ++it) {
     const Node& n = nodes_[it->second];
     // Verify the whole key: a hash collision must never reuse the wrong K/V.
-    if (n.parent == parent && n.salt_id == salt_id && n.full &&
+    if (n.parent == parent && n.salt_key == salt_key && n.full &&
         std::memcmp(n.tokens.data(), tokens, sizeof(int32_t) * block_size_) == 0) {
       return it->second;
     }
@@ -68,12 +66,12 @@ BlockId PrefixIndex::FindFull(BlockId parent, int salt_id, const int32_t* tokens
   return kNoBlock;
 }
 
-std::pair<BlockId, int> PrefixIndex::BestPrefix(BlockId parent, int salt_id, const int32_t* tokens,
+std::pair<BlockId, int> PrefixIndex::BestPrefix(BlockId parent, uint64_t salt_key, const int32_t* tokens,
                                                 int max_tokens) const {
   std::pair<BlockId, int> best{kNoBlock, 0};
-  for (BlockId c : Children(parent, salt_id)) {
+  for (BlockId c : Children(parent, salt_key)) {
     const Node& n = nodes_[c];
-    if (n.salt_id != salt_id) continue;
+    if (n.salt_key != salt_key) continue;
     int limit = std::min<int>(max_tokens, static_cast<int>(n.tokens.size()));
     int k = 0;
     while (k < limit && n.tokens[k] == tokens[k]) ++k;
@@ -82,12 +80,12 @@ std::pair<BlockId, int> PrefixIndex::BestPrefix(BlockId parent, int salt_id, con
   return best;
 }
 
-bool PrefixIndex::Covered(BlockId parent, int salt_id, std::span<const int32_t> tokens) const {
-  auto [id, n] = BestPrefix(parent, salt_id, tokens.data(), static_cast<int>(tokens.size()));
+bool PrefixIndex::Covered(BlockId parent, uint64_t salt_key, std::span<const int32_t> tokens) const {
+  auto [id, n] = BestPrefix(parent, salt_key, tokens.data(), static_cast<int>(tokens.size()));
   return id != kNoBlock && n == static_cast<int>(tokens.size());
 }
 
-void PrefixIndex::Register(BlockId id, BlockId parent, int salt_id,
+void PrefixIndex::Register(BlockId id, BlockId parent, uint64_t salt_key,
                            std::span<const int32_t> tokens) {
   Node& n = nodes_[id];
   KVFORK_CHECK_MSG(!n.registered, "block " + std::to_string(id) + " registered twice");
@@ -96,12 +94,12 @@ void PrefixIndex::Register(BlockId id, BlockId parent, int salt_id,
   n.registered = true;
   n.full = static_cast<int>(tokens.size()) == block_size_;
   n.parent = parent;
-  n.salt_id = salt_id;
+  n.salt_key = salt_key;
   n.tokens.assign(tokens.begin(), tokens.end());
   n.children.clear();
-  n.hash = ChildHash(parent, salt_id, tokens.data(), static_cast<int>(tokens.size()));
+  n.hash = ChildHash(parent, salt_key, tokens.data(), static_cast<int>(tokens.size()));
   if (n.full) full_by_hash_.emplace(n.hash, id);
-  MutableChildren(parent, salt_id).push_back(id);
+  MutableChildren(parent, salt_key).push_back(id);
   // The parent has a child now, so it is no longer an evictable leaf.
   if (parent != kNoBlock) RemoveLeaf(parent);
   if (pool_->refcount(id) == 0) {
@@ -155,9 +153,9 @@ void PrefixIndex::Unregister(BlockId id) {
       }
     }
   }
-  std::vector<BlockId>& siblings = MutableChildren(n.parent, n.salt_id);
+  std::vector<BlockId>& siblings = MutableChildren(n.parent, n.salt_key);
   siblings.erase(std::find(siblings.begin(), siblings.end(), id));
-  if (n.parent == kNoBlock && siblings.empty()) root_children_.erase(n.salt_id);
+  if (n.parent == kNoBlock && siblings.empty()) root_children_.erase(n.salt_key);
   BlockId parent = n.parent;
   n = Node();
   --num_cached_;
@@ -173,10 +171,10 @@ BlockId PrefixIndex::PopLru() {
 
 void PrefixIndex::Evict(BlockId id) { Unregister(id); }
 
-std::vector<BlockId> PrefixIndex::RedundantPartials(BlockId parent, int salt_id,
+std::vector<BlockId> PrefixIndex::RedundantPartials(BlockId parent, uint64_t salt_key,
                                                     std::span<const int32_t> tokens) const {
   std::vector<BlockId> out;
-  for (BlockId c : Children(parent, salt_id)) {
+  for (BlockId c : Children(parent, salt_key)) {
     const Node& n = nodes_[c];
     if (n.full || n.tokens.size() >= tokens.size() || !IsLeafCandidate(c)) continue;
     if (std::equal(n.tokens.begin(), n.tokens.end(), tokens.begin())) out.push_back(c);
@@ -204,13 +202,13 @@ Status PrefixIndex::Check() const {
       return InternalError(b() + ": parent " + std::to_string(n.parent) + " not registered");
     if (n.parent != kNoBlock && !nodes_[n.parent].full)
       return InternalError(b() + ": parent is a partial block");
-    const std::vector<BlockId>& sib = Children(n.parent, n.salt_id);
+    const std::vector<BlockId>& sib = Children(n.parent, n.salt_key);
     if (std::count(sib.begin(), sib.end(), id) != 1)
       return InternalError(b() + ": not exactly once among its parent's children");
     if (n.hash !=
-        ChildHash(n.parent, n.salt_id, n.tokens.data(), static_cast<int>(n.tokens.size())))
+        ChildHash(n.parent, n.salt_key, n.tokens.data(), static_cast<int>(n.tokens.size())))
       return InternalError(b() + ": stale hash");
-    if (n.full && FindFull(n.parent, n.salt_id, n.tokens.data()) != id)
+    if (n.full && FindFull(n.parent, n.salt_key, n.tokens.data()) != id)
       return InternalError(b() + ": full block not found by its key (duplicate or missing)");
     for (BlockId c : n.children) {
       if (!nodes_[c].registered || nodes_[c].parent != id)
@@ -233,7 +231,7 @@ Status PrefixIndex::Check() const {
   if (full != full_by_hash_.size()) return InternalError("hash map has stale entries");
   for (const auto& [salt, kids] : root_children_) {
     for (BlockId c : kids) {
-      if (!nodes_[c].registered || nodes_[c].parent != kNoBlock || nodes_[c].salt_id != salt)
+      if (!nodes_[c].registered || nodes_[c].parent != kNoBlock || nodes_[c].salt_key != salt)
         return InternalError("root child " + std::to_string(c) + " is stale");
     }
   }

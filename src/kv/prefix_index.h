@@ -4,7 +4,15 @@
 // Full blocks (block_size tokens) are found in O(1) through a chained hash:
 // hash(block) = Mix(hash(parent) or the salt's seed, token ids). A hash is
 // only a hint: every hit compares parent, salt and token ids, so a collision
-// can never hand out the wrong K/V. Partial blocks (a finished sequence's
+// of block hashes can never hand out the wrong K/V.
+//
+// A salt is known by its 64-bit hash (SaltKeyOf; "" is 0), not by an
+// interned string: nothing is kept per salt but its root entry, which goes
+// when its last root block does, so a stream of distinct salts costs no
+// memory beyond their blocks (interning kept every salt forever). Two salts
+// share prefixes only if their 64-bit hashes are equal: for a tenant who
+// does not know another's salt (the server prefixes an API key's salt),
+// a 2^-64 guess. Partial blocks (a finished sequence's
 // last block) are registered as children too but are never shared in place;
 // a prompt reuses them by copying the matched tokens (copy-on-write tail).
 //
@@ -35,29 +43,32 @@ class PrefixIndex {
   // The pool provides refcounts and ticks; it must outlive the index.
   explicit PrefixIndex(BlockPool* pool);
 
-  // Salt ids: interned strings; salt "" is id 0. Find returns -1 if unseen.
-  int InternSalt(std::string_view salt);
-  int FindSalt(std::string_view salt) const;
+  // The key of a salt: 0 for "", a 64-bit hash of its bytes otherwise
+  // (never 0). Stable across runs and processes.
+  static uint64_t SaltKeyOf(std::string_view salt);
+  // Distinct salts with root blocks now: all the per-salt state the index
+  // keeps (the interned-string table it replaced grew with every salt).
+  int64_t num_salts() const { return static_cast<int64_t>(root_children_.size()); }
 
   // The registered full child of parent (kNoBlock = root) under salt whose
   // tokens equal tokens[0, block_size), or kNoBlock.
-  BlockId FindFull(BlockId parent, int salt_id, const int32_t* tokens) const;
+  BlockId FindFull(BlockId parent, uint64_t salt_key, const int32_t* tokens) const;
   // Among parent's registered children (full or partial), the one sharing the
   // longest run of leading tokens with tokens[0, max_tokens); {kNoBlock, 0}
   // if none shares a token.
-  std::pair<BlockId, int> BestPrefix(BlockId parent, int salt_id, const int32_t* tokens,
+  std::pair<BlockId, int> BestPrefix(BlockId parent, uint64_t salt_key, const int32_t* tokens,
                                      int max_tokens) const;
   // True if some child of parent already holds tokens as its leading tokens.
-  bool Covered(BlockId parent, int salt_id, std::span<const int32_t> tokens) const;
+  bool Covered(BlockId parent, uint64_t salt_key, std::span<const int32_t> tokens) const;
 
   // Registers a referenced or cached block as a child of parent (which must be
   // registered, or kNoBlock). tokens.size() in [1, block_size]; a full block
   // must not duplicate an existing one (FindFull first).
-  void Register(BlockId id, BlockId parent, int salt_id, std::span<const int32_t> tokens);
+  void Register(BlockId id, BlockId parent, uint64_t salt_key, std::span<const int32_t> tokens);
   bool IsRegistered(BlockId id) const { return nodes_[id].registered; }
   bool IsFull(BlockId id) const { return nodes_[id].full; }
   BlockId parent(BlockId id) const { return nodes_[id].parent; }
-  int salt_id(BlockId id) const { return nodes_[id].salt_id; }
+  uint64_t salt_key(BlockId id) const { return nodes_[id].salt_key; }
   std::span<const int32_t> tokens(BlockId id) const { return nodes_[id].tokens; }
 
   // State changes of a registered block reported by the cache:
@@ -76,7 +87,7 @@ class PrefixIndex {
   void Evict(BlockId id);
   // Partial cached leaf children of parent whose tokens are a strict prefix of
   // tokens (made redundant by a longer block).
-  std::vector<BlockId> RedundantPartials(BlockId parent, int salt_id,
+  std::vector<BlockId> RedundantPartials(BlockId parent, uint64_t salt_key,
                                          std::span<const int32_t> tokens) const;
 
   // Consistency of the trie, hash map, leaf order and cached count with the
@@ -89,16 +100,16 @@ class PrefixIndex {
     bool full = false;
     bool in_lru = false;
     BlockId parent = kNoBlock;
-    int salt_id = 0;
+    uint64_t salt_key = 0;
     uint64_t hash = 0;
     uint64_t lru_tick = 0;  // key in lru_ while in_lru
     std::vector<int32_t> tokens;
     std::vector<BlockId> children;
   };
 
-  uint64_t ChildHash(BlockId parent, int salt_id, const int32_t* tokens, int n) const;
-  const std::vector<BlockId>& Children(BlockId parent, int salt_id) const;
-  std::vector<BlockId>& MutableChildren(BlockId parent, int salt_id);
+  uint64_t ChildHash(BlockId parent, uint64_t salt_key, const int32_t* tokens, int n) const;
+  const std::vector<BlockId>& Children(BlockId parent, uint64_t salt_key) const;
+  std::vector<BlockId>& MutableChildren(BlockId parent, uint64_t salt_key);
   bool IsLeafCandidate(BlockId id) const;
   void MaybeAddLeaf(BlockId id);
   void RemoveLeaf(BlockId id);
@@ -107,10 +118,10 @@ class PrefixIndex {
   BlockPool* pool_;
   int block_size_;
   std::vector<Node> nodes_;                                      // [num_blocks]
-  std::unordered_map<int, std::vector<BlockId>> root_children_;  // by salt id
+  // By salt key; an entry is erased with its last child.
+  std::unordered_map<uint64_t, std::vector<BlockId>> root_children_;
   std::unordered_multimap<uint64_t, BlockId> full_by_hash_;
   std::set<std::pair<uint64_t, BlockId>> lru_;  // cached leaves by tick
-  std::unordered_map<std::string, int> salt_ids_;
   int64_t num_cached_ = 0;
 };
 

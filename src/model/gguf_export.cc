@@ -87,7 +87,7 @@ void StoreAs(GgmlType t, float v, uint8_t* dst, int64_t i) {
 // Same-type copies are bit exact; bf16 -> f16 and the like go through f32.
 Status CopyTensor(const TensorInfo& src, GgmlType out_type, const std::vector<int64_t>* row_map,
                   uint8_t* dst) {
-  const int64_t n = src.NumElements();
+  const int64_t n = *src.NumElements();  // Open checked it against the bytes
   const int64_t rows = src.shape.empty() ? 1 : src.shape[0];
   const int64_t cols = rows == 0 ? 0 : n / rows;
   const bool same = (src.dtype == DType::kF32 && out_type == GgmlType::kF32) ||

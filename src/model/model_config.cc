@@ -3,9 +3,12 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "kernels/ops.h"
 
 namespace kvfork {
 namespace {
@@ -157,7 +160,28 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
       return f.Error("hidden_size", "must be a multiple of num_attention_heads when head_dim is absent");
     c.head_dim = c.hidden_size / c.num_heads;
   }
+  // Sizes beyond int32 are no real model's, and keeping them there keeps the
+  // products of two (a matrix's elements) inside int64.
+  for (const auto& [name, value] :
+       {std::pair<const char*, int64_t>{"vocab_size", c.vocab_size},
+        {"hidden_size", c.hidden_size},
+        {"intermediate_size", c.intermediate_size},
+        {"num_hidden_layers", c.num_layers},
+        {"num_attention_heads", c.num_heads},
+        {"head_dim", c.head_dim}})
+    if (value > std::numeric_limits<int32_t>::max())
+      return f.Error(name, "is " + std::to_string(value) + ", above 2147483647");
   if (c.head_dim % 2 != 0) return f.Error("head_dim", "must be even for rotary embeddings");
+  if (c.head_dim > kMaxAttentionHeadDim)
+    return f.Error("head_dim", "is " + std::to_string(c.head_dim) +
+                                   ", above the attention kernels' limit of " +
+                                   std::to_string(kMaxAttentionHeadDim));
+  if (c.num_heads / c.num_kv_heads > kMaxAttentionGroup)
+    return f.Error("num_key_value_heads",
+                   "(" + std::to_string(c.num_kv_heads) + ") gives " +
+                       std::to_string(c.num_heads / c.num_kv_heads) +
+                       " query heads per KV head, above the attention kernels' limit of " +
+                       std::to_string(kMaxAttentionGroup));
   KVFORK_ASSIGN_OR_RETURN(c.max_position_embeddings,
                           f.Int("max_position_embeddings", false, 2048, 1));
   KVFORK_ASSIGN_OR_RETURN(c.rms_norm_eps, f.Double("rms_norm_eps", false, 1e-6));
@@ -184,20 +208,30 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
                                 "\" is not supported (only silu)");
   }
 
+  // Token ids index the vocabulary (the sampler's stop set, the prompt's
+  // first token): one outside it is an error here, not a wild read later.
+  auto in_vocab = [&](const char* name, int64_t id) -> Status {
+    if (id >= 0 && id < c.vocab_size) return OkStatus();
+    return f.Error(name, "has token id " + std::to_string(id) + ", outside the vocabulary [0, " +
+                             std::to_string(c.vocab_size) + ")");
+  };
   if (f.Has("eos_token_id")) {
     const json& e = root.at("eos_token_id");
-    if (e.is_number_integer()) {
-      c.eos_token_ids.push_back(e.get<int32_t>());
-    } else if (e.is_array()) {
-      for (const json& x : e) {
-        if (!x.is_number_integer()) return f.Error("eos_token_id", "must be an integer or a list of integers");
-        c.eos_token_ids.push_back(x.get<int32_t>());
-      }
+    std::vector<json> ids;
+    if (e.is_array()) {
+      ids.assign(e.begin(), e.end());
     } else {
-      return f.Error("eos_token_id", "must be an integer or a list of integers");
+      ids.push_back(e);
+    }
+    for (const json& x : ids) {
+      if (!x.is_number_integer())
+        return f.Error("eos_token_id", "must be an integer or a list of integers");
+      KVFORK_RETURN_IF_ERROR(in_vocab("eos_token_id", x.get<int64_t>()));
+      c.eos_token_ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
     }
   }
   KVFORK_ASSIGN_OR_RETURN(int64_t bos, f.Int("bos_token_id", false, -1, 0));
+  if (bos != -1) KVFORK_RETURN_IF_ERROR(in_vocab("bos_token_id", bos));
   c.bos_token_id = static_cast<int32_t>(bos);
   if (f.Has("torch_dtype")) {
     KVFORK_ASSIGN_OR_RETURN(c.torch_dtype, f.String("torch_dtype", false));

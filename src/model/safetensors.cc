@@ -43,9 +43,13 @@ const char* DTypeTag(DType t) {
 
 }  // namespace
 
-int64_t TensorInfo::NumElements() const {
+StatusOr<int64_t> TensorInfo::NumElements() const {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return DataLossError(file + ": tensor \"" + name + "\": shape " + ShapeString() +
+                           " has more elements than fit 64 bits");
+  }
   return n;
 }
 
@@ -133,11 +137,16 @@ StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::stri
     if (begin > end || end > data_size)
       return bad("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                  "] out of range of the " + std::to_string(data_size) + " data bytes (truncated?)");
-    const uint64_t expect = static_cast<uint64_t>(t.NumElements()) * DTypeSize(t.dtype);
-    if (end - begin != expect)
-      return bad("data_offsets span " + std::to_string(end - begin) + " bytes but shape " +
+    KVFORK_ASSIGN_OR_RETURN(const int64_t num_elements, t.NumElements());
+    // Elements * bytes per element may not fit 64 bits either.
+    const uint64_t span = end - begin;
+    uint64_t expect = 0;
+    const bool too_big = __builtin_mul_overflow(static_cast<uint64_t>(num_elements),
+                                                static_cast<uint64_t>(DTypeSize(t.dtype)), &expect);
+    if (too_big || span != expect)
+      return bad("data_offsets span " + std::to_string(span) + " bytes but shape " +
                  t.ShapeString() + " of " + DTypeTag(t.dtype) + " needs " +
-                 std::to_string(expect));
+                 (too_big ? std::string("more than 2^64") : std::to_string(expect)));
     t.data = data + begin;
     t.num_bytes = end - begin;
     f->tensors_.push_back(std::move(t));

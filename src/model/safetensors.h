@@ -27,7 +27,10 @@ struct TensorInfo {
   size_t num_bytes = 0;
   std::string file;  // the file it came from, for error messages
 
-  int64_t NumElements() const;
+  // The product of the shape; an error naming the tensor when it does not
+  // fit int64 (a corrupt header). Open() checks it against the data bytes,
+  // so for a tensor of an open file it is always a value.
+  StatusOr<int64_t> NumElements() const;
   std::string ShapeString() const;  // "[64, 128]"
 };
 

@@ -32,7 +32,7 @@ class Binder {
     MatrixView m;
     m.rows = t.shape[0];
     m.cols = t.shape.size() > 1 ? t.shape[1] : 1;
-    const int64_t n = t.NumElements();
+    const int64_t n = *t.NumElements();  // Open checked it against the bytes
     if (t.dtype == DType::kF16) {
       ++f16_converted_;
       if (options_.f16_to_f32) {
@@ -64,7 +64,7 @@ class Binder {
 
   // A norm weight as f32 (small; always converted unless already f32 aligned).
   const float* Vector(const TensorInfo& t) {
-    const int64_t n = t.NumElements();
+    const int64_t n = *t.NumElements();  // Open checked it against the bytes
     if (t.dtype == DType::kF32 && reinterpret_cast<uintptr_t>(t.data) % 4 == 0)
       return reinterpret_cast<const float*>(t.data);
     float* dst = Alloc<float>(n);
@@ -132,6 +132,16 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(
     const ModelLoadOptions& options) {
   auto w = std::make_unique<ModelWeights>();
   const SafetensorsCheckpoint& ck = *checkpoint;
+  // Bound the config by what the files hold before building its tensor list:
+  // a layer has at least 9 tensors, so num_hidden_layers 1000000000 is refused
+  // here instead of after 9e9 tensor names have been built.
+  constexpr int64_t kTensorsPerLayer = 9;
+  const int64_t num_tensors = static_cast<int64_t>(ck.tensors().size());
+  if (c.num_layers > num_tensors / kTensorsPerLayer)
+    return InvalidArgumentError("config.json: num_hidden_layers " + std::to_string(c.num_layers) +
+                                " needs at least " +
+                                std::to_string(c.num_layers * kTensorsPerLayer) +
+                                " tensors; the checkpoint has " + std::to_string(num_tensors));
   std::vector<ExpectedTensor> expected = ExpectedTensors(c, arch);
 
   // Check everything before binding anything, so errors come in a useful order.

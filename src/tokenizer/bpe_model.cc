@@ -51,9 +51,15 @@ Status BpeModel::ReadVocab(std::string_view json) {
     KVFORK_RETURN_IF_ERROR(r.ReadInteger(&id, &is_integer));
     if (!is_integer)
       return InvalidArgumentError("tokenizer.json vocab: id of \"" + key + "\" is not an integer");
-    if (id < 0 || id > INT32_MAX)
+    if (id < 0)
       return InvalidArgumentError("tokenizer.json vocab: id " + std::to_string(id) +
                                   " out of range");
+    // Before the insert: the id table is sized by the largest id, so 2^31 - 1
+    // would allocate 16 GB before the check after ReadVocab refused it.
+    if (id > MergeTable::kMaxId)
+      return UnimplementedError("tokenizer.json vocab: id " + std::to_string(id) +
+                                " of \"" + key + "\" is above the largest supported token id " +
+                                std::to_string(MergeTable::kMaxId));
     Entry& e = batch[pending];
     if (!byte_level_) {
       e.bytes = key;

@@ -14,6 +14,7 @@
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/json_reader.h"
+#include "tokenizer/merge_table.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
@@ -122,8 +123,15 @@ Status BpeTokenizer::LoadAddedTokens(const json& added) {
       return InvalidArgumentError("tokenizer.json added_tokens: entry needs integer \"id\" and "
                                   "string \"content\": " + t.dump());
     AddedToken tok;
-    tok.id = t["id"].get<int32_t>();
-    if (tok.id < 0) return InvalidArgumentError("tokenizer.json added_tokens: negative id");
+    // The id sizes tables ([vocab_size]), so it is bounded as the vocab's are
+    // (and read as 64 bits: 2^32 + 7 must not become 7).
+    const int64_t id = t["id"].get<int64_t>();
+    if (id < 0) return InvalidArgumentError("tokenizer.json added_tokens: negative id");
+    if (id > MergeTable::kMaxId)
+      return UnimplementedError("tokenizer.json added_tokens: id " + std::to_string(id) +
+                                " is above the largest supported token id " +
+                                std::to_string(MergeTable::kMaxId));
+    tok.id = static_cast<int32_t>(id);
     tok.content = t["content"].get<std::string>();
     tok.special = t.value("special", false);
     tok.lstrip = t.value("lstrip", false);
@@ -184,7 +192,12 @@ Status BpeTokenizer::LoadConfigs(const std::string& tokenizer_config_json,
       return InvalidArgumentError("tokenizer_config.json: bos_token \"" + bos_token_ +
                                   "\" is not a token");
   } else if (generation.contains("bos_token_id") && generation["bos_token_id"].is_number_integer()) {
-    bos_token_id_ = generation["bos_token_id"].get<int32_t>();
+    const int64_t id = generation["bos_token_id"].get<int64_t>();
+    if (id < 0 || id >= vocab_size_)
+      return InvalidArgumentError("generation_config.json: bos_token_id " + std::to_string(id) +
+                                  " is outside the vocabulary [0, " + std::to_string(vocab_size_) +
+                                  ")");
+    bos_token_id_ = static_cast<int32_t>(id);
   }
   // A config that names a bos_token and does not turn add_bos_token off gets
   // it prepended when the post-processor adds nothing itself (Llama 3's
@@ -195,19 +208,24 @@ Status BpeTokenizer::LoadConfigs(const std::string& tokenizer_config_json,
   const json add_eos = config.value("add_eos_token", json());
   add_eos_ = add_eos.is_boolean() && add_eos.get<bool>();
 
-  auto add_eos_id = [&](int32_t id) {
+  auto add_eos_id = [&](int64_t id) -> Status {
+    if (id < 0 || id >= vocab_size_)
+      return InvalidArgumentError("generation_config.json: eos_token_id " + std::to_string(id) +
+                                  " is outside the vocabulary [0, " + std::to_string(vocab_size_) +
+                                  ")");
     if (std::find(eos_token_ids_.begin(), eos_token_ids_.end(), id) == eos_token_ids_.end())
-      eos_token_ids_.push_back(id);
+      eos_token_ids_.push_back(static_cast<int32_t>(id));
+    return OkStatus();
   };
   if (generation.contains("eos_token_id")) {
     const json& e = generation["eos_token_id"];
     if (e.is_number_integer()) {
-      add_eos_id(e.get<int32_t>());
+      KVFORK_RETURN_IF_ERROR(add_eos_id(e.get<int64_t>()));
     } else if (e.is_array()) {
       for (const auto& v : e) {
         if (!v.is_number_integer())
           return InvalidArgumentError("generation_config.json: eos_token_id list holds a non-integer");
-        add_eos_id(v.get<int32_t>());
+        KVFORK_RETURN_IF_ERROR(add_eos_id(v.get<int64_t>()));
       }
     } else if (!e.is_null()) {
       return InvalidArgumentError("generation_config.json: eos_token_id must be a number or a list");
@@ -218,7 +236,7 @@ Status BpeTokenizer::LoadConfigs(const std::string& tokenizer_config_json,
     if (!id)
       return InvalidArgumentError("tokenizer_config.json: eos_token \"" + eos_token_ +
                                   "\" is not a token");
-    add_eos_id(*id);
+    KVFORK_RETURN_IF_ERROR(add_eos_id(*id));
   }
   if (add_eos_ && eos_token_.empty()) add_eos_ = false;
   return OkStatus();

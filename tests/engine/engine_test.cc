@@ -9,8 +9,10 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
@@ -742,11 +744,125 @@ TEST_F(EngineTest, MaxModelLenLimitsContextAndSizesDenseSlots) {
   EngineOptions paged = SmallOptions();
   paged.max_model_len = 100000;
   EXPECT_EQ(Make(paged)->max_context(), 4096);
+  // A block over the attention kernels' limit is refused here, not at the
+  // first forward pass.
+  EngineOptions big_block = SmallOptions();
+  big_block.kv_block_size = 1025;
+  auto refused = Engine::Create(big_block, *model_, *tokenizer_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--kv-block-size must be in [1, 1024]"),
+            std::string::npos)
+      << refused.status().ToString();
+  big_block.kv_block_size = 1024;
+  EXPECT_TRUE(Engine::Create(big_block, *model_, *tokenizer_).ok());
   EngineOptions bad = SmallOptions();
   bad.max_model_len = -1;
   auto made = Engine::Create(bad, *model_, *tokenizer_);
   ASSERT_FALSE(made.ok());
   EXPECT_NE(made.status().message().find("--max-model-len"), std::string::npos);
+}
+
+TEST_F(EngineTest, ConcurrentShutdownJoinsOnce) {
+  for (int round = 0; round < 5; ++round) {
+    auto e = Make(SmallOptions());
+    Request r;
+    r.id = "long";
+    r.prompt_tokens = {100, 200, 300};
+    r.sampling.max_tokens = 2000;
+    r.sampling.ignore_eos = true;
+    std::shared_ptr<RequestStream> stream = *e->Submit(r);
+    std::vector<std::thread> callers;
+    for (int i = 0; i < 8; ++i) callers.emplace_back([&] { e->Shutdown(); });
+    for (auto& t : callers) t.join();
+    e->Shutdown();  // and once more after: a no-op
+    Result got = Drain(*stream);
+    EXPECT_TRUE(got.done) << got.error.ToString();
+    EXPECT_EQ(e->Submit(r).status().code(), StatusCode::kUnavailable);
+  }  // the destructor's Shutdown is the last one
+}
+
+// Poisons the input-embedding row of `token` (bf16 NaN) in a model
+// directory's model.safetensors, in place.
+void PoisonEmbeddingRow(const std::string& dir, int32_t token) {
+  const std::string path = dir + "/model.safetensors";
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good()) << path;
+  uint64_t header_len = 0;
+  f.read(reinterpret_cast<char*>(&header_len), 8);
+  std::string header(header_len, '\0');
+  f.read(header.data(), static_cast<std::streamsize>(header_len));
+  const nlohmann::json h = nlohmann::json::parse(header);
+  const nlohmann::json& t = h.at("model.embed_tokens.weight");
+  ASSERT_EQ(t.at("dtype"), "BF16");
+  const int64_t hidden = t.at("shape")[1].get<int64_t>();
+  const uint64_t begin = t.at("data_offsets")[0].get<uint64_t>();
+  const std::vector<uint16_t> nan_row(hidden, 0x7fc0);  // bf16 quiet NaN
+  f.seekp(static_cast<std::streamoff>(8 + header_len + begin + token * hidden * 2));
+  f.write(reinterpret_cast<const char*>(nan_row.data()), hidden * 2);
+  ASSERT_TRUE(f.good());
+}
+
+TEST_F(EngineTest, NanLogitsFailThatRequestOnly) {
+  // An untied model whose embedding of one token is NaN: every prompt that
+  // holds the token gets NaN logits; the others are untouched.
+  testing::TempDir tmp;
+  const std::string dir = tmp.Sub("nan-model");
+  RandomModelOptions mo;
+  mo.shape = "tiny";
+  mo.seed = 5;
+  mo.tokenizer_dir = testing::QwenTokenizerDir();
+  mo.tie_word_embeddings = false;
+  ASSERT_TRUE(WriteRandomModel(mo, dir).ok());
+  constexpr int32_t kPoisoned = 4242;
+  PoisonEmbeddingRow(dir, kPoisoned);
+  ModelLoadOptions lo;
+  lo.show_progress = false;
+  std::unique_ptr<Model> model = *Model::Load(dir, lo);
+  for (bool greedy : {true, false}) {
+    auto e = *Engine::Create(SmallOptions(), *model, *tokenizer_);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < 4; ++i) {
+      Request r;
+      r.id = "r" + std::to_string(i);
+      r.prompt_tokens = {100, 200, 300 + i};
+      if (i % 2 == 1) r.prompt_tokens.insert(r.prompt_tokens.begin() + 1, kPoisoned);
+      r.sampling.temperature = greedy ? 0.0 : 0.8;
+      r.sampling.n = i == 3 ? 3 : 1;
+      r.sampling.max_tokens = 12;
+      r.sampling.ignore_eos = true;
+      streams.push_back(*e->Submit(r));
+    }
+    for (int i = 0; i < 4; ++i) {
+      Result got = Drain(*streams[i]);
+      if (i % 2 == 1) {
+        EXPECT_FALSE(got.done);
+        EXPECT_EQ(got.error.code(), StatusCode::kInternal) << got.error.ToString();
+        EXPECT_NE(got.error.message().find("non-finite logit (NaN)"), std::string::npos)
+            << got.error.ToString();
+        EXPECT_TRUE(got.tokens.empty());
+      } else {
+        ASSERT_TRUE(got.done) << got.error.ToString();
+        EXPECT_EQ(got.usage.completion_tokens, 12);
+      }
+    }
+    EXPECT_TRUE(e->CheckKv().ok());
+    ExpectAllReleased(*e);
+    // A prompt that shares only the token before the poisoned one: its
+    // cached K/V there is NaN too (0 * NaN inside the prefill tile), so the
+    // failure must not leave it in the prefix cache for a tail copy.
+    Request bad;
+    bad.id = "bad";
+    bad.prompt_tokens = {555, kPoisoned, 9};
+    bad.sampling.max_tokens = 4;
+    EXPECT_EQ(Drain(**e->Submit(bad)).error.code(), StatusCode::kInternal);
+    Request again;
+    again.id = "again";
+    again.prompt_tokens = {555, 8, 9};
+    again.sampling.max_tokens = 4;
+    again.sampling.ignore_eos = true;
+    Result clean = Drain(**e->Submit(again));
+    EXPECT_TRUE(clean.done) << clean.error.ToString();
+  }
 }
 
 }  // namespace

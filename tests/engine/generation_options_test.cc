@@ -3,6 +3,8 @@
 // include / may_stop modes, LogprobsAt against the sampler, validation.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -37,11 +39,11 @@ TEST(MinTokens, SamplerNeverPicksSuppressedIdsBeforeMinTokens) {
     // Token 2 dominates the row; 5 is next.
     std::vector<float> row = {0.0f, 0.0f, 50.0f, 0.0f, 0.0f, 40.0f, 1.0f};
     for (int i = 0; i < 3; ++i) {
-      const int32_t t = s.Sample(row).token;
+      const int32_t t = s.Sample(row)->token;
       EXPECT_NE(t, 2) << "temperature " << temperature << " token " << i;
       EXPECT_NE(t, 5) << "temperature " << temperature << " token " << i;
     }
-    EXPECT_EQ(s.Sample(row).token, 2) << "after min_tokens the row decides";
+    EXPECT_EQ(s.Sample(row)->token, 2) << "after min_tokens the row decides";
   }
 }
 
@@ -54,7 +56,7 @@ TEST(MinTokens, LogprobsStayRawWhileSuppressing) {
   Sampler s(p, {}, 1);
   s.SuppressUntilMinTokens({1});
   const std::vector<float> row = {1.0f, 9.0f, 2.0f};
-  const SampleResult r = s.Sample(row);
+  const SampleResult r = s.Sample(row).value();
   EXPECT_EQ(r.token, 2);
   ASSERT_EQ(r.top_logprobs.size(), 2u);
   EXPECT_EQ(r.top_logprobs[0].token, 1);
@@ -98,7 +100,7 @@ TEST(PromptLogprobs, LogprobsAtMatchesTheSamplersBits) {
     p.temperature = 0.0;
     p.top_logprobs = 5;
     Sampler s(p, {}, 1);
-    const SampleResult r = s.Sample(row);
+    const SampleResult r = s.Sample(row).value();
     const PromptTokenLogprob lp = LogprobsAt(row, r.token, 5);
     EXPECT_EQ(lp.chosen.token, r.token);
     EXPECT_TRUE(SameBits(lp.chosen.logprob, r.logprob)) << seed;
@@ -136,6 +138,18 @@ TEST(Validation, MinTokensAndPromptLogprobsRanges) {
   EXPECT_NE(st.ToString().find("prompt_logprobs"), std::string::npos) << st.ToString();
   r.sampling.prompt_logprobs = 20;
   EXPECT_TRUE(ValidateRequest(r, limits).ok());
+}
+
+// A prompt token whose logit is -Inf reports the sampler's floor, not -Inf
+// (which JSON cannot hold), as a generated token does.
+TEST(PromptLogprobs, NonFiniteLowLogprobsAreFlooredAsTheSamplerReportsThem) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> row = {0.0f, -inf, 1.0f};
+  const PromptTokenLogprob lp = LogprobsAt(row, 1, 3);
+  EXPECT_EQ(lp.chosen.logprob, static_cast<float>(kMinReportedLogprob));
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[2].token, 1);
+  EXPECT_EQ(lp.top[2].logprob, static_cast<float>(kMinReportedLogprob));
 }
 
 }  // namespace

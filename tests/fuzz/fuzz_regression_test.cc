@@ -47,6 +47,7 @@ TEST(FuzzRegression, ChatTemplate) { EXPECT_GT(Replay("chat_template", FuzzChatT
 TEST(FuzzRegression, RequestBody) { EXPECT_GT(Replay("request_body", FuzzRequestBody), 0); }
 TEST(FuzzRegression, Gguf) { EXPECT_GT(Replay("gguf", FuzzGguf), 0); }
 TEST(FuzzRegression, HttpRequest) { EXPECT_GT(Replay("http_request", FuzzHttpRequest), 0); }
+TEST(FuzzRegression, Sampling) { EXPECT_GT(Replay("sampling", FuzzSampling), 0); }
 
 // The crashes found, each also checked for the error it must now give.
 std::string FuzzData(const std::string& file) {

@@ -59,5 +59,8 @@ void FuzzGguf(std::string_view input);
 // framing, chunked body) under small limits; the result must not depend on
 // how the bytes are split into reads, and no body passes its limit.
 void FuzzHttpRequest(std::string_view input);
+// Sampling parameters as raw doubles and a logits row (sampling_fuzz.cc has
+// the layout): validated as the engine does, then sampled 4 times.
+void FuzzSampling(std::string_view input);
 
 }  // namespace kvfork::fuzz

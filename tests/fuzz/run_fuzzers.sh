@@ -15,7 +15,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${1:?usage: run_fuzzers.sh BUILD_DIR SECONDS [JOBS]}
 SECONDS_EACH=${2:?usage: run_fuzzers.sh BUILD_DIR SECONDS [JOBS]}
 JOBS=${3:-$(nproc)}
-TARGETS=(safetensors model_config tokenizer_load encode_decode chat_template request_body gguf http_request)
+TARGETS=(safetensors model_config tokenizer_load encode_decode chat_template request_body gguf http_request sampling)
 OUT=$BUILD/fuzz
 
 python3 tests/fuzz/make_seeds.py --kvfork "$BUILD/src/cli/kvfork" --out "$OUT/seeds" >/dev/null

@@ -26,7 +26,7 @@ void FuzzSafetensors(std::string_view input) {
   uint64_t sum = 0, total = 0;
   for (const auto& [name, t] : (*ckpt)->tensors()) {
     KVFORK_CHECK(t.name == name);
-    KVFORK_CHECK(t.num_bytes == static_cast<size_t>(t.NumElements()) * DTypeSize(t.dtype));
+    KVFORK_CHECK(t.num_bytes == static_cast<size_t>(*t.NumElements()) * DTypeSize(t.dtype));
     for (size_t i = 0; i < t.num_bytes; ++i) sum += t.data[i];
     total += t.num_bytes;
     KVFORK_CHECK(!t.ShapeString().empty());

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "kv/dense_kv_cache.h"
@@ -226,6 +228,39 @@ TEST(PagedKvCache, SaltIsolatesPrefixes) {
   EXPECT_EQ(m.num_reused_tokens, 0);
   c->Release(b);
   EXPECT_CHECK_OK(*c);
+}
+
+// Every distinct salt used to be interned for good: 100,000 salts cost memory
+// forever. Now a salt holds only its root entry, gone with its last block.
+TEST(PagedKvCache, DistinctSaltsDoNotAccumulate) {
+  auto c = MakePaged(16);
+  const auto p = Range(1, 6);
+  size_t peak_salts = 0;
+  for (int i = 0; i < 100000; ++i) {
+    const std::string salt = "tenant-" + std::to_string(i);
+    SeqId s = Prefill(*c, p, salt);
+    c->Release(s);  // 2 blocks cached under this salt; older salts get evicted
+    peak_salts = std::max(peak_salts, static_cast<size_t>(c->index().num_salts()));
+    if (i % 9973 == 0) EXPECT_CHECK_OK(*c);
+  }
+  EXPECT_LE(peak_salts, 16u);  // at most one per cached root block
+  EXPECT_EQ(c->Match(p, "tenant-99999").num_reused_tokens, 5);
+  EXPECT_EQ(c->Match(p, "tenant-0").num_reused_tokens, 0);  // evicted, not shared
+  c->ResetPrefixCache();
+  EXPECT_EQ(c->index().num_salts(), 0);
+  EXPECT_CHECK_OK(*c);
+}
+
+TEST(PagedKvCache, SaltKeysAreStableAndDistinct) {
+  EXPECT_EQ(PrefixIndex::SaltKeyOf(""), 0u);
+  EXPECT_EQ(PrefixIndex::SaltKeyOf("tenant-a"), PrefixIndex::SaltKeyOf(std::string("tenant-a")));
+  std::set<uint64_t> keys;
+  for (int i = 0; i < 20000; ++i)
+    keys.insert(PrefixIndex::SaltKeyOf(std::string(i % 17, 'x') + std::to_string(i)));
+  keys.insert(PrefixIndex::SaltKeyOf(std::string("a")));
+  keys.insert(PrefixIndex::SaltKeyOf(std::string("a\0", 2)));  // the length is hashed too
+  EXPECT_EQ(keys.size(), 20002u);
+  EXPECT_EQ(keys.count(0), 0u);
 }
 
 TEST(PagedKvCache, PoolExhaustionIsAllOrNothing) {

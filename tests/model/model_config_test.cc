@@ -62,6 +62,35 @@ TEST(ModelConfig, ErrorsNameFileAndField) {
               StatusCode::kInvalidArgument, "vocab_size");
 }
 
+TEST(ModelConfig, AttentionKernelLimitsAreRefusedAtLoad) {
+  ExpectError(Replace(kGood, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"head_dim\": 640"),
+              StatusCode::kInvalidArgument,
+              "\"head_dim\" is 640, above the attention kernels' limit of 512");
+  auto at_limit = ParseModelConfig(
+      Replace(kGood, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"head_dim\": 512"), "c");
+  EXPECT_TRUE(at_limit.ok()) << at_limit.status().ToString();
+  ExpectError(Replace(Replace(kGood, "\"num_attention_heads\": 4", "\"num_attention_heads\": 64"),
+                      "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 2, \"head_dim\": 16"),
+              StatusCode::kInvalidArgument,
+              "gives 32 query heads per KV head, above the attention kernels' limit of 16");
+}
+
+TEST(ModelConfig, SpecialTokenIdsMustBeInTheVocabulary) {
+  ExpectError(Replace(kGood, "\"eos_token_id\": [7, 9]", "\"eos_token_id\": [7, 1000]"),
+              StatusCode::kInvalidArgument,
+              "\"eos_token_id\" has token id 1000, outside the vocabulary [0, 1000)");
+  ExpectError(Replace(kGood, "\"eos_token_id\": [7, 9]", "\"eos_token_id\": 4294967303"),
+              StatusCode::kInvalidArgument, "token id 4294967303");  // was truncated to 7
+  ExpectError(Replace(kGood, "\"eos_token_id\": [7, 9]", "\"eos_token_id\": -2"),
+              StatusCode::kInvalidArgument, "token id -2");
+  ExpectError(Replace(kGood, "\"bos_token_id\": 1", "\"bos_token_id\": 2147483647"),
+              StatusCode::kInvalidArgument, "\"bos_token_id\" has token id 2147483647");
+  auto single =
+      ParseModelConfig(Replace(kGood, "\"eos_token_id\": [7, 9]", "\"eos_token_id\": 999"), "c");
+  ASSERT_TRUE(single.ok()) << single.status().ToString();
+  EXPECT_EQ(single->eos_token_ids, (std::vector<int32_t>{999}));
+}
+
 TEST(ModelConfig, MissingFile) {
   auto c = LoadModelConfig("/nonexistent/config.json");
   ASSERT_FALSE(c.ok());

@@ -2,6 +2,7 @@
 // naming the file and field or tensor, and never crashes.
 #include <cmath>
 #include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -247,6 +248,63 @@ TEST(ModelLoad, UnsupportedArchitectureAndRope) {
   ExpectLoadError(dir, StatusCode::kUnimplemented, {"dynamic", "config.json"});
 }
 
+// Peak resident memory of this process so far, in KiB (VmHWM).
+int64_t PeakRssKiB() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+  return -1;
+}
+
+TEST(ModelLoad, HugeSizesAreRefusedBeforeAllocating) {
+  TempDir tmp;
+  std::string dir = WriteTiny(tmp, Architecture::kLlama, false);
+  auto set_layers = [&](const std::string& from, const std::string& to) {
+    std::ifstream in(dir + "/config.json");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string s = ss.str();
+    const size_t at = s.find(from);
+    ASSERT_NE(at, std::string::npos);
+    s.replace(at, from.size(), to);
+    std::ofstream(dir + "/config.json", std::ios::trunc) << s;
+  };
+  const int64_t rss_before = PeakRssKiB();
+  // 1e9 layers used to build 9e9 tensor names (hundreds of GB) first.
+  set_layers("\"num_hidden_layers\": 2", "\"num_hidden_layers\": 1000000000");
+  ExpectLoadError(dir, StatusCode::kInvalidArgument,
+                  {"num_hidden_layers 1000000000 needs at least 9000000000 tensors",
+                   "the checkpoint has"});
+  EXPECT_LT(PeakRssKiB() - rss_before, 64 * 1024) << "KiB more at peak";
+  set_layers("\"num_hidden_layers\": 1000000000", "\"num_hidden_layers\": 5000000000");
+  ExpectLoadError(dir, StatusCode::kInvalidArgument,
+                  {"\"num_hidden_layers\" is 5000000000, above 2147483647"});
+
+  // A shape whose element count does not fit 64 bits.
+  std::string header =
+      R"({"model.embed_tokens.weight":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,4]}})";
+  {
+    std::ofstream f(dir + "/model.safetensors", std::ios::binary | std::ios::trunc);
+    uint64_t n = header.size();
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f << header << "abcd";
+  }
+  set_layers("\"num_hidden_layers\": 5000000000", "\"num_hidden_layers\": 2");
+  ExpectLoadError(dir, StatusCode::kDataLoss,
+                  {"model.embed_tokens.weight", "has more elements than fit 64 bits"});
+  // One that fits elements but not bytes: 2^62 f32 elements.
+  header =
+      R"({"model.embed_tokens.weight":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,4]}})";
+  {
+    std::ofstream f(dir + "/model.safetensors", std::ios::binary | std::ios::trunc);
+    uint64_t n = header.size();
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f << header << "abcd";
+  }
+  ExpectLoadError(dir, StatusCode::kDataLoss, {"needs more than 2^64"});
+}
+
 TEST(ModelLoad, ShardedIndexAndMissingShard) {
   TempDir tmp;
   std::string dir = WriteTiny(tmp, Architecture::kQwen3, true);
@@ -294,7 +352,7 @@ TEST(ModelLoad, F16ConvertedAtLoad) {
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     const ModelWeights& w = static_cast<Decoder&>(**m).weights();
     ASSERT_EQ(w.embed_tokens.dtype, to_f32 ? DType::kF32 : DType::kBf16);
-    for (int64_t i = 0; i < embed->NumElements(); ++i) {
+    for (int64_t i = 0; i < *embed->NumElements(); ++i) {
       float want = F16ToF32(raw[i]);
       float got = to_f32 ? static_cast<const float*>(w.embed_tokens.data)[i]
                          : Bf16ToF32(static_cast<const uint16_t*>(w.embed_tokens.data)[i]);

@@ -42,3 +42,12 @@ if(KVFORK_NODE)
             --seconds 60 --clients 64 --out ${PROJECT_BINARY_DIR}/soak/soak-60s.json
     LABELS e2e TIMEOUT 300)
 endif()
+
+# One request never takes the server down (issue 21): edge sampling values,
+# a model with NaN weights, SIGHUP / SIGUSR1 mid-stream.
+if(KVFORK_NODE)
+  kvfork_script_test(server_robust_test
+    COMMAND ${KVFORK_NODE} --test --test-concurrency=1
+            ${PROJECT_SOURCE_DIR}/tools/node/tests/reliability_robust.test.mjs
+    LABELS e2e TIMEOUT 300)
+endif()

@@ -391,6 +391,27 @@ TEST(TokenizerErrors, BadFilesGiveClearErrors) {
   negative_id["model"]["vocab"]["y"] = -3;
   ExpectError(negative_id, "id -3 out of range");
 
+  // Ids size tables: a huge one is refused before anything is allocated
+  // for it (2^31 - 1 used to take 16 GB first).
+  json huge_id = j;
+  huge_id["model"]["vocab"]["y"] = 2147483647;
+  ExpectError(huge_id, "id 2147483647 of \"y\" is above the largest supported token id 1048574");
+  json huge_added = j;
+  huge_added["added_tokens"] = json::array(
+      {{{"id", 2147483647}, {"content", "<big>"}, {"special", true}}});
+  ExpectError(huge_added, "added_tokens: id 2147483647 is above the largest supported token id");
+  huge_added["added_tokens"][0]["id"] = 4294967296 + 7;  // was read as int32: 7
+  ExpectError(huge_added, "added_tokens: id 4294967303 is above");
+  for (const char* generation : {R"({"eos_token_id": 2147483647})", R"({"eos_token_id": [1, -1]})",
+                                 R"({"bos_token_id": 100000})"}) {
+    auto bad_generation = Tokenizer::FromJson(j.dump(), "", generation);
+    ASSERT_FALSE(bad_generation.ok()) << generation;
+    EXPECT_NE(bad_generation.status().message().find("is outside the vocabulary [0, 257)"),
+              std::string::npos)
+        << bad_generation.status().ToString();
+  }
+  EXPECT_TRUE(Tokenizer::FromJson(j.dump(), "", R"({"eos_token_id": 256})").ok());
+
   json not_alphabet = j;
   not_alphabet["model"]["vocab"]["a b"] = 400;  // a raw space is not in the byte alphabet
   ExpectError(not_alphabet, "token \"a b\" is not in the byte-level alphabet");
