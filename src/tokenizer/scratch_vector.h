@@ -13,7 +13,7 @@ namespace kvfork {
 // 4 KiB is about 250 pre-tokens (1 KB of text) per vector: short prompts
 // reuse their buffers; a longer one pays a few allocations, which cost far
 // less than tokenizing it. Kept per thread: at most 5 vectors, 20 KiB; over
-// the 280 HTTP threads of a default server, under 6 MiB. With 16 KiB a soak
+// the 288 HTTP threads of a default server, under 6 MiB. With 16 KiB a soak
 // ended with 3.4 MB of them alive (heaptrack, docs/reliability.md).
 inline constexpr size_t kScratchKeepBytes = 4 << 10;
 

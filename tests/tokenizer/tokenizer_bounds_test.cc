@@ -192,7 +192,7 @@ TEST(TokenizerScratch, LargeTextLeavesNoScratchBehind) {
     }).join();
     EXPECT_GT(tokens, 100000u);
     // The piece cache is allocated at load; what stays is at most the kept
-    // scratch (16 KiB per buffer) and malloc's bookkeeping.
+    // scratch (4 KiB per buffer) and malloc's bookkeeping.
     EXPECT_LT(after, before + (256u << 10))
         << "encoding " << big.size() << " bytes left " << (after - before) << " bytes allocated";
   }

@@ -426,10 +426,10 @@ async function main() {
     // fragmenting allocator shows. A run that ends lower is fine.
     ['idle RSS (less KV) at end at most 5% above the idle baseline', growth <= 0.05],
     // A thread that served a long prompt keeps its stack pages, a share of
-    // malloc's arenas and at most 20 KiB of tokenizer scratch: 88 KiB
+    // malloc's arenas and at most 20 KiB of tokenizer scratch: 88-116 KiB
     // measured. Per-request buffers kept on the thread show here (before the
     // scratch was bounded: 437 KiB, docs/reliability.md).
-    ['memory an HTTP thread keeps after a long prompt at most 160 KiB', perThreadKiB <= 160],
+    ['memory an HTTP thread keeps after a long prompt at most 200 KiB', perThreadKiB <= 200],
     // Under load, a ratchet (memory each burst keeps) shows before the end.
     ['loaded RSS (less KV) rose at most 10% from the first to the last quarter', loadedRise <= 0.10],
     ['/health 200 at end', health === 200],
