@@ -10,9 +10,10 @@
 //
 // Pass: no 5xx, every completed stream and body well-formed, the server idle
 // at the end with no referenced block and a clean KV check; memory: RSS less
-// the KV pool's resident pages, idle at the end, at most 5% above the same
+// the KV pool's resident pages, idle at the end, compared with the same
 // taken idle at the baseline (the load pauses after the first minute, or a
-// quarter of a shorter run, until the server is idle), and under load the
+// quarter of a shorter run, until the server is idle; at most 8% above), a
+// thread that served a long prompt keeps at most 200 KiB, and under load the
 // median of the last quarter at most 10% above that of the first quarter
 // after the baseline; /health still 200, exit 0 after SIGTERM.
 // Prints a table and writes the figures as JSON (default
@@ -423,8 +424,10 @@ async function main() {
     ['idle at end, KV check clean', idle.kv_check === 'ok' && idle.blocks_used === 0 && !baseline.idle_error],
     ...(smallPool ? [['pool forced preemption and eviction', idle.preemptions > 0 && idle.evictions > 0]] : []),
     // Idle against idle, less the KV pool's pages: what a leak or a
-    // fragmenting allocator shows. A run that ends lower is fine.
-    ['idle RSS (less KV) at end at most 5% above the idle baseline', growth <= 0.05],
+    // fragmenting allocator shows. A run that ends lower is fine. Measured
+    // +1.3% to +5.0% over a 60 s run (malloc's per-thread caches filling on
+    // 128 threads); the reported growth was +45% within minutes.
+    ['idle RSS (less KV) at end at most 8% above the idle baseline', growth <= 0.08],
     // A thread that served a long prompt keeps its stack pages, a share of
     // malloc's arenas and at most 20 KiB of tokenizer scratch: 88-116 KiB
     // measured. Per-request buffers kept on the thread show here (before the
