@@ -43,6 +43,9 @@ Status ValidateRequest(const Request& request, const RequestLimits& limits) {
     return bad("presence_penalty must be in [-2, 2], got " + Num(p.presence_penalty));
   if (!(p.frequency_penalty >= -2.0 && p.frequency_penalty <= 2.0))
     return bad("frequency_penalty must be in [-2, 2], got " + Num(p.frequency_penalty));
+  if (static_cast<int64_t>(p.logit_bias.size()) > limits.max_logit_bias)
+    return bad("logit_bias has " + std::to_string(p.logit_bias.size()) + " entries, at most " +
+               std::to_string(limits.max_logit_bias) + " allowed");
   for (const auto& [token, bias] : p.logit_bias) {
     if (token < 0 || token >= limits.vocab_size)
       return bad("logit_bias token " + std::to_string(token) + " is outside the vocabulary [0, " +
@@ -66,8 +69,15 @@ Status ValidateRequest(const Request& request, const RequestLimits& limits) {
   if (static_cast<int64_t>(p.stop.size()) > limits.max_stop)
     return bad("stop has " + std::to_string(p.stop.size()) + " strings, at most " +
                std::to_string(limits.max_stop) + " allowed");
-  for (size_t i = 0; i < p.stop.size(); ++i)
+  for (size_t i = 0; i < p.stop.size(); ++i) {
     if (p.stop[i].empty()) return bad("stop string " + std::to_string(i) + " is empty");
+    if (static_cast<int64_t>(p.stop[i].size()) > limits.max_stop_bytes)
+      return bad("stop string " + std::to_string(i) + " is " + std::to_string(p.stop[i].size()) +
+                 " bytes, at most " + std::to_string(limits.max_stop_bytes) + " allowed");
+  }
+  if (static_cast<int64_t>(p.stop_token_ids.size()) > limits.max_stop_token_ids)
+    return bad("stop_token_ids has " + std::to_string(p.stop_token_ids.size()) + " ids, at most " +
+               std::to_string(limits.max_stop_token_ids) + " allowed");
   for (int32_t t : p.stop_token_ids)
     if (t < 0 || t >= limits.vocab_size)
       return bad("stop_token_ids has unknown token id " + std::to_string(t) +

@@ -29,6 +29,24 @@ std::string FinishName(FinishReason r) {
   return r == FinishReason::kCancelled ? "abort" : FinishReasonName(r);
 }
 
+// A prompt text that must tokenize to more than max_prompt tokens is refused
+// by its size, before tokenizing (which costs time and tens of bytes of
+// scratch per byte): no text of more than max_prompt * max_bytes_per_token()
+// bytes fits in max_prompt tokens (Tokenizer::max_bytes_per_token).
+std::optional<ApiError> CheckPromptBytes(const Tokenizer& tokenizer, std::string_view text,
+                                         int64_t max_prompt, const char* field) {
+  const int64_t per_token = tokenizer.max_bytes_per_token();
+  if (per_token <= 0 || static_cast<int64_t>(text.size()) <= max_prompt * per_token)
+    return std::nullopt;
+  ApiError err = InvalidField(
+      field, std::string("the prompt ('") + field + "') is " + std::to_string(text.size()) +
+                 " bytes; a prompt of at most " + std::to_string(max_prompt) +
+                 " tokens is at most " + std::to_string(max_prompt * per_token) +
+                 " bytes for this tokenizer (" + std::to_string(per_token) + " bytes per token)");
+  err.code = "context_length_exceeded";
+  return err;
+}
+
 }  // namespace
 
 // ---- ActiveRequests ----
@@ -122,6 +140,9 @@ std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint end
     return err;
   }
   const char* prompt_field = endpoint == Endpoint::kChat ? "messages" : "prompt";
+  const int64_t ctx = env.engine->max_context();
+  int64_t max_prompt = ctx - 1;
+  if (env.max_prompt_tokens > 0) max_prompt = std::min(max_prompt, env.max_prompt_tokens);
   if (endpoint == Endpoint::kChat) {
     ChatPrompt prompt;
     if (auto err = RenderChatPrompt(*env.tokenizer, env.chat_template,
@@ -130,6 +151,8 @@ std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint end
     if (env.log_prompts) {
       KVFORK_LOG(kInfo) << "prompt: " << prompt.text;
     }
+    if (auto err = CheckPromptBytes(*env.tokenizer, prompt.text, max_prompt, prompt_field))
+      return err;
     // The template writes the BOS itself when the model wants one
     // (add_special_tokens is false unless the request says otherwise).
     out->prompt_tokens.push_back(EncodeChatPrompt(*env.tokenizer, prompt, p.add_special_tokens));
@@ -142,14 +165,13 @@ std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint end
         if (env.log_prompts) {
           KVFORK_LOG(kInfo) << "prompt: " << in.text;
         }
+        if (auto err = CheckPromptBytes(*env.tokenizer, in.text, max_prompt, prompt_field))
+          return err;
         out->prompt_tokens.push_back(env.tokenizer->Encode(in.text, p.add_special_tokens));
         if (p.echo) out->echo_texts.push_back(in.text);
       }
     }
   }
-  const int64_t ctx = env.engine->max_context();
-  int64_t max_prompt = ctx - 1;
-  if (env.max_prompt_tokens > 0) max_prompt = std::min(max_prompt, env.max_prompt_tokens);
   if (p.max_tokens_given && p.sampling.max_tokens > ctx) {
     ApiError err = InvalidField(p.endpoint == Endpoint::kChat ? "max_tokens" : "max_tokens",
                                 "'max_tokens' = " + std::to_string(p.sampling.max_tokens) +

@@ -159,7 +159,14 @@ std::optional<ApiError> ParseStop(const json& body, const SchemaLimits& limits,
                                   std::vector<std::string>* out) {
   auto it = body.find("stop");
   if (it == body.end() || it->is_null()) return std::nullopt;
+  auto too_long = [&](const std::string& field, const std::string& s) -> std::optional<ApiError> {
+    if (static_cast<int64_t>(s.size()) <= limits.max_stop_bytes) return std::nullopt;
+    return InvalidField(field, "'" + field + "' is " + std::to_string(s.size()) +
+                                   " bytes; a stop string may have at most " +
+                                   std::to_string(limits.max_stop_bytes));
+  };
   if (it->is_string()) {
+    KVFORK_API_TRY(too_long("stop", it->get_ref<const std::string&>()));
     if (!it->get<std::string>().empty()) out->push_back(it->get<std::string>());
     return std::nullopt;
   }
@@ -172,16 +179,22 @@ std::optional<ApiError> ParseStop(const json& body, const SchemaLimits& limits,
     std::string f = "stop[" + std::to_string(i) + "]";
     if (!s.is_string()) return WrongType(f, "a string", s);
     if (s.get<std::string>().empty()) return InvalidField(f, "'" + f + "' must not be empty");
+    KVFORK_API_TRY(too_long(f, s.get_ref<const std::string&>()));
     out->push_back(s.get<std::string>());
   }
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseLogitBias(const json& body, int64_t vocab_size,
+std::optional<ApiError> ParseLogitBias(const json& body, const SchemaLimits& limits,
                                        std::map<int32_t, float>* out) {
+  const int64_t vocab_size = limits.vocab_size;
   auto it = body.find("logit_bias");
   if (it == body.end() || it->is_null()) return std::nullopt;
   if (!it->is_object()) return WrongType("logit_bias", "an object", *it);
+  if (static_cast<int64_t>(it->size()) > limits.max_logit_bias)
+    return InvalidField("logit_bias", "'logit_bias' has " + std::to_string(it->size()) +
+                                          " entries; at most " +
+                                          std::to_string(limits.max_logit_bias));
   for (auto kv = it->begin(); kv != it->end(); ++kv) {
     std::string f = "logit_bias." + kv.key();
     char* end = nullptr;
@@ -278,13 +291,17 @@ std::optional<ApiError> ParseSampling(const json& body, Endpoint endpoint,
   auto st = body.find("stop_token_ids");
   if (st != body.end() && !st->is_null()) {
     if (!st->is_array()) return WrongType("stop_token_ids", "a list of token ids", *st);
+    if (static_cast<int64_t>(st->size()) > limits.max_stop_token_ids)
+      return InvalidField("stop_token_ids", "'stop_token_ids' has " + std::to_string(st->size()) +
+                                                " ids; at most " +
+                                                std::to_string(limits.max_stop_token_ids));
     KVFORK_API_TRY(ParseTokenIds(*st, "stop_token_ids", limits.vocab_size, &s.stop_token_ids));
   }
   int64_t seed = 0;
   bool seed_given = false;
   KVFORK_API_TRY(GetInt(body, "seed", &seed, &seed_given));
   if (seed_given) s.seed = static_cast<uint64_t>(seed);
-  KVFORK_API_TRY(ParseLogitBias(body, limits.vocab_size, &s.logit_bias));
+  KVFORK_API_TRY(ParseLogitBias(body, limits, &s.logit_bias));
   KVFORK_API_TRY(GetBool(body, "ignore_eos", &s.ignore_eos));
 
   if (endpoint == Endpoint::kChat) {

@@ -28,6 +28,9 @@ struct SchemaLimits {
   int64_t max_n = 16;            // choices per request
   int64_t max_top_logprobs = 20; // chat top_logprobs; completions logprobs <= 5 (OpenAI)
   int64_t max_stop = 16;         // stop strings
+  int64_t max_stop_bytes = 256;  // bytes of one stop string (RequestLimits says why)
+  int64_t max_logit_bias = 1024; // logit_bias entries (vLLM's limit)
+  int64_t max_stop_token_ids = 128;  // stop_token_ids (vLLM's limit)
   int64_t max_prompts = 32;      // prompts in one /v1/completions list
 };
 

@@ -7,6 +7,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/json_reader.h"
 #include "tokenizer/piece_cache.h"
+#include "tokenizer/scratch_vector.h"
 #include "tokenizer/utf8.h"
 
 namespace kvfork {
@@ -227,6 +228,9 @@ StatusOr<BpeModel> BpeModel::FromJson(std::string_view model_json, bool byte_lev
   }
   for (int b = 0; b < 256; ++b)
     m.byte_to_id_[b] = m.vocab_.Find(std::string(1, static_cast<char>(b)));
+  for (size_t id = 0; id < m.vocab_.id_limit(); ++id)
+    m.max_token_bytes_ =
+        std::max(m.max_token_bytes_, m.vocab_.Bytes(static_cast<int32_t>(id)).size());
   if (json.contains("unk_token") && json["unk_token"].is_string()) {
     const int32_t id = m.vocab_.Find(json["unk_token"].get<std::string>());
     if (id < 0)
@@ -239,6 +243,13 @@ StatusOr<BpeModel> BpeModel::FromJson(std::string_view model_json, bool byte_lev
     m.whole_[i].store(kUnknown, std::memory_order_relaxed);
   m.cache_ = std::make_unique<PieceCache>();
   return m;
+}
+
+bool BpeModel::covers_every_byte() const {
+  if (!byte_level_) return false;
+  for (int32_t id : byte_to_id_)
+    if (id < 0) return false;
+  return true;
 }
 
 std::optional<int32_t> BpeModel::TokenId(std::string_view bytes) const {
@@ -263,6 +274,7 @@ void BpeModel::EncodePieces(std::span<const std::string_view> pieces,
     if (i + kAhead < pieces.size()) vocab_.Prefetch(hashes[i + kAhead]);
     EncodeHashed(pieces[i], hashes[i], ids);
   }
+  ReleaseLargeScratch(&hashes);
 }
 
 void BpeModel::EncodeHashed(std::string_view piece, uint64_t hash,
@@ -387,6 +399,8 @@ void BpeModel::Merge(std::string_view piece, std::vector<int32_t>* ids) const {
     push(pos);
   }
   for (int32_t i = 0; i >= 0 && i < n; i = symbols[i].next) ids->push_back(symbols[i].id);
+  ReleaseLargeScratch(&symbols);
+  ReleaseLargeScratch(&heap);
 }
 
 }  // namespace kvfork

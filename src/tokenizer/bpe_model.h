@@ -64,6 +64,12 @@ class BpeModel {
   std::string_view TokenBytes(int32_t id) const { return vocab_.Bytes(id); }
   std::optional<int32_t> TokenId(std::string_view bytes) const;
   int64_t size() const { return static_cast<int64_t>(vocab_.id_limit()); }
+  // Bytes of the longest token (Qwen3 and Llama 3: 128, a run of spaces).
+  size_t max_token_bytes() const { return max_token_bytes_; }
+  // True when every byte of a piece ends up in some token: byte-level, with
+  // a token for each of the 256 bytes. Otherwise a byte or character with no
+  // token and no unk_token is dropped, and text can yield no token at all.
+  bool covers_every_byte() const;
 
  private:
   // What merging a whole token's bytes gives, learnt on first sight.
@@ -78,6 +84,7 @@ class BpeModel {
   std::array<int32_t, 256> byte_to_id_{};  // -1 where a byte has no token
   bool byte_level_ = false;
   bool ignore_merges_ = false;  // a piece that is a token is kept whole
+  size_t max_token_bytes_ = 0;
   std::optional<int32_t> unk_id_;
   MergeTable merges_;
   std::unique_ptr<std::atomic<uint8_t>[]> whole_;  // [size()] WholeState

@@ -7,6 +7,7 @@
 // only runs utf8proc around characters that NFC may change (nfc.h).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,6 +18,13 @@
 #include "core/status.h"
 
 namespace kvfork {
+
+// The most any supported normalizer (or sequence of them) shrinks text, as
+// input bytes over output bytes: NFKC turns the 4-byte U+1D400 into "A";
+// NFC's worst is 3 (Hangul jamo L+V+T to one syllable, the Kelvin sign to
+// "K"). tokenizer_bounds_test checks it on every code point, alone and
+// decomposed.
+inline constexpr int64_t kMaxNormalizerShrink = 4;
 
 class Normalizer {
  public:

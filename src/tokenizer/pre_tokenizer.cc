@@ -3,6 +3,8 @@
 #include <memory>
 #include <utility>
 
+#include "tokenizer/scratch_vector.h"
+
 namespace kvfork {
 namespace {
 
@@ -51,6 +53,7 @@ Status PreTokenizer::AddSteps(const nlohmann::json& json, PreTokenizer* out) {
       return InvalidArgumentError("pre_tokenizer Split: \"pattern\" needs \"Regex\" or \"String\"");
     }
     KVFORK_ASSIGN_OR_RETURN(step.behavior, ParseBehavior(json.value("behavior", nlohmann::json("Isolated"))));
+    if (step.behavior == Behavior::kRemoved) out->removes_text_ = true;
     step.invert = json.value("invert", false);
   } else if (type == "ByteLevel") {
     step.kind = Step::Kind::kByteLevel;
@@ -154,6 +157,8 @@ void PreTokenizer::ApplySplit(const Step& step, std::string_view piece,
   for (size_t r = first; r < out->size(); ++r)
     if (!(*out)[r].empty()) (*out)[w++] = (*out)[r];
   out->resize(w);
+  ReleaseLargeScratch(&found);
+  ReleaseLargeScratch(&segs);
 }
 
 void PreTokenizer::Split(std::string_view text, std::vector<std::string_view>* pieces,

@@ -35,6 +35,9 @@ class PreTokenizer {
   // True if a ByteLevel step is present: the vocabulary is spelled in GPT-2's
   // byte alphabet.
   bool byte_level() const { return byte_level_; }
+  // True if a Split step drops what it matches ("Removed"): such text yields
+  // no token at all.
+  bool removes_text() const { return removes_text_; }
 
  private:
   struct Step {
@@ -50,6 +53,7 @@ class PreTokenizer {
 
   std::vector<Step> steps_;
   bool byte_level_ = false;
+  bool removes_text_ = false;
 };
 
 }  // namespace kvfork

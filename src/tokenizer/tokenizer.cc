@@ -18,6 +18,7 @@
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/scratch_vector.h"
 #include "tokenizer/utf8.h"
 
 namespace kvfork {
@@ -73,6 +74,7 @@ class BpeTokenizer final : public Tokenizer {
   std::string Decode(std::span<const int32_t> ids, bool skip_special) const override;
   std::string TokenBytes(int32_t id) const override;
   int64_t vocab_size() const override { return vocab_size_; }
+  int64_t max_bytes_per_token() const override { return max_bytes_per_token_; }
   std::optional<int32_t> TokenId(std::string_view token) const override;
   bool IsSpecial(int32_t id) const override {
     return id >= 0 && id < vocab_size_ && special_[static_cast<size_t>(id)];
@@ -94,6 +96,7 @@ class BpeTokenizer final : public Tokenizer {
   // normalization, so the whole run is kept plain for them).
   void EncodeText(std::string_view text, bool plain_run, std::vector<int32_t>* ids) const;
   void EncodeValid(std::string_view text, bool plain_run, std::vector<int32_t>* ids) const;
+  int64_t BytesPerTokenBound() const;
 
   BpeModel model_;
   PreTokenizer pre_;
@@ -106,6 +109,9 @@ class BpeTokenizer final : public Tokenizer {
   TokenMap added_ids_;  // content -> id
   std::vector<bool> special_;  // [vocab_size_]
   int64_t vocab_size_ = 0;
+  int64_t max_bytes_per_token_ = 0;  // 0 = unbounded
+  bool added_token_strips_ = false;  // an added token has lstrip or rstrip
+  size_t max_added_bytes_ = 0;       // longest added token's content
 
   std::string chat_template_, bos_token_, eos_token_;
   std::optional<int32_t> bos_token_id_;
@@ -137,6 +143,8 @@ Status BpeTokenizer::LoadAddedTokens(const json& added) {
     tok.lstrip = t.value("lstrip", false);
     tok.rstrip = t.value("rstrip", false);
     tok.single_word = t.value("single_word", false);
+    added_token_strips_ = added_token_strips_ || tok.lstrip || tok.rstrip;
+    max_added_bytes_ = std::max(max_added_bytes_, tok.content.size());
     // Hugging Face's default: normalized unless special.
     tok.normalized = t.value("normalized", !tok.special);
     if (tok.normalized && normalizer_) {
@@ -281,7 +289,25 @@ StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::Create(const std::string& tok
   t->special_.assign(static_cast<size_t>(t->vocab_size_), false);
   KVFORK_RETURN_IF_ERROR(t->LoadAddedTokens(root.value("added_tokens", json())));
   KVFORK_RETURN_IF_ERROR(t->LoadConfigs(tokenizer_config_json, generation_config_json));
+  t->max_bytes_per_token_ = t->BytesPerTokenBound();
   return std::unique_ptr<Tokenizer>(std::move(t));
+}
+
+// Every byte of the (normalized) text lands in exactly one token: byte-level
+// BPE starts from one symbol per byte and merges only join neighbours within
+// a pre-token, an added token covers its content, an invalid UTF-8 byte is
+// one token. So a token stands for at most max(longest vocabulary token,
+// longest added token) bytes of normalized text; for Qwen3 and Llama 3 that
+// is 128 (a run of 128 spaces), the worst case a real text can reach (a
+// prompt of spaces). A normalizer can shrink the text before that: NFC at
+// most 3x (Hangul jamo L+V+T, 9 bytes, compose to one 3-byte syllable; the
+// Kelvin sign, 3 bytes, is "K"), NFKC 4x (U+1D400, a 4-byte mathematical
+// bold A, is "A"), Lowercase 3x (Kelvin sign to "k"); kMaxNormalizerShrink
+// covers them all (tokenizer_bounds_test checks every code point).
+int64_t BpeTokenizer::BytesPerTokenBound() const {
+  if (!model_.covers_every_byte() || pre_.removes_text() || added_token_strips_) return 0;
+  const auto longest = static_cast<int64_t>(std::max(model_.max_token_bytes(), max_added_bytes_));
+  return longest * (normalizer_ ? kMaxNormalizerShrink : 1);
 }
 
 // Invalid UTF-8 bytes each become their single-byte token and cut the text:
@@ -322,6 +348,7 @@ void BpeTokenizer::EncodeValid(std::string_view text, bool plain_run,
     pieces.clear();
     pre_.Split(s, &pieces, &arena);
     model_.EncodePieces(pieces, ids);
+    ReleaseLargeScratch(&pieces);
   };
   if (normalized_matcher_.empty()) {
     encode_plain(view);

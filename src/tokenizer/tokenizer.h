@@ -52,6 +52,12 @@ class Tokenizer {
   virtual std::string TokenBytes(int32_t id) const = 0;
 
   virtual int64_t vocab_size() const = 0;  // including added tokens
+  // No text of more than k * max_bytes_per_token() bytes encodes into k or
+  // fewer tokens, so a server can refuse an over-long prompt by its size
+  // before tokenizing it. 0 when the tokenizer has no such bound: text can
+  // vanish (a byte with no token, a pre-tokenizer that removes matches, an
+  // added token that swallows the whitespace around it).
+  virtual int64_t max_bytes_per_token() const = 0;
   virtual std::optional<int32_t> TokenId(std::string_view token) const = 0;
   virtual bool IsSpecial(int32_t id) const = 0;
 

@@ -65,6 +65,29 @@ TEST(RequestValidation, EachBadParameterIsNamed) {
   ExpectError([](Request& r) { r.sampling.stop_token_ids = {4, 1000}; }, "stop_token_ids");
 }
 
+// Engine-thread work per token is bounded whoever builds the request.
+TEST(RequestValidation, PerTokenCostsAreBounded) {
+  RequestLimits l = Limits();
+  l.vocab_size = 5000;  // room for 1,024 distinct logit_bias ids
+  Request r = Good();
+  r.sampling.stop = {"a", std::string(static_cast<size_t>(l.max_stop_bytes), 'x')};
+  for (int i = 0; i < l.max_logit_bias; ++i) r.sampling.logit_bias[i] = 1;
+  r.sampling.stop_token_ids.assign(static_cast<size_t>(l.max_stop_token_ids), 7);
+  EXPECT_TRUE(ValidateRequest(r, l).ok()) << ValidateRequest(r, l).ToString();
+  ExpectError(
+      [](Request& r) {
+        r.sampling.stop = {"a", std::string(100000, 'x')};
+      },
+      "stop string 1 is 100000 bytes, at most 256");
+  ExpectError(
+      [](Request& r) {
+        for (int i = 0; i < 1025; ++i) r.sampling.logit_bias[i] = 1;
+      },
+      "logit_bias has 1025 entries, at most 1024");
+  ExpectError([](Request& r) { r.sampling.stop_token_ids.assign(129, 7); },
+              "stop_token_ids has 129 ids, at most 128");
+}
+
 TEST(RequestValidation, TooLongIsOutOfRange) {
   ExpectError([](Request& r) { r.sampling.max_tokens = 126; }, "context length 128",
               StatusCode::kOutOfRange);

@@ -315,6 +315,60 @@ TEST(SchemaTest, BadRequestsNameTheField) {
   }
 }
 
+// What costs engine-thread work on every token is bounded: stop strings by
+// count and length, logit_bias and stop_token_ids by entries (vLLM's 1024
+// and 128). At the limit is fine, one over is a 400 naming field and limit.
+TEST(SchemaTest, PerTokenCostsAreBounded) {
+  SchemaLimits limits = Limits();
+  limits.vocab_size = 5000;  // room for 1,024 distinct logit_bias ids
+  auto body = [](json extra) {
+    json b = {{"messages", {{{"role", "user"}, {"content", "x"}}}}};
+    b.update(extra);
+    return b.dump();
+  };
+  auto bias = [](int entries) {
+    json b = json::object();
+    for (int i = 0; i < entries; ++i) b[std::to_string(i)] = 1;
+    return b;
+  };
+  auto ids = [](int n) {
+    json a = json::array();
+    for (int i = 0; i < n; ++i) a.push_back(i);
+    return a;
+  };
+  const std::string at(static_cast<size_t>(limits.max_stop_bytes), 's');
+  const std::string over = at + "s";
+  struct Case {
+    json extra;
+    const char* param;  // "" = accepted
+    const char* limit;  // the limit the message must state
+  };
+  const Case cases[] = {
+      {{{"stop", at}}, "", ""},
+      {{{"stop", {"a", at}}}, "", ""},
+      {{{"stop", over}}, "stop", "at most 256"},
+      {{{"stop", {"a", over}}}, "stop[1]", "at most 256"},
+      {{{"stop", std::string(100000, 'x')}}, "stop", "at most 256"},
+      {{{"logit_bias", bias(1024)}}, "", ""},
+      {{{"logit_bias", bias(1025)}}, "logit_bias", "at most 1024"},
+      {{{"stop_token_ids", ids(128)}}, "", ""},
+      {{{"stop_token_ids", ids(129)}}, "stop_token_ids", "at most 128"},
+  };
+  for (const Case& c : cases) {
+    ParsedRequest p;
+    auto err = ParseRequestBody(Endpoint::kChat, body(c.extra), limits, &p);
+    if (*c.param == '\0') {
+      EXPECT_FALSE(err.has_value()) << c.extra.dump().substr(0, 80) << " -> " << err->ToJson();
+      continue;
+    }
+    ASSERT_TRUE(err.has_value()) << c.extra.dump().substr(0, 80);
+    EXPECT_EQ(err->http_status, 400);
+    EXPECT_EQ(err->param, c.param);
+    EXPECT_NE(err->message.find(c.limit), std::string::npos) << err->message;
+    EXPECT_NE(err->message.find(c.param), std::string::npos) << err->message;
+  }
+}
+
 TEST(SchemaTest, FromStatusMapsCodes) {
   EXPECT_EQ(FromStatus(InvalidArgumentError("x")).http_status, 400);
   EXPECT_EQ(FromStatus(OutOfRangeError("x")).code, "context_length_exceeded");

@@ -10,6 +10,11 @@ import path from 'node:path';
 import { startServer, tinyModelDir, modelId, postJson } from './server_harness.mjs';
 import { expectIdle, connect, untilClosed } from './reliability_util.mjs';
 
+function memMiB(pid, key) {
+  const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(key + ':\\s+(\\d+) kB'));
+  return Number(m[1]) / 1024;
+}
+
 const preload = process.env.KVFORK_OPEN_LOG_LIB;
 
 test('no request input makes the server open a path', { skip: !preload && 'KVFORK_OPEN_LOG_LIB not set' }, async () => {
@@ -232,6 +237,46 @@ test('request size and count limits hold', async () => {
     assert.ok(codes.filter((c) => c === 200).length >= 3, 'statuses ' + codes);
     assert.ok(codes.every((c) => c === 200 || c === 429), 'statuses ' + codes);
     await expectIdle(server.url);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+test('an over-long prompt is refused by its size before tokenizing, and tokenizing gives its memory back', async () => {
+  // Context 4096: at most 4095 prompt tokens, so at most 4095 * 512 bytes
+  // (the Qwen3 tokenizer's bound: 128-byte tokens, NFC).
+  const server = await startServer(['--kv-blocks', '512', '--max-body-mib', '12']);
+  const pid = server.proc.pid;
+  const words = (bytes) => 'the quick brown fox jumps over a lazy dog '.repeat(Math.ceil(bytes / 42)).slice(0, bytes);
+  try {
+    await postJson(server.url + '/v1/completions', { prompt: 'warm up', max_tokens: 1 });
+    const peak0 = memMiB(pid, 'VmHWM');
+    const ten = words(10e6);
+    const comp = await postJson(server.url + '/v1/completions', { prompt: ten, max_tokens: 1 });
+    assert.equal(comp.status, 400, comp.text.slice(0, 200));
+    assert.equal(comp.json.error.param, 'prompt');
+    assert.equal(comp.json.error.code, 'context_length_exceeded');
+    assert.match(comp.json.error.message, /10000000 bytes.*at most 2096640 bytes/);
+    const chat = await postJson(server.url + '/v1/chat/completions', { messages: [{ role: 'user', content: ten }], max_tokens: 1 });
+    assert.equal(chat.status, 400, chat.text.slice(0, 200));
+    assert.equal(chat.json.error.param, 'messages');
+    assert.match(chat.json.error.message, /bytes/);
+    // Tokenizing 10 MB peaked about 200 MB above this; refused by size it is
+    // the body, its parse and (chat) the rendered template.
+    const peakRise = memMiB(pid, 'VmHWM') - peak0;
+    assert.ok(peakRise < 110, `peak RSS rose ${peakRise.toFixed(1)} MiB for two 10 MB prompts`);
+
+    // Under the byte bound, over the token bound: tokenized, then refused by
+    // its token count; the tokenizer's scratch (about 36 bytes per byte at the
+    // peak) must not stay on the HTTP thread afterwards.
+    const rss0 = memMiB(pid, 'VmRSS');
+    const tokenized = await postJson(server.url + '/v1/completions', { prompt: words(1.5e6), max_tokens: 1 });
+    assert.equal(tokenized.status, 400);
+    assert.match(tokenized.json.error.message, /the prompt has \d+ tokens/);
+    const rssRise = memMiB(pid, 'VmRSS') - rss0;
+    assert.ok(rssRise < 10, `RSS stayed ${rssRise.toFixed(1)} MiB higher after tokenizing 1.5 MB`);
+    const ok = await postJson(server.url + '/v1/completions', { prompt: 'still serving', max_tokens: 2 });
+    assert.equal(ok.status, 200);
   } finally {
     assert.equal(await server.stop(), 0);
   }
