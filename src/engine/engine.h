@@ -33,7 +33,8 @@ struct EngineOptions {
   // Target time of a step that carries decoding sequences, which bounds the
   // prefill beside them (StepBudget): > 0 ms, 0 = off (the library default,
   // so batch runs and tests get max_num_batched_tokens every step), < 0 =
-  // auto (4 decode-only steps, at least 100 ms; `kvfork serve`'s default).
+  // auto (4 times a step's decode part, at least 400 ms; `kvfork serve`'s
+  // default).
   double max_step_ms = 0;
 
   // Test hooks, called on the engine thread (leave empty in production).

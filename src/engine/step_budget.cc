@@ -17,19 +17,25 @@ double Blend(double old_value, double sample) {
 
 }  // namespace
 
-double StepBudget::TargetNs() const {
+double StepBudget::DecodePartNs(int64_t decode_tokens) const {
+  if (decode_step_ns_ > 0) return decode_step_ns_;
+  return static_cast<double>(decode_tokens) * prefill_token_ns_;
+}
+
+double StepBudget::TargetNs(int64_t decode_tokens) const {
   if (options_.max_step_ms > 0) return options_.max_step_ms * 1e6;
-  if (options_.max_step_ms == 0 || decode_step_ns_ <= 0) return 0;
-  return std::max(kAutoDecodeSteps * decode_step_ns_, kAutoMinStepMs * 1e6);
+  if (options_.max_step_ms == 0) return 0;
+  const double decode_ns = DecodePartNs(decode_tokens);
+  if (decode_ns <= 0) return 0;
+  return std::max(kAutoDecodeSteps * decode_ns, kAutoMinStepMs * 1e6);
 }
 
 int64_t StepBudget::PrefillTokens(int64_t decode_tokens, int64_t token_budget) const {
   if (token_budget <= 0) return 0;
-  const double target = TargetNs();
-  if (decode_tokens == 0 || target <= 0 || prefill_token_ns_ <= 0) return token_budget;
-  // The decode part of the step is what a decode-only step costs; before one
-  // was seen, assume nothing for it (the next estimate corrects the chunk).
-  const double room = target - decode_step_ns_;
+  if (decode_tokens == 0 || prefill_token_ns_ <= 0) return token_budget;
+  const double target = TargetNs(decode_tokens);
+  if (target <= 0) return token_budget;
+  const double room = target - DecodePartNs(decode_tokens);
   const double fits = room > 0 ? room / prefill_token_ns_ : 0;
   const int64_t tokens = std::max<int64_t>(options_.min_prefill_tokens, static_cast<int64_t>(fits));
   return std::min(tokens, token_budget);
@@ -43,7 +49,7 @@ void StepBudget::Observe(int64_t decode_tokens, int64_t prefill_tokens, int64_t 
     return;
   }
   // A prefill token's share: what the step took beyond its decode part.
-  const double decode_part = decode_tokens > 0 ? decode_step_ns_ : 0;
+  const double decode_part = decode_tokens > 0 ? DecodePartNs(decode_tokens) : 0;
   const double per_token =
       std::max(ns - decode_part, ns * 0.1) / static_cast<double>(prefill_tokens);
   prefill_token_ns_ = Blend(prefill_token_ns_, per_token);

@@ -22,8 +22,8 @@ namespace kvfork {
 struct StepBudgetOptions {
   // Target wall time of a step that has decoding sequences, in ms.
   //   > 0: that target;  0: off (prefill always gets the full token budget);
-  //   < 0: auto: kAutoDecodeSteps times the measured decode-only step, and
-  //        at least kAutoMinStepMs.
+  //   < 0: auto: kAutoDecodeSteps times the decode part of a step, and at
+  //        least kAutoMinStepMs.
   double max_step_ms = 0;
   // Prefill tokens a step always gets when a prompt waits, so prompts make
   // progress whatever the estimate says (and each step's weight reads are
@@ -34,7 +34,11 @@ struct StepBudgetOptions {
 class StepBudget {
  public:
   static constexpr double kAutoDecodeSteps = 4.0;
-  static constexpr double kAutoMinStepMs = 100.0;
+  // The floor of the auto target: a pace of 2.5 tokens/s for decoding
+  // sequences while prompts prefill. Below it the per-step costs (weights read
+  // again, the step's bookkeeping) take a growing share of the prefill's time;
+  // small models, whose whole 512-token chunk takes less, are never held back.
+  static constexpr double kAutoMinStepMs = 400.0;
 
   explicit StepBudget(const StepBudgetOptions& options) : options_(options) {}
 
@@ -46,8 +50,14 @@ class StepBudget {
   // and its wall time.
   void Observe(int64_t decode_tokens, int64_t prefill_tokens, int64_t step_ns);
 
-  // The step time aimed at, in ns (0 when off or not yet known).
-  double TargetNs() const;
+  // The step time aimed at with `decode_tokens` decoding, in ns (0 when off
+  // or not yet known).
+  double TargetNs(int64_t decode_tokens) const;
+  // What the decode part of such a step costs, in ns: the measured
+  // decode-only step, or before one was seen (every sequence may still be
+  // prefilling beside the first decodes, as in a burst of new prompts) one
+  // prefill token's share per decode token.
+  double DecodePartNs(int64_t decode_tokens) const;
   // The estimates, in ns (0 = not measured yet).
   double decode_step_ns() const { return decode_step_ns_; }
   double prefill_token_ns() const { return prefill_token_ns_; }
