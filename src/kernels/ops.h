@@ -17,12 +17,19 @@
 
 namespace kvfork {
 
-// A row-major matrix [rows, cols] in memory that the caller owns.
+// A row-major matrix [rows, cols] in memory that the caller owns. For a
+// block-quantized dtype each row is RowBytes(dtype, cols) bytes of blocks,
+// scales inside (core/dtype.h).
 struct MatrixView {
-  DType dtype = DType::kF32;  // kF32 or kBf16 (f16 is converted at load)
+  DType dtype = DType::kF32;  // f16 is converted at load
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+
+  size_t row_bytes() const { return RowBytes(dtype, cols); }
+  const uint8_t* row(int64_t r) const {
+    return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes();
+  }
 };
 
 // y[m, n] = sum_k x[m, k] * w[n, k]  (x: [m, w.cols] f32, y: [m, w.rows] f32).

@@ -62,6 +62,8 @@ float ToF32(DType t, const uint8_t* p, int64_t i) {
       std::memcpy(&h, p + 2 * i, 2);
       return F16ToF32(h);
     }
+    default:  // safetensors holds element types only
+      break;
   }
   return 0;
 }

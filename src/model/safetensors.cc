@@ -37,6 +37,7 @@ const char* DTypeTag(DType t) {
     case DType::kF32: return "F32";
     case DType::kBf16: return "BF16";
     case DType::kF16: return "F16";
+    default: break;  // safetensors has no block formats
   }
   return "?";
 }
