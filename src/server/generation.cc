@@ -222,7 +222,7 @@ GenerationRun::GenerationRun(const GenerationEnv& env, PreparedGeneration prepar
     prompt_logprobs_.resize(prepared_.prompt_tokens.size());
     for (size_t s = 0; s < prompt_logprobs_.size(); ++s) {
       LogprobEntry first;
-      first.chosen.token = env_.tokenizer->TokenBytes(prepared_.prompt_tokens[s].front());
+      first.chosen.token = TokenText(prepared_.prompt_tokens[s].front());
       first.no_logprob = true;
       prompt_logprobs_[s].push_back(std::move(first));
     }
@@ -233,9 +233,9 @@ void GenerationRun::AddPromptLogprobs(size_t s, const RequestEvent& e) {
   if (s >= prompt_logprobs_.size()) return;
   for (const PromptTokenLogprob& p : e.prompt_logprobs) {
     LogprobEntry entry;
-    entry.chosen = {env_.tokenizer->TokenBytes(p.chosen.token), p.chosen.logprob};
+    entry.chosen = {TokenText(p.chosen.token), p.chosen.logprob};
     for (const TokenLogprob& t : p.top)
-      entry.top.push_back({env_.tokenizer->TokenBytes(t.token), t.logprob});
+      entry.top.push_back({TokenText(t.token), t.logprob});
     prompt_logprobs_[s].push_back(std::move(entry));
   }
 }
@@ -288,15 +288,19 @@ void GenerationRun::CancelAll(bool disconnected) {
   Finish();
 }
 
+std::string GenerationRun::TokenText(int32_t token) const {
+  if (prepared_.parsed.tokens_as_ids) return "token_id:" + std::to_string(token);
+  return env_.tokenizer->TokenBytes(token);
+}
+
 LogprobEntry GenerationRun::ToEntry(const RequestEvent& e) const {
   LogprobEntry entry;
   if (e.logprob) {
-    entry.chosen = {env_.tokenizer->TokenBytes(e.logprob->token), e.logprob->logprob};
+    entry.chosen = {TokenText(e.logprob->token), e.logprob->logprob};
   } else {
-    entry.chosen = {env_.tokenizer->TokenBytes(e.token), 0.0f};
+    entry.chosen = {TokenText(e.token), 0.0f};
   }
-  for (const TokenLogprob& t : e.top_logprobs)
-    entry.top.push_back({env_.tokenizer->TokenBytes(t.token), t.logprob});
+  for (const TokenLogprob& t : e.top_logprobs) entry.top.push_back({TokenText(t.token), t.logprob});
   return entry;
 }
 

@@ -138,6 +138,8 @@ class GenerationRun {
   void Handle(size_t stream_index, RequestEvent event, std::vector<std::string>* chunks);
   void Finish();
   LogprobEntry ToEntry(const RequestEvent& event) const;
+  // A logprob entry's token: its bytes, or "token_id:N" when asked.
+  std::string TokenText(int32_t token) const;
   // Echo with logprobs (prompt_logprobs): the entries of prompt `s` so far,
   // the first token's (null) included.
   bool WantsPromptLogprobs() const { return prepared_.parsed.sampling.prompt_logprobs >= 0; }

@@ -452,6 +452,7 @@ std::optional<ApiError> ParseRequestBody(Endpoint endpoint, std::string_view bod
       KVFORK_API_TRY(GetBool(j, "echo", &out->echo));
     }
     KVFORK_API_TRY(GetBool(j, "add_special_tokens", &out->add_special_tokens));
+    KVFORK_API_TRY(GetBool(j, "return_tokens_as_token_ids", &out->tokens_as_ids));
     KVFORK_API_TRY(ParseSampling(j, endpoint, limits, out));
     if (out->max_tokens_given && out->sampling.max_tokens == 0 && !AllowsZeroMaxTokens(*out)) {
       auto mct = j.find("max_completion_tokens");

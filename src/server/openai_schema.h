@@ -65,6 +65,9 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: prepend the prompt text
+  // vLLM's return_tokens_as_token_ids: logprob tokens as "token_id:N", so a
+  // client can match them by id (byte pieces of a split character do not).
+  bool tokens_as_ids = false;
   // Let the tokenizer's post-processor add BOS/EOS to the prompt text (vLLM's
   // add_special_tokens: chat false, since the template writes BOS itself;
   // completions true).

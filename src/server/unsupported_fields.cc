@@ -74,7 +74,6 @@ const std::vector<Unsupported>& Table() {
       {"guided_decoding_backend", kBoth, IsNull, "structured output is not implemented"},
       {"guided_whitespace_pattern", kBoth, IsNull, "structured output is not implemented"},
       {"structured_outputs", kBoth, IsNull, "structured output is not implemented"},
-      {"return_tokens_as_token_ids", kBoth, NullOrFalse, "not implemented"},
       {"return_token_ids", kBoth, NullOrFalse, "not implemented"},
       {"chat_template", kChatOnly, IsNull, "the model directory's chat template is always used"},
       {"documents", kChatOnly, IsNull, "not implemented"},
