@@ -1,8 +1,8 @@
 """`make bench-gguf`: kvfork and llama.cpp on the same GGUF files, alternated
 in rounds within one run (issue 22, section 5).
 
-For each shape (random weights in a real shape, `kvfork make-model`, exported
-to f32 GGUF by `kvfork export-gguf` and quantized by llama.cpp's own
+For each shape (random bf16 weights in a real shape, `kvfork make-model`, exported
+to BF16 GGUF by `kvfork export-gguf` and quantized by llama.cpp's own
 `llama-quantize`) and each format, every round runs
   kvfork bench model --model FILE.gguf --prompt-tokens 512 --decode-tokens 128
 and then
@@ -41,19 +41,21 @@ def cpu_name():
 
 
 def make_file(shape, fmt, work):
+    """The shape's GGUF in `fmt`: the random bf16 weights exported as BF16
+    (exact: the weights are bf16), quantized from it by llama-quantize."""
     arch = SHAPES[shape]
-    f32 = os.path.join(work, f"{shape}-f32.gguf")
-    if not os.path.exists(f32):
+    bf16 = os.path.join(work, f"{shape}-BF16.gguf")
+    if not os.path.exists(bf16):
         model = os.path.join(work, shape)
         tok = os.path.join(CACHE, "npm", TOKENIZERS[arch], "package", "models")
         if not os.path.exists(os.path.join(model, "config.json")):
             subprocess.run([KVFORK, "make-model", "--arch", arch, "--shape", shape, "--seed", "1",
                             "--dtype", "bf16", "--tokenizer", tok, "--out", model], check=True)
-        subprocess.run([KVFORK, "export-gguf", "--model", model, "--out", f32, "--dtype", "f32"],
+        subprocess.run([KVFORK, "export-gguf", "--model", model, "--out", bf16, "--dtype", "bf16"],
                        check=True)
     out = os.path.join(work, f"{shape}-{fmt}.gguf")
     if not os.path.exists(out):
-        subprocess.run([os.path.join(LLAMA_BIN, "llama-quantize"), f32, out, fmt], check=True,
+        subprocess.run([os.path.join(LLAMA_BIN, "llama-quantize"), bf16, out, fmt], check=True,
                        capture_output=True)
     return out
 
