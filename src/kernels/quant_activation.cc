@@ -3,11 +3,22 @@
 // output's integer sums, are the same bits whatever the ISA. Its cost is
 // O(cols) per row against O(rows * cols) for the product.
 #include <cmath>
+#include <cstring>
 
 #include "kernels/quant.h"
 
 namespace kvfork {
 namespace {
+
+// Round half to even for |v| <= 2^22 without a libm call: adding 1.5 * 2^23
+// leaves no fraction bits, so the FPU rounds (in its default mode, which
+// kvfork never changes) and the integer sits in the low mantissa bits.
+inline int RoundToNearestEven(float v) {
+  const float shifted = v + 12582912.0f;
+  int32_t bits;
+  std::memcpy(&bits, &shifted, 4);
+  return (bits & 0x007fffff) - 0x00400000;
+}
 
 constexpr size_t Align64(size_t n) { return (n + 63) & ~size_t{63}; }
 
@@ -66,8 +77,8 @@ void QuantizeQ8Row(const float* x, int64_t cols, int block_elems, uint8_t* mem) 
     const float iscale = amax > 0.0f ? 127.0f / amax : 0.0f;
     d[b] = amax > 0.0f ? 1.0f / iscale : 0.0f;
     for (int j = 0; j < block_elems; ++j) {
-      const float q = std::nearbyint(xb[j] * iscale);
-      qs[b * block_elems + j] = static_cast<int8_t>(std::fmax(-127.0f, std::fmin(127.0f, q)));
+      const float v = std::fmax(-127.0f, std::fmin(127.0f, xb[j] * iscale));
+      qs[b * block_elems + j] = static_cast<int8_t>(RoundToNearestEven(v));
     }
   }
   for (int64_t i = 0; i < cols / 4; ++i)

@@ -65,13 +65,16 @@ static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(Block
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 
 // The 12 scale bytes of a Q4_K/Q5_K block as 8 scales and 8 mins (6 bits
-// each), one per byte, sub-block j in byte j. Bytes 0-3 hold scales 0-3 in
-// their low 6 bits, 4-7 the mins 0-3; bytes 8-11 hold the low 4 bits of
-// scales 4-7 (low nibble) and mins 4-7 (high nibble), whose top 2 bits are the
-// top bits of bytes 0-3 (scales) and 4-7 (mins).
+// each), one per byte, sub-block j in byte j of a little-endian u64. Bytes 0-3
+// hold scales 0-3 in their low 6 bits, 4-7 the mins 0-3; bytes 8-11 hold the
+// low 4 bits of scales 4-7 (low nibble) and mins 4-7 (high nibble), whose top
+// 2 bits are the top bits of bytes 0-3 (scales) and 4-7 (mins). Kept in
+// registers: the SIMD kernels move each u64 straight into a vector.
 struct KScales {
-  uint8_t scale[8];
-  uint8_t min[8];
+  uint64_t scales;
+  uint64_t mins;
+  int scale(int j) const { return static_cast<int>((scales >> (8 * j)) & 0xff); }
+  int min(int j) const { return static_cast<int>((mins >> (8 * j)) & 0xff); }
 };
 inline KScales DecodeKScales(const uint8_t* s) {
   uint32_t a, b, c;
@@ -82,12 +85,7 @@ inline KScales DecodeKScales(const uint8_t* s) {
   const uint32_t mn_lo = b & 0x3f3f3f3fu;
   const uint32_t sc_hi = (c & 0x0f0f0f0fu) | (((a >> 6) & 0x03030303u) << 4);
   const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0fu) | (((b >> 6) & 0x03030303u) << 4);
-  KScales k;
-  std::memcpy(k.scale, &sc_lo, 4);
-  std::memcpy(k.scale + 4, &sc_hi, 4);
-  std::memcpy(k.min, &mn_lo, 4);
-  std::memcpy(k.min + 4, &mn_hi, 4);
-  return k;
+  return {sc_lo | static_cast<uint64_t>(sc_hi) << 32, mn_lo | static_cast<uint64_t>(mn_hi) << 32};
 }
 
 }  // namespace

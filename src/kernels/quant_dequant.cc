@@ -72,8 +72,8 @@ void DequantQ4_K(const BlockQ4_K* b, int64_t nb, float* y) {
     const KScales k = DecodeKScales(b[i].scales);
     for (int c = 0; c < 4; ++c) {  // 64 elements: sub-blocks 2c (low nibbles), 2c + 1 (high)
       const uint8_t* q = b[i].qs + 32 * c;
-      const float d1 = d * k.scale[2 * c], m1 = dmin * k.min[2 * c];
-      const float d2 = d * k.scale[2 * c + 1], m2 = dmin * k.min[2 * c + 1];
+      const float d1 = d * k.scale(2 * c), m1 = dmin * k.min(2 * c);
+      const float d2 = d * k.scale(2 * c + 1), m2 = dmin * k.min(2 * c + 1);
       for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0x0f) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
     }
@@ -87,8 +87,8 @@ void DequantQ5_K(const BlockQ5_K* b, int64_t nb, float* y) {
     for (int c = 0; c < 4; ++c) {
       const uint8_t* q = b[i].qs + 32 * c;
       const int lo_bit = 1 << (2 * c), hi_bit = 1 << (2 * c + 1);
-      const float d1 = d * k.scale[2 * c], m1 = dmin * k.min[2 * c];
-      const float d2 = d * k.scale[2 * c + 1], m2 = dmin * k.min[2 * c + 1];
+      const float d1 = d * k.scale(2 * c), m1 = dmin * k.min(2 * c);
+      const float d2 = d * k.scale(2 * c + 1), m2 = dmin * k.min(2 * c + 1);
       for (int l = 0; l < 32; ++l)
         *y++ = d1 * ((q[l] & 0x0f) + (b[i].qh[l] & lo_bit ? 16 : 0)) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * ((q[l] >> 4) + (b[i].qh[l] & hi_bit ? 16 : 0)) - m2;

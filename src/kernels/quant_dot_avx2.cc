@@ -78,14 +78,14 @@ float DotQ4_K(const uint8_t* row, const Q8Row& x) {
       const __m256i lo = _mm256_and_si256(v, m4);
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
       sum =
-          _mm256_add_epi32(sum, Dot4(lo, Load256(xq + 64 * c), _mm256_set1_epi16(k.scale[2 * c])));
+          _mm256_add_epi32(sum, Dot4(lo, Load256(xq + 64 * c), _mm256_set1_epi16(k.scale(2 * c))));
       sum = _mm256_add_epi32(
-          sum, Dot4(hi, Load256(xq + 64 * c + 32), _mm256_set1_epi16(k.scale[2 * c + 1])));
+          sum, Dot4(hi, Load256(xq + 64 * c + 32), _mm256_set1_epi16(k.scale(2 * c + 1))));
     }
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(F16(b[i].d) * x.d[i]), acc);
-    const __m256i mins = _mm256_mullo_epi32(
-        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.min))),
-        Load256(x.sum32 + 8 * i));
+    const __m256i mins =
+        _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(k.mins))),
+                           Load256(x.sum32 + 8 * i));
     min_acc =
         _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(F16(b[i].dmin) * x.d[i]), min_acc);
   }

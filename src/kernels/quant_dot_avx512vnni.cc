@@ -54,14 +54,6 @@ inline __m256i AddHighBits(__m256i q, const uint8_t* qh) {
   return _mm256_mask_add_epi8(q, static_cast<__mmask32>(bits), q, _mm256_set1_epi8(16));
 }
 
-// One 32-block's lanes: sum_4 (q - offset) * x, offset = 2^shift (or none).
-template <int kShift>
-inline __m256i Dot32(__m256i q, const Q8Row& x, int64_t i) {
-  const __m256i init =
-      kShift < 0 ? _mm256_setzero_si256() : _mm256_slli_epi32(Load256(x.nsum4 + 8 * i), kShift);
-  return _mm256_dpbusd_epi32(init, q, Load256(x.qs + 32 * i));
-}
-
 // Codes (unsigned) and offset shift of block i of a 32-block format.
 template <typename Block>
 inline __m256i Codes(const Block& b) {
@@ -83,19 +75,34 @@ constexpr int OffsetShift() {
 template <typename Block>
 constexpr bool kHasMin = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>;
 
-template <typename Block>
-float Dot32Blocks(const uint8_t* row, const Q8Row& x) {
-  const Block* b = reinterpret_cast<const Block*>(row);
+// The kernels below take R rows at once (R = 1..kMaxRows) so the rows share
+// the activation loads and their chains overlap; every step of a row is the
+// same for any R, so a row's bits do not depend on how many rows a call or a
+// task covers. w[r] is row r.
+constexpr int kMaxRows = 4;
+
+template <typename Block, int R>
+void Dot32Blocks(const uint8_t* const* w, const Q8Row& x, float* y) {
   const int64_t nb = x.cols / 32;
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  float mins = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m256i dot = Dot32<OffsetShift<Block>()>(Codes(b[i]), x, i);
-    acc[i & 1] =
-        _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(F16(b[i].d) * x.d[i]), acc[i & 1]);
-    if constexpr (kHasMin<Block>) mins += F16(b[i].m) * x.d[i] * static_cast<float>(x.sum32[i]);
+  __m256 acc[R];
+  float mins[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    mins[r] = 0.0f;
   }
-  return Hsum8(_mm256_add_ps(acc[0], acc[1])) + mins;
+  constexpr int kShift = OffsetShift<Block>();
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m256i xv = Load256(x.qs + 32 * i);
+    const __m256i init =
+        kShift < 0 ? _mm256_setzero_si256() : _mm256_slli_epi32(Load256(x.nsum4 + 8 * i), kShift);
+    for (int r = 0; r < R; ++r) {
+      const Block& b = reinterpret_cast<const Block*>(w[r])[i];
+      const __m256i dot = _mm256_dpbusd_epi32(init, Codes(b), xv);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(F16(b.d) * x.d[i]), acc[r]);
+      if constexpr (kHasMin<Block>) mins[r] += F16(b.m) * x.d[i] * static_cast<float>(x.sum32[i]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = Hsum8(acc[r]) + mins[r];
 }
 
 // Lane l of the result is lane (l / 8 + 2 * pair) of v (pair of sub-blocks of 32).
@@ -110,99 +117,145 @@ inline __m512i SpreadPairs(__m512i v, int pair) {
 // Q4_K / Q5_K. 64 bytes of qs hold four sub-blocks of 32 as [low nibbles of
 // chunk c | low of c + 1] and [high of c | high of c + 1]; one 64-bit
 // permute each puts them in element order [2c | 2c + 1] and [2c + 2 | 2c + 3].
-template <bool kQ5>
-float DotK45(const uint8_t* row, const Q8Row& x) {
+template <bool kQ5, int R>
+void DotK45(const uint8_t* const* w, const Q8Row& x, float* y) {
   using Block = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
-  const Block* b = reinterpret_cast<const Block*>(row);
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i first = _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0);
   const __m512i second = _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4);
-  __m512i high_bit[4];  // bit of qh[l] that is bit 4 of sub-blocks 2k (bytes 0-31), 2k + 1
-  for (int k = 0; k < 4; ++k) {
-    high_bit[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(1 << (2 * k))),
-                                     _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))), 1);
+  __m512 acc[R];
+  __m256 min_acc[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm512_setzero_ps();
+    min_acc[r] = _mm256_setzero_ps();
   }
-  __m512 acc = _mm512_setzero_ps();
-  __m256 min_acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < x.cols / kQK; ++i) {
-    const KScales k = DecodeKScales(b[i].scales);
-    const __m512i scales =
-        _mm512_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.scale)));
     const int8_t* xq = x.qs + kQK * i;
-    __m512i qh;
-    if constexpr (kQ5) qh = _mm512_broadcast_i64x4(Load256(b[i].qh));
-    __m512i sum = _mm512_setzero_si512();
-    for (int half = 0; half < 2; ++half) {
-      const __m512i v = Load512(b[i].qs + 64 * half);
-      const __m512i lo = _mm512_and_si512(v, m4);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-      for (int p = 0; p < 2; ++p) {
-        const int pair = 2 * half + p;  // sub-blocks 2 pair, 2 pair + 1
-        __m512i q = _mm512_permutex2var_epi64(lo, p == 0 ? first : second, hi);
-        if constexpr (kQ5) {
-          q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, high_bit[pair]), q,
-                                   _mm512_set1_epi8(16));
+    const __m256i sum32 = Load256(x.sum32 + 8 * i);
+    for (int r = 0; r < R; ++r) {
+      const Block& b = reinterpret_cast<const Block*>(w[r])[i];
+      const KScales k = DecodeKScales(b.scales);
+      const __m512i scales =
+          _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(k.scales)));
+      __m512i qh;
+      if constexpr (kQ5) qh = _mm512_broadcast_i64x4(Load256(b.qh));
+      __m512i sum = _mm512_setzero_si512();
+      for (int half = 0; half < 2; ++half) {
+        const __m512i v = Load512(b.qs + 64 * half);
+        const __m512i lo = _mm512_and_si512(v, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        for (int p = 0; p < 2; ++p) {
+          const int pair = 2 * half + p;  // sub-blocks 2 pair, 2 pair + 1
+          __m512i q = _mm512_permutex2var_epi64(lo, p == 0 ? first : second, hi);
+          if constexpr (kQ5) {
+            // Bit 2 pair of qh[l] tops bytes 0-31, bit 2 pair + 1 bytes 32-63.
+            const __m512i bit = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * pair)))),
+                _mm256_set1_epi8(static_cast<char>(1 << (2 * pair + 1))), 1);
+            q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit), q, _mm512_set1_epi8(16));
+          }
+          const __m512i dot =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, Load512(xq + 64 * pair));
+          sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(dot, SpreadPairs(scales, pair)));
         }
-        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, Load512(xq + 64 * pair));
-        sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(dot, SpreadPairs(scales, pair)));
       }
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(F16(b.d) * x.d[i]), acc[r]);
+      const __m256i mins = _mm256_mullo_epi32(
+          _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(k.mins))), sum32);
+      min_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(F16(b.dmin) * x.d[i]),
+                                   min_acc[r]);
     }
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(F16(b[i].d) * x.d[i]), acc);
-    const __m256i mins = _mm256_mullo_epi32(
-        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.min))),
-        Load256(x.sum32 + 8 * i));
-    min_acc =
-        _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(F16(b[i].dmin) * x.d[i]), min_acc);
   }
-  return Hsum16(acc) - Hsum8(min_acc);
+  for (int r = 0; r < R; ++r) y[r] = Hsum16(acc[r]) - Hsum8(min_acc[r]);
 }
 
 // Q6_K. Half h's 64 ql bytes give elements [0, 64) of the half as low
 // nibbles and [64, 128) as high ones, in order; the two high bits come from
 // the half's 32 qh bytes, shifted per 32-element quarter (16-bit shifts; the
 // 0x30 mask drops what crosses a byte).
-float DotQ6_K(const uint8_t* row, const Q8Row& x) {
-  const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(row);
+template <int R>
+void DotQ6_K(const uint8_t* const* w, const Q8Row& x, float* y) {
   const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
   const __m512i shift_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
   const __m512i shift_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-  __m512i spread[4];  // lane l: sub-block of 16 (4 c + l / 4) for quarter c of 64 elements
-  for (int c = 0; c < 4; ++c) {
-    spread[c] = _mm512_set_epi32(4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 2, 4 * c + 2,
-                                 4 * c + 2, 4 * c + 2, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 1,
-                                 4 * c, 4 * c, 4 * c, 4 * c);
-  }
-  __m512 acc = _mm512_setzero_ps();
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < x.cols / kQK; ++i) {
-    const __m512i scales =
-        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[i].scales)));
-    const int64_t e0 = kQK * i;
-    __m512i sum = _mm512_setzero_si512();
+    __m512i sum[R];
+    __m512i scales[R];
+    for (int r = 0; r < R; ++r) {
+      sum[r] = _mm512_setzero_si512();
+      scales[r] = _mm512_cvtepi8_epi32(_mm_loadu_si128(
+          reinterpret_cast<const __m128i*>(reinterpret_cast<const BlockQ6_K*>(w[r])[i].scales)));
+    }
     for (int h = 0; h < 2; ++h) {
-      const __m512i v = Load512(b[i].ql + 64 * h);
-      const __m512i qh = _mm512_broadcast_i64x4(Load256(b[i].qh + 32 * h));
-      const __m512i q[2] = {
-          _mm512_or_si512(_mm512_and_si512(v, m4),
-                          _mm512_and_si512(_mm512_sllv_epi16(qh, shift_lo), m30)),
-          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                          _mm512_and_si512(_mm512_srlv_epi16(qh, shift_hi), m30))};
-      for (int s = 0; s < 2; ++s) {
-        const int64_t e = e0 + 128 * h + 64 * s;
+      for (int s = 0; s < 2; ++s) {  // elements [64 s, 64 s + 64) of half h
+        const int64_t e = kQK * i + 128 * h + 64 * s;
+        const __m512i xv = Load512(x.qs + e);
         const __m512i init = _mm512_slli_epi32(Load512(x.nsum4 + e / 4), 5);
-        const __m512i dot = _mm512_dpbusd_epi32(init, q[s], Load512(x.qs + e));
-        sum = _mm512_add_epi32(
-            sum, _mm512_mullo_epi32(dot, _mm512_permutexvar_epi32(spread[2 * h + s], scales)));
+        // Lane l: sub-block of 16 number 4 (2 h + s) + l / 4.
+        const int c = 2 * h + s;
+        const __m512i spread = _mm512_set_epi32(
+            4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 2, 4 * c + 2, 4 * c + 2, 4 * c + 2,
+            4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c, 4 * c, 4 * c, 4 * c);
+        for (int r = 0; r < R; ++r) {
+          const BlockQ6_K& b = reinterpret_cast<const BlockQ6_K*>(w[r])[i];
+          const __m512i v = Load512(b.ql + 64 * h);
+          const __m512i qh = _mm512_broadcast_i64x4(Load256(b.qh + 32 * h));
+          const __m512i q =
+              s == 0 ? _mm512_or_si512(_mm512_and_si512(v, m4),
+                                       _mm512_and_si512(_mm512_sllv_epi16(qh, shift_lo), m30))
+                     : _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                       _mm512_and_si512(_mm512_srlv_epi16(qh, shift_hi), m30));
+          const __m512i dot = _mm512_dpbusd_epi32(init, q, xv);
+          sum[r] = _mm512_add_epi32(
+              sum[r], _mm512_mullo_epi32(dot, _mm512_permutexvar_epi32(spread, scales[r])));
+        }
       }
     }
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(F16(b[i].d) * x.d[i]), acc);
+    for (int r = 0; r < R; ++r) {
+      const float d = F16(reinterpret_cast<const BlockQ6_K*>(w[r])[i].d) * x.d[i];
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), _mm512_set1_ps(d), acc[r]);
+    }
   }
-  return Hsum16(acc);
+  for (int r = 0; r < R; ++r) y[r] = Hsum16(acc[r]);
 }
 
-template <float (*Dot)(const uint8_t*, const Q8Row&)>
+// Rows in groups of kMaxRows, the rest one at a time.
+template <template <int> class Kernel>
 void Rows(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row& x, float* y) {
-  for (int64_t r = 0; r < rows; ++r) y[r] = Dot(w + r * row_bytes, x);
+  int64_t r = 0;
+  for (; r + kMaxRows <= rows; r += kMaxRows) {
+    const uint8_t* wr[kMaxRows];
+    for (int j = 0; j < kMaxRows; ++j) wr[j] = w + (r + j) * row_bytes;
+    Kernel<kMaxRows>::Run(wr, x, y + r);
+  }
+  for (; r < rows; ++r) {
+    const uint8_t* wr = w + r * row_bytes;
+    Kernel<1>::Run(&wr, x, y + r);
+  }
 }
+
+template <typename Block>
+struct Blocks32 {
+  template <int R>
+  struct K {
+    static void Run(const uint8_t* const* w, const Q8Row& x, float* y) {
+      Dot32Blocks<Block, R>(w, x, y);
+    }
+  };
+};
+template <bool kQ5>
+struct K45 {
+  template <int R>
+  struct K {
+    static void Run(const uint8_t* const* w, const Q8Row& x, float* y) { DotK45<kQ5, R>(w, x, y); }
+  };
+};
+template <int R>
+struct Q6K {
+  static void Run(const uint8_t* const* w, const Q8Row& x, float* y) { DotQ6_K<R>(w, x, y); }
+};
 
 }  // namespace
 
@@ -210,21 +263,21 @@ QuantDotFn QuantDotKernel(DType weights) {
   if (!DetectCpuFeatures().avx512_vnni) return nullptr;
   switch (weights) {
     case DType::kQ8_0:
-      return Rows<Dot32Blocks<BlockQ8_0>>;
+      return Rows<Blocks32<BlockQ8_0>::K>;
     case DType::kQ4_0:
-      return Rows<Dot32Blocks<BlockQ4_0>>;
+      return Rows<Blocks32<BlockQ4_0>::K>;
     case DType::kQ4_1:
-      return Rows<Dot32Blocks<BlockQ4_1>>;
+      return Rows<Blocks32<BlockQ4_1>::K>;
     case DType::kQ5_0:
-      return Rows<Dot32Blocks<BlockQ5_0>>;
+      return Rows<Blocks32<BlockQ5_0>::K>;
     case DType::kQ5_1:
-      return Rows<Dot32Blocks<BlockQ5_1>>;
+      return Rows<Blocks32<BlockQ5_1>::K>;
     case DType::kQ4_K:
-      return Rows<DotK45<false>>;
+      return Rows<K45<false>::K>;
     case DType::kQ5_K:
-      return Rows<DotK45<true>>;
+      return Rows<K45<true>::K>;
     case DType::kQ6_K:
-      return Rows<DotQ6_K>;
+      return Rows<Q6K>;
     default:
       return nullptr;
   }

@@ -90,8 +90,8 @@ float DotK45(const uint8_t* row, const Q8Row& x) {
         if constexpr (std::is_same_v<Block, BlockQ5_K>) q |= ((b[i].qh[l] >> j) & 1) << 4;
         s += q * xq[32 * j + l];
       }
-      sum += k.scale[j] * s;
-      mins += k.min[j] * x.sum32[8 * i + j];
+      sum += k.scale(j) * s;
+      mins += k.min(j) * x.sum32[8 * i + j];
     }
     acc += x.d[i] * (F16ToF32(b[i].d) * static_cast<float>(sum));
     acc -= x.d[i] * (F16ToF32(b[i].dmin) * static_cast<float>(mins));

@@ -225,7 +225,7 @@ TEST_P(QuantTest, MatMulMatchesDequantizedWeightsOnEveryIsa) {
 // several tasks per thread.
 TEST_P(QuantTest, BatchAndThreadInvariantOnEveryIsa) {
   const DType t = GetParam();
-  const int64_t n = 300, k = 768, m = 7;
+  const int64_t n = 301, k = 768, m = 7;
   const std::vector<uint8_t> wq = RandomBlocks(t, n, k, 13);
   const MatrixView w{t, wq.data(), n, k};
   const std::vector<float> x = testing::RandomFloats(static_cast<size_t>(m * k), 9);
@@ -237,6 +237,16 @@ TEST_P(QuantTest, BatchAndThreadInvariantOnEveryIsa) {
     MatMul(x.data(), m, w, threaded.data(), two);
     EXPECT_TRUE(SameBits(batched.data(), threaded.data(), batched.size()))
         << DTypeName(t) << " on " << IsaName(isa) << ": 1 vs 2 threads";
+    // Each W row alone (a one-row view) gives its bits in the full call: the
+    // kernels' groups of rows change nothing.
+    std::vector<float> alone(static_cast<size_t>(m));
+    for (int64_t j : {int64_t{0}, int64_t{5}, n - 1}) {
+      const MatrixView row{t, w.row(j), 1, k};
+      MatMul(x.data(), m, row, alone.data(), two);
+      for (int64_t i = 0; i < m; ++i)
+        ASSERT_EQ(std::memcmp(&alone[i], &batched[i * n + j], sizeof(float)), 0)
+            << DTypeName(t) << " on " << IsaName(isa) << ": W row " << j << " alone, x row " << i;
+    }
     for (int64_t rows : {1, 2, 4}) {
       for (int64_t i = 0; i + rows <= m; i += rows) {
         std::vector<float> y(static_cast<size_t>(rows * n));
