@@ -1,4 +1,4 @@
-// `kvfork serve --model DIR`: the OpenAI-compatible HTTP server.
+// `kvfork serve --model DIR|FILE.gguf`: the OpenAI-compatible HTTP server.
 //
 // Order of start-up: bind the port first (so /health can answer 503 while the
 // model loads), then load the model and tokenizer, start the engine, attach.
@@ -25,6 +25,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/model_tokenizer.h"
 #include "core/cpu_features.h"
 #include "core/logging.h"
 #include "core/thread_pool.h"
@@ -41,7 +42,8 @@ namespace kvfork::cli {
 namespace {
 
 struct ServeConfig {
-  std::string model_dir;
+  std::string model_dir;      // a Hugging Face directory or a .gguf file
+  std::string tokenizer_dir;  // --tokenizer; "" = the model's (cli/model_tokenizer.h)
   server::ServerOptions server;
   EngineOptions engine;
   double drain_seconds = 30.0;
@@ -64,6 +66,7 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
                           Flags::Parse(argc, argv, {"no-prefix-cache", "log-prompts"}));
   ServeConfig c;
   KVFORK_ASSIGN_OR_RETURN(c.model_dir, flags.GetRequiredString("model"));
+  KVFORK_ASSIGN_OR_RETURN(c.tokenizer_dir, flags.GetString("tokenizer", ""));
   KVFORK_ASSIGN_OR_RETURN(c.server.host, flags.GetString("host", "127.0.0.1"));
   KVFORK_ASSIGN_OR_RETURN(int64_t port, flags.GetInt("port", 8080));
   // The environment's key is not the flag's default: --help would print it.
@@ -218,7 +221,8 @@ Status Serve(int argc, char** argv) {
   ModelLoadOptions load;
   load.show_progress = false;
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(c.model_dir, load));
-  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(c.model_dir));
+  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
+                          LoadModelTokenizer(c.model_dir, c.tokenizer_dir));
   std::unique_ptr<ChatTemplate> chat_template;
   if (!tokenizer->chat_template().empty()) {
     StatusOr<ChatTemplate> t = ChatTemplate::Parse(tokenizer->chat_template());
@@ -276,7 +280,8 @@ int RunServe(int argc, char** argv) {
 
 }  // namespace
 
-KVFORK_REGISTER_COMMAND(serve, "serve", "OpenAI-compatible HTTP server (--model DIR --port 8080)",
+KVFORK_REGISTER_COMMAND(serve, "serve",
+                        "OpenAI-compatible HTTP server (--model DIR|FILE.gguf --port 8080)",
                         RunServe);
 
 }  // namespace kvfork::cli

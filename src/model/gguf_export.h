@@ -19,6 +19,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "model/arch.h"
 #include "model/gguf_writer.h"
 
 namespace kvfork {
@@ -44,9 +45,6 @@ struct GgufExportOptions {
 Status ExportGguf(const std::string& model_dir, const std::string& out_path,
                   const GgufExportOptions& options);
 
-// Row permutation LlamaModel.permute applies to a [n_head * head_dim, cols]
-// Q or K weight: GGUF row h*head_dim + 2*i + j = HF row h*head_dim + j*head_dim/2 + i.
-// Returns, for each output row, its source row.
-std::vector<int64_t> LlamaRopePermutation(int64_t n_head, int64_t head_dim);
+// LlamaRopePermutation is in model/arch.h.
 
 }  // namespace kvfork
