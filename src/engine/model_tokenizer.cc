@@ -55,6 +55,22 @@ StatusOr<std::vector<int32_t>> TokenTypes(const GgufReader& r) {
   return types;
 }
 
+// llama.cpp's split files are PREFIX-%05d-of-%05d.gguf; the tokenizer keys
+// are in the first. Any other name is returned as is.
+std::string FirstSplitPath(const std::string& path) {
+  constexpr std::string_view kShape = "-00000-of-00000.gguf";
+  if (path.size() < kShape.size()) return path;
+  const size_t at = path.size() - kShape.size();
+  for (size_t i = 0; i < kShape.size(); ++i) {
+    const char c = path[at + i];
+    const bool ok = kShape[i] == '0' ? (c >= '0' && c <= '9') : c == kShape[i];
+    if (!ok) return path;
+  }
+  std::string first = path;
+  first.replace(at + 1, 5, "00001");
+  return first;
+}
+
 }  // namespace
 
 bool IsGgufPath(const std::string& model_path) {
@@ -111,7 +127,7 @@ StatusOr<GgufVocab> ReadGgufVocab(const std::string& gguf_path) {
 
 StatusOr<std::unique_ptr<Tokenizer>> LoadModelTokenizer(const std::string& model_path) {
   if (!IsGgufPath(model_path)) return Tokenizer::Load(model_path);
-  KVFORK_ASSIGN_OR_RETURN(GgufVocab vocab, ReadGgufVocab(model_path));
+  KVFORK_ASSIGN_OR_RETURN(GgufVocab vocab, ReadGgufVocab(FirstSplitPath(model_path)));
   return TokenizerFromGguf(vocab);
 }
 

@@ -1,8 +1,8 @@
 // The tokenizer of a model path, whatever its format: a Hugging Face
 // directory (tokenizer.json, tokenizer_config.json, generation_config.json)
-// or a GGUF file (its tokenizer.* metadata; for a split file, the first
-// part's). Lives in engine because it joins model/'s GGUF reader and
-// tokenizer/, which do not depend on each other.
+// or a GGUF file (its tokenizer.* metadata; for a split file
+// PREFIX-0000K-of-0000N.gguf, that of part 00001, whichever part is named). Lives in engine because
+// it joins model/'s GGUF reader and tokenizer/, which do not depend on each other.
 #pragma once
 
 #include <memory>

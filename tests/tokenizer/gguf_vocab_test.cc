@@ -179,6 +179,22 @@ TEST(GgufVocab, EveryListedPreTokenizerCompiles) {
   }
 }
 
+// Any part of a split model gives the tokenizer of part 1, where
+// llama.cpp's gguf-split keeps the metadata.
+TEST(GgufVocab, SplitFilesReadTheFirstPart) {
+  const std::string dir = ::testing::TempDir() + "/gguf_split";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(ModelsDir() + "/ggml-vocab-gpt-2.gguf", dir + "/m-00001-of-00002.gguf",
+                             std::filesystem::copy_options::overwrite_existing);
+  GgufWriter second;  // a later part: tensors only, no tokenizer keys
+  second.Set("split.no", GgufValue::U32(1));
+  ASSERT_TRUE(second.Write(dir + "/m-00002-of-00002.gguf").ok());
+  auto tok = LoadModelTokenizer(dir + "/m-00002-of-00002.gguf");
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ((*tok)->Encode("Hello world", false), (std::vector<int32_t>{15496, 995}));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(GgufVocab, FileWithoutTokenizerNamesTheKey) {
   const std::string path = ::testing::TempDir() + "/no_tokenizer.gguf";
   GgufWriter w;
