@@ -46,23 +46,16 @@ void AppendJsonString(std::string_view s, std::string* out) {
 constexpr std::array<std::string_view, 6> kEndOfGenerationTexts = {
     "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|endoftext|>", "<|end_of_text|>", "<|end|>"};
 
-struct Built {
-  std::string tokenizer_json, config_json, generation_json;
-};
+GgufTokenType TypeOf(const GgufVocab& v, size_t id) {
+  return v.token_types.empty() ? GgufTokenType::kNormal
+                               : static_cast<GgufTokenType>(v.token_types[id]);
+}
 
-StatusOr<Built> ToJson(const GgufVocab& v, const GgufPreTokenizer& pre) {
+// tokenizer.json: the model (vocabulary, merges), pre-tokenizer, normalizer,
+// added tokens and decoder.
+StatusOr<std::string> TokenizerJson(const GgufVocab& v, const GgufPreTokenizer& pre) {
   const size_t n = v.tokens.size();
-  if (n == 0) return InvalidArgumentError("tokenizer.ggml.tokens is empty");
-  if (!v.token_types.empty() && v.token_types.size() != n)
-    return InvalidArgumentError("tokenizer.ggml.token_type has " +
-                                std::to_string(v.token_types.size()) + " entries but " +
-                                "tokenizer.ggml.tokens has " + std::to_string(n));
-  auto type_of = [&](size_t id) {
-    return v.token_types.empty() ? GgufTokenType::kNormal
-                                 : static_cast<GgufTokenType>(v.token_types[id]);
-  };
-  Built b;
-  std::string& j = b.tokenizer_json;
+  std::string j;
   size_t bytes = 0;
   for (const std::string& t : v.tokens) bytes += t.size() + 16;
   for (const std::string& m : v.merges) bytes += m.size() + 4;
@@ -78,7 +71,7 @@ StatusOr<Built> ToJson(const GgufVocab& v, const GgufPreTokenizer& pre) {
     if (!utf8::IsValid(t))
       return InvalidArgumentError("tokenizer.ggml.tokens[" + std::to_string(id) +
                                   "] is not valid UTF-8");
-    const GgufTokenType type = type_of(id);
+    const GgufTokenType type = TypeOf(v, id);
     switch (type) {
       case GgufTokenType::kNormal:
       case GgufTokenType::kByte:
@@ -124,34 +117,33 @@ StatusOr<Built> ToJson(const GgufVocab& v, const GgufPreTokenizer& pre) {
   j += ",\"normalizer\":" + pre.normalizer_json;
   j += ",\"added_tokens\":" + added;
   j += ",\"decoder\":{\"type\":\"ByteLevel\"},\"post_processor\":null}";
+  return j;
+}
 
-  // Special ids become the token texts tokenizer_config.json would hold.
-  auto check_id = [&](const std::optional<int64_t>& id, const char* key) -> Status {
-    if (id && (*id < 0 || *id >= static_cast<int64_t>(n)))
-      return InvalidArgumentError(std::string("tokenizer.ggml.") + key + " " + std::to_string(*id) +
-                                  " is outside the vocabulary [0, " + std::to_string(n) + ")");
-    if (id && type_of(static_cast<size_t>(*id)) == GgufTokenType::kUnused)
-      return InvalidArgumentError(std::string("tokenizer.ggml.") + key + " " + std::to_string(*id) +
-                                  " is an unused token");
-    return OkStatus();
-  };
-  KVFORK_RETURN_IF_ERROR(check_id(v.bos_id, "bos_token_id"));
-  KVFORK_RETURN_IF_ERROR(check_id(v.eos_id, "eos_token_id"));
-  KVFORK_RETURN_IF_ERROR(check_id(v.eot_id, "eot_token_id"));
-  KVFORK_RETURN_IF_ERROR(check_id(v.eom_id, "eom_token_id"));
-  KVFORK_RETURN_IF_ERROR(check_id(v.pad_id, "padding_token_id"));
-  std::string& c = b.config_json;
-  c = "{";
+Status CheckSpecialId(const GgufVocab& v, const std::optional<int64_t>& id, const char* key) {
+  const auto n = static_cast<int64_t>(v.tokens.size());
+  if (!id) return OkStatus();
+  if (*id < 0 || *id >= n)
+    return InvalidArgumentError(std::string("tokenizer.ggml.") + key + " " + std::to_string(*id) +
+                                " is outside the vocabulary [0, " + std::to_string(n) + ")");
+  if (TypeOf(v, static_cast<size_t>(*id)) == GgufTokenType::kUnused)
+    return InvalidArgumentError(std::string("tokenizer.ggml.") + key + " " + std::to_string(*id) +
+                                " is an unused token");
+  return OkStatus();
+}
+
+// tokenizer_config.json: special ids become the token texts it would hold.
+StatusOr<std::string> ConfigJson(const GgufVocab& v, const GgufPreTokenizer& pre) {
+  std::string c = "{";
   auto add_token = [&](const char* key, const std::optional<int64_t>& id) {
     if (!id) return;
-    if (c.size() > 1) c += ',';
     c += std::string("\"") + key + "\":";
     AppendJsonString(v.tokens[static_cast<size_t>(*id)], &c);
+    c += ',';
   };
   add_token("bos_token", v.bos_id);
   add_token("eos_token", v.eos_id);
   add_token("pad_token", v.pad_id);
-  if (c.size() > 1) c += ',';
   c += "\"add_bos_token\":";
   c += v.add_bos.value_or(pre.add_bos) && v.bos_id ? "true" : "false";
   c += ",\"add_eos_token\":";
@@ -163,24 +155,48 @@ StatusOr<Built> ToJson(const GgufVocab& v, const GgufPreTokenizer& pre) {
     AppendJsonString(v.chat_template, &c);
   }
   c += '}';
+  return c;
+}
 
+// generation_config.json: eos_token_id lists llama.cpp's end-of-generation
+// tokens (eos, eot, eom, and control tokens spelled as one).
+std::string GenerationJson(const GgufVocab& v) {
   std::vector<int64_t> eog;
   auto add_eog = [&](int64_t id) {
     if (std::find(eog.begin(), eog.end(), id) == eog.end()) eog.push_back(id);
   };
   for (const auto& id : {v.eos_id, v.eot_id, v.eom_id})
     if (id) add_eog(*id);
-  for (size_t id = 0; id < n; ++id) {
-    if (type_of(id) != GgufTokenType::kControl) continue;
+  for (size_t id = 0; id < v.tokens.size(); ++id) {
+    if (TypeOf(v, id) != GgufTokenType::kControl) continue;
     if (std::find(kEndOfGenerationTexts.begin(), kEndOfGenerationTexts.end(), v.tokens[id]) !=
         kEndOfGenerationTexts.end())
       add_eog(static_cast<int64_t>(id));
   }
-  std::string& g = b.generation_json;
-  g = "{\"eos_token_id\":[";
+  std::string g = "{\"eos_token_id\":[";
   for (size_t i = 0; i < eog.size(); ++i) g += (i > 0 ? "," : "") + std::to_string(eog[i]);
   g += "]}";
-  return b;
+  return g;
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> Build(const GgufVocab& v, const GgufPreTokenizer& pre) {
+  const size_t n = v.tokens.size();
+  if (n == 0) return InvalidArgumentError("tokenizer.ggml.tokens is empty");
+  if (!v.token_types.empty() && v.token_types.size() != n)
+    return InvalidArgumentError("tokenizer.ggml.token_type has " +
+                                std::to_string(v.token_types.size()) + " entries but " +
+                                "tokenizer.ggml.tokens has " + std::to_string(n));
+  KVFORK_ASSIGN_OR_RETURN(std::string tokenizer_json, TokenizerJson(v, pre));
+  KVFORK_RETURN_IF_ERROR(CheckSpecialId(v, v.bos_id, "bos_token_id"));
+  KVFORK_RETURN_IF_ERROR(CheckSpecialId(v, v.eos_id, "eos_token_id"));
+  KVFORK_RETURN_IF_ERROR(CheckSpecialId(v, v.eot_id, "eot_token_id"));
+  KVFORK_RETURN_IF_ERROR(CheckSpecialId(v, v.eom_id, "eom_token_id"));
+  KVFORK_RETURN_IF_ERROR(CheckSpecialId(v, v.pad_id, "padding_token_id"));
+  KVFORK_ASSIGN_OR_RETURN(std::string config_json, ConfigJson(v, pre));
+  StatusOr<std::unique_ptr<Tokenizer>> t =
+      Tokenizer::FromJson(tokenizer_json, config_json, GenerationJson(v));
+  if (!t.ok()) return t.status().WithContext("its metadata read as tokenizer.json");
+  return t;
 }
 
 }  // namespace
@@ -202,11 +218,8 @@ StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufVocab& v) {
         "\"default\" with degraded output; reconvert the model)"));
   StatusOr<GgufPreTokenizer> pre = FindGgufPreTokenizer(v.pre);
   if (!pre.ok()) return fail(pre.status());
-  StatusOr<Built> built = ToJson(v, *pre);
-  if (!built.ok()) return fail(built.status());
-  StatusOr<std::unique_ptr<Tokenizer>> t =
-      Tokenizer::FromJson(built->tokenizer_json, built->config_json, built->generation_json);
-  if (!t.ok()) return fail(t.status().WithContext("its metadata read as tokenizer.json"));
+  StatusOr<std::unique_ptr<Tokenizer>> t = Build(v, *pre);
+  if (!t.ok()) return fail(t.status());
   return t;
 }
 

@@ -13,6 +13,12 @@
 // pre-tokenizer of SupportedGgufPreTokenizers(). Anything else ("llama"
 // SentencePiece, "bert" WordPiece, an unknown pre-tokenizer) is an
 // UnimplementedError that names the value and the key.
+//
+// Cost: the tokenizer.json text is about the size of the vocabulary and
+// merges (~5 MB for 150k tokens), built and parsed once: 200-270 ms for
+// Qwen2's or Llama 3's vocabulary on this machine, as loading their
+// tokenizer.json. Thread safety: a pure function; the Tokenizer is as
+// tokenizer.h says.
 #pragma once
 
 #include <cstdint>
