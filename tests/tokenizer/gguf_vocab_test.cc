@@ -93,6 +93,27 @@ TEST(GgufVocab, UnsupportedTokenizersNameWhat) {
   }
 }
 
+// bos/eos from the files' keys and llama.cpp's defaults: Llama 3 adds bos
+// though its vocab file has no add_bos_token key; end of generation holds eos
+// and the control tokens llama.cpp ends on.
+TEST(GgufVocab, SpecialTokensOfRealVocabs) {
+  auto llama = LoadModelTokenizer(ModelsDir() + "/ggml-vocab-llama-bpe.gguf");
+  ASSERT_TRUE(llama.ok()) << llama.status().ToString();
+  EXPECT_EQ((*llama)->Encode("Hello", true), (std::vector<int32_t>{128000, 9906}));
+  EXPECT_EQ((*llama)->bos_token(), "<|begin_of_text|>");
+  EXPECT_EQ((*llama)->eos_token(), "<|end_of_text|>");
+  // Llama 3.0: no <|eom_id|> yet (128008 is a reserved token).
+  EXPECT_EQ((*llama)->eos_token_ids(), (std::vector<int32_t>{128001, 128009}));
+  EXPECT_EQ((*llama)->Encode("<|eot_id|>", false), (std::vector<int32_t>{128009}));
+  EXPECT_TRUE((*llama)->IsSpecial(128009));
+
+  auto qwen = LoadModelTokenizer(ModelsDir() + "/ggml-vocab-qwen2.gguf");
+  ASSERT_TRUE(qwen.ok()) << qwen.status().ToString();
+  EXPECT_EQ((*qwen)->Encode("Hello", true), (*qwen)->Encode("Hello", false));  // no bos
+  EXPECT_FALSE((*qwen)->chat_template().empty());
+  EXPECT_EQ((*qwen)->eos_token_ids(), (std::vector<int32_t>{151643, 151645}));
+}
+
 // A small byte-level vocabulary: every byte, one merge, a control token.
 GgufVocab TinyVocab() {
   GgufVocab v;
