@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/bf16.h"
+#include "kernels/quantize_row.h"
 #include "model/gguf_reader.h"
 #include "model/model_config.h"
 #include "model/safetensors.h"
@@ -31,6 +32,7 @@ uint32_t FileType(GgmlType t) {
     case GgmlType::kF32: return 0;   // ALL_F32
     case GgmlType::kF16: return 1;   // MOSTLY_F16
     case GgmlType::kBf16: return 32; // MOSTLY_BF16
+    default: break;                  // block types: set by kvfork quantize's mix
   }
   return 0;
 }
@@ -68,42 +70,29 @@ float ToF32(DType t, const uint8_t* p, int64_t i) {
   return 0;
 }
 
-void StoreAs(GgmlType t, float v, uint8_t* dst, int64_t i) {
-  switch (t) {
-    case GgmlType::kF32: std::memcpy(dst + 4 * i, &v, 4); return;
-    case GgmlType::kBf16: {
-      uint16_t h = F32ToBf16(v);
-      std::memcpy(dst + 2 * i, &h, 2);
-      return;
-    }
-    case GgmlType::kF16: {
-      uint16_t h = F32ToF16(v);
-      std::memcpy(dst + 2 * i, &h, 2);
-      return;
-    }
-  }
-}
-
 // Copies a safetensors tensor into a GGUF one, converting the element type
 // and, if row_map is given, taking output row r from source row row_map[r].
-// Same-type copies are bit exact; bf16 -> f16 and the like go through f32.
+// Same-type copies are bit exact; bf16 -> f16 and the like go through f32,
+// as do block types (quantized a row at a time).
 Status CopyTensor(const TensorInfo& src, GgmlType out_type, const std::vector<int64_t>* row_map,
                   uint8_t* dst) {
   const int64_t n = *src.NumElements();  // Open checked it against the bytes
   const int64_t rows = src.shape.empty() ? 1 : src.shape[0];
   const int64_t cols = rows == 0 ? 0 : n / rows;
-  const bool same = (src.dtype == DType::kF32 && out_type == GgmlType::kF32) ||
-                    (src.dtype == DType::kBf16 && out_type == GgmlType::kBf16) ||
-                    (src.dtype == DType::kF16 && out_type == GgmlType::kF16);
+  const DType out = DTypeOfGgml(out_type);
+  const bool same = src.dtype == out;
   const size_t esize = DTypeSize(src.dtype);
+  const size_t out_row_bytes = RowBytes(out, cols);
+  std::vector<float> row(same ? 0 : static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t sr = row_map != nullptr ? (*row_map)[r] : r;
     const uint8_t* s = src.data + static_cast<size_t>(sr * cols) * esize;
-    uint8_t* d = dst + static_cast<size_t>(r * cols) * GgmlTypeSize(out_type);
+    uint8_t* d = dst + static_cast<size_t>(r) * out_row_bytes;
     if (same) {
       std::memcpy(d, s, static_cast<size_t>(cols) * esize);
     } else {
-      for (int64_t c = 0; c < cols; ++c) StoreAs(out_type, ToF32(src.dtype, s, c), d, c);
+      for (int64_t c = 0; c < cols; ++c) row[c] = ToF32(src.dtype, s, c);
+      QuantizeRow(out, row.data(), cols, d);
     }
   }
   return OkStatus();
@@ -330,6 +319,7 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
           LlamaRopePermutation(e.gguf_rope_heads, e.shape[0] / e.gguf_rope_heads));
     GgmlType type = e.shape.size() == 1 ? GgmlType::kF32 : options.dtype;
     std::vector<int64_t> ne(e.shape.rbegin(), e.shape.rend());
+    if (options.tensor_type) type = options.tensor_type(e.gguf_name, ne, type);
     return w.AddTensor(e.gguf_name, type, ne, [t, type, row_map](uint8_t* dst) {
       return CopyTensor(*t, type, row_map.get(), dst);
     });
@@ -353,6 +343,7 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
                                        }));
   }
   for (size_t i = 1; i < tensors.size(); ++i) KVFORK_RETURN_IF_ERROR(add(tensors[i]));
+  for (const auto& [key, value] : options.extra_metadata) w.Set(key, value);
   return w.Write(out_path).WithContext("writing " + out_path);
 }
 

@@ -277,15 +277,13 @@ StatusOr<std::vector<std::string>> GgufReader::GetStringArray(const std::string&
 StatusOr<std::vector<uint8_t>> GgufReader::ReadTensor(const std::string& name) const {
   const GgufTensorInfo* t = FindTensor(name);
   if (t == nullptr) return NotFoundError(path_ + ": no tensor " + name);
-  uint64_t elem;
-  switch (t->ggml_type) {
-    case static_cast<uint32_t>(GgmlType::kF32): elem = 4; break;
-    case static_cast<uint32_t>(GgmlType::kF16):
-    case static_cast<uint32_t>(GgmlType::kBf16): elem = 2; break;
-    default:
-      return UnimplementedError(path_ + ": tensor " + name + " has ggml type " +
-                                std::to_string(t->ggml_type) + " (only F32, F16, BF16 are read)");
-  }
+  const DTypeTraits* traits = TraitsForGgmlType(t->ggml_type);
+  if (traits == nullptr)
+    return UnimplementedError(path_ + ": tensor " + name + " has ggml type " +
+                              std::to_string(t->ggml_type) + ", which kvfork does not read");
+  if (t->ne.empty() || t->ne[0] % traits->block_elems != 0)
+    return DataLossError(path_ + ": tensor " + name + " of shape " + ShapeString(t->ne) + " is not whole " +
+                         traits->name + " blocks");
   std::ifstream in(path_, std::ios::binary | std::ios::ate);
   if (!in) return NotFoundError(path_ + ": cannot open GGUF file");
   const uint64_t file_size = static_cast<uint64_t>(in.tellg());
@@ -294,8 +292,11 @@ StatusOr<std::vector<uint8_t>> GgufReader::ReadTensor(const std::string& name) c
   const uint64_t start = data_start_ + t->offset;
   if (t->offset > file_size || start > file_size)
     return DataLossError(path_ + ": tensor " + name + " starts past the end of the file");
-  uint64_t n = elem;
-  for (int64_t d : t->ne) {
+  // Bytes of a row's blocks, then times the other dimensions.
+  uint64_t n = static_cast<uint64_t>(traits->block_bytes);
+  std::vector<int64_t> dims = t->ne;
+  dims[0] /= traits->block_elems;
+  for (int64_t d : dims) {
     const uint64_t dim = static_cast<uint64_t>(d);
     if (d < 0 || (dim != 0 && n > (file_size - start) / dim))
       return DataLossError(path_ + ": tensor " + name + " of shape " + ShapeString(t->ne) +
