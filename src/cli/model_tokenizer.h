@@ -1,12 +1,8 @@
-// Where the CLI gets the tokenizer of a --model path: the one seam between
-// a model file and its tokenizer, so every command (generate, serve, bench)
-// agrees.
-//   - a Hugging Face directory: its tokenizer.json (Tokenizer::Load);
-//   - a .gguf file: --tokenizer DIR if given, else the file's own directory
-//     when it holds a tokenizer.json (a GGUF exported into its HF directory).
-//     Building the tokenizer from the GGUF's tokenizer.* metadata is the GGUF
-//     tokenizer's work (issue 22); until it is joined here, a GGUF with no
-//     HF tokenizer beside it is an error that says to pass --tokenizer.
+// Where the CLI gets the tokenizer of a --model path, so every command
+// (generate, serve, bench, perplexity) agrees: --tokenizer DIR when given (a
+// Hugging Face directory with tokenizer.json), else the model path's own
+// tokenizer (engine/model_tokenizer.h: tokenizer.json of a directory, the
+// tokenizer.* metadata of a GGUF file).
 #pragma once
 
 #include <memory>

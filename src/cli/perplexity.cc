@@ -28,6 +28,7 @@
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "cli/kv_blocks.h"
+#include "cli/model_tokenizer.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
 #include "model/model.h"
@@ -77,7 +78,7 @@ Status Perplexity(int argc, char** argv) {
 
   ModelLoadOptions load;
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(model_path, load));
-  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(model_path));
+  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadModelTokenizer(model_path, ""));
   const ModelConfig& c = model->config();
   if (ctx > c.max_position_embeddings && c.max_position_embeddings > 0)
     return InvalidArgumentError("--ctx " + std::to_string(ctx) + " exceeds the model's " +

@@ -73,12 +73,6 @@ std::string FirstSplitPath(const std::string& path) {
 
 }  // namespace
 
-bool IsGgufPath(const std::string& model_path) {
-  constexpr std::string_view kExt = ".gguf";
-  return model_path.size() >= kExt.size() &&
-         model_path.compare(model_path.size() - kExt.size(), kExt.size(), kExt) == 0;
-}
-
 StatusOr<GgufVocab> ReadGgufVocab(const std::string& gguf_path) {
   KVFORK_ASSIGN_OR_RETURN(GgufReader r, GgufReader::Open(gguf_path));
   GgufVocab v;

@@ -9,13 +9,11 @@
 #include <string>
 
 #include "core/status.h"
+#include "model/model.h"  // IsGgufPath
 #include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvfork {
-
-// True for a path that names a GGUF file (ends in ".gguf").
-bool IsGgufPath(const std::string& model_path);
 
 // The chat template, bos/eos tokens and add_bos come with the tokenizer.
 // Errors name the file and the key at fault.
