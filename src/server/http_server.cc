@@ -20,7 +20,9 @@
 #include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/openai_schema.h"
+#include "server/reasoning_parser.h"
 #include "server/response_writer.h"
+#include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -72,6 +74,8 @@ struct HttpServer::Impl {
   ServingBackend backend;
   ServerMetrics metrics;
   ActiveRequests active;
+  ToolCallFormat tool_call_format = ToolCallFormat::kNone;  // set by Attach
+  bool reasoning_parser = false;                            // set by Attach
 
   static std::vector<std::string> AllKeys(const ServerOptions& o) {
     std::vector<std::string> all = o.api_keys;
@@ -114,6 +118,8 @@ struct HttpServer::Impl {
     env.max_prompt_tokens = options.max_prompt_tokens;
     env.log_prompts = options.log_prompts;
     env.special_tokens_in_content = options.special_tokens_in_content;
+    env.tool_call_format = tool_call_format;
+    env.reasoning_parser = reasoning_parser;
     return env;
   }
 
@@ -439,6 +445,16 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerOptions& opt
 void HttpServer::Attach(const ServingBackend& backend) {
   KVFORK_CHECK(backend.engine != nullptr && backend.tokenizer != nullptr);
   impl_->backend = backend;
+  const std::string& source = backend.tokenizer->chat_template();
+  const ServerOptions& o = impl_->options;
+  impl_->tool_call_format =
+      o.tool_call_parser == "auto"
+          ? DetectToolCallFormat(source)
+          : ParseToolCallFormat(o.tool_call_parser).value_or(ToolCallFormat::kNone);
+  impl_->reasoning_parser = o.reasoning_parser == "think" ||
+                            (o.reasoning_parser == "auto" && TemplateUsesReasoning(source));
+  KVFORK_LOG(kInfo) << "tool-call parser: " << ToolCallFormatName(impl_->tool_call_format)
+                    << ", reasoning parser: " << (impl_->reasoning_parser ? "think" : "none");
   impl_->ready.store(true);
 }
 

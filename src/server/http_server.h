@@ -62,6 +62,11 @@ struct ServerOptions {
   // (chat_prompt.h). GenerationEnv::special_tokens_in_content takes it.
   SpecialTokensInContent special_tokens_in_content = SpecialTokensInContent::kText;
   std::string model_name;             // the id /v1/models reports and requests may name
+  // --tool-call-parser: auto (from the chat template), hermes, llama3_json,
+  // mistral, none. --reasoning-parser: auto (on when the template uses
+  // <think>), think, none.
+  std::string tool_call_parser = "auto";
+  std::string reasoning_parser = "auto";
 };
 
 // What the server serves once loading is done. Everything must outlive the

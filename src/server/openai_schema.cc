@@ -381,6 +381,43 @@ std::optional<ApiError> ParseMessages(const json& messages, json* out) {
   return std::nullopt;
 }
 
+namespace {
+
+// tool_choice, parallel_tool_calls and reasoning_effort.
+std::optional<ApiError> ParseToolOptions(const json& body, ChatInput* out) {
+  auto tc = body.find("tool_choice");
+  if (tc != body.end() && !tc->is_null()) {
+    if (tc->is_string() && (*tc == "auto" || *tc == "none")) {
+      out->tool_choice = tc->get<std::string>();
+    } else if (tc->is_string() && *tc == "required") {
+      return InvalidField("tool_choice",
+                          "'tool_choice' = \"required\" is not supported: forcing a tool call "
+                          "needs constrained decoding, which this server does not have yet; use "
+                          "\"auto\"");
+    } else if (tc->is_object()) {
+      std::string shown = tc->dump(-1, ' ', false, json::error_handler_t::replace);
+      if (shown.size() > 80) shown = shown.substr(0, 77) + "...";
+      return InvalidField("tool_choice",
+                          "'tool_choice' = " + shown +
+                              " is not supported: forcing a named function needs constrained "
+                              "decoding, which this server does not have yet; use \"auto\"");
+    } else {
+      return InvalidField("tool_choice",
+                          "'tool_choice' must be \"auto\", \"none\", \"required\" or "
+                          "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+  }
+  KVFORK_API_TRY(GetBool(body, "parallel_tool_calls", &out->parallel_tool_calls));
+  KVFORK_API_TRY(GetString(body, "reasoning_effort", &out->reasoning_effort));
+  static const std::set<std::string> kEfforts = {"none", "minimal", "low", "medium", "high"};
+  if (!out->reasoning_effort.empty() && kEfforts.count(out->reasoning_effort) == 0)
+    return InvalidField("reasoning_effort", "'reasoning_effort' = '" + out->reasoning_effort +
+                                                "' is not one of none, minimal, low, medium, high");
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> ParseChatInput(const json& body, ChatInput* out) {
   auto m = body.find("messages");
   if (m == body.end() || m->is_null()) return InvalidField("messages", "'messages' is required");
@@ -398,6 +435,7 @@ std::optional<ApiError> ParseChatInput(const json& body, ChatInput* out) {
       return WrongType("chat_template_kwargs.enable_thinking", "a boolean", *think);
     out->chat_template_kwargs = *kw;
   }
+  KVFORK_API_TRY(ParseToolOptions(body, out));
   KVFORK_API_TRY(GetBool(body, "continue_final_message", &out->continue_final_message));
   // add_generation_prompt: the body's field, else chat_template_kwargs' (older
   // clients put it there), else true; with continue_final_message, false.

@@ -46,6 +46,14 @@ struct ChatInput {
   // and add_generation_prompt absent, the latter defaults to false.
   bool add_generation_prompt = true;
   bool continue_final_message = false;
+  // tool_choice: "auto" (the default) or "none" (tools stay in the prompt,
+  // the reply is not parsed for calls). "required" and a named function
+  // need constrained decoding and are 400s until it exists.
+  std::string tool_choice = "auto";
+  bool parallel_tool_calls = true;  // false: at most one call is returned
+  // OpenAI's reasoning_effort ("" = absent): passed to the template as
+  // reasoning_effort (gpt-oss-style templates read it).
+  std::string reasoning_effort;
 };
 
 // One prompt of /v1/completions: text to tokenize or token ids as given.

@@ -40,11 +40,6 @@ const std::vector<Unsupported>& Table() {
          return v.is_null() || (v.is_object() && v.size() == 1 && v.value("type", "") == "text");
        },
        "only {\"type\": \"text\"}; structured output is not implemented"},
-      {"tool_choice", kChatOnly,
-       [](const ordered_json& v) { return v.is_null() || v == "auto" || v == "none"; },
-       "only \"auto\" and \"none\"; output is not constrained to tool calls"},
-      {"parallel_tool_calls", kChatOnly, NullOrTrue,
-       "tool calls are not parsed, so their number cannot be limited"},
       {"functions", kChatOnly, IsNull, "use 'tools'"},
       {"function_call", kChatOnly, IsNull, "use 'tools'"},
       {"audio", kChatOnly, IsNull, "this server has no audio output"},
@@ -53,8 +48,6 @@ const std::vector<Unsupported>& Table() {
        "only [\"text\"]"},
       {"prediction", kChatOnly, IsNull, "predicted outputs are not implemented"},
       {"web_search_options", kChatOnly, IsNull, "this server does not search the web"},
-      {"reasoning_effort", kChatOnly, IsNull,
-       "reasoning is switched with chat_template_kwargs (Qwen3: enable_thinking)"},
       {"verbosity", kChatOnly, IsNull, "not implemented"},
       // vLLM
       {"use_beam_search", kBoth, NullOrFalse, "beam search is not implemented"},

@@ -1,0 +1,197 @@
+// Tool calls and reasoning on /v1/chat/completions through the official
+// openai client, against the real server with the tiny random Qwen3-shaped
+// model (its chat template is Qwen3's: hermes <tool_call>, <think>).
+// Random weights never write a tool call on their own, so the replies are
+// steered with real request features, not faked: an assistant prefill
+// (continue_final_message; the parsers read the final message's text first)
+// and logit_bias forcing the next token (</tool_call>, <|im_end|>).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { startServer, modelId, postJson } from './server_harness.mjs';
+
+let server, client, model;
+const IM_END = 151645;
+const TOOL_CALL_CLOSE = 151658;
+
+before(async () => {
+  server = await startServer();
+  client = new OpenAI({ baseURL: server.baseURL, apiKey: 'unused', maxRetries: 0 });
+  model = await modelId(server.url);
+  const t = await postJson(server.url + '/tokenize', { content: '<|im_end|></tool_call>' });
+  assert.deepEqual(t.json.tokens, [IM_END, TOOL_CALL_CLOSE]);
+});
+
+after(async () => { if (server) server.proc.kill('SIGKILL'); });
+
+const tools = [{
+  type: 'function',
+  function: {
+    name: 'get_weather', description: 'Current weather of a city',
+    // Keys deliberately not sorted: the template must see this order.
+    parameters: { type: 'object', properties: { unit: { type: 'string' }, city: { type: 'string' } }, required: ['city'] },
+  },
+}];
+const system = { role: 'system', content: 'You are a weather assistant. Answer briefly.' };
+const user = { role: 'user', content: 'What is the weather in Paris?' };
+const callText = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n</tool_call>';
+
+// Streams a chat request and rebuilds the message from the deltas, checking
+// the tool_calls chunks follow OpenAI's shape.
+async function streamChat(params) {
+  const stream = await client.chat.completions.create({ ...params, stream: true });
+  const msg = { content: '', reasoning_content: '', tool_calls: [] };
+  let finish = null;
+  for await (const chunk of stream) {
+    for (const ch of chunk.choices) {
+      const d = ch.delta;
+      if (d.content) msg.content += d.content;
+      if (d.reasoning_content) msg.reasoning_content += d.reasoning_content;
+      for (const tc of d.tool_calls ?? []) {
+        if (tc.id) {
+          assert.equal(tc.index, msg.tool_calls.length, 'a new call comes with the next index');
+          assert.equal(tc.type, 'function');
+          assert.equal(typeof tc.function.name, 'string');
+          msg.tool_calls.push({ id: tc.id, name: tc.function.name, arguments: tc.function.arguments ?? '' });
+        } else {
+          assert.ok(tc.index < msg.tool_calls.length, 'arguments follow their call head');
+          msg.tool_calls[tc.index].arguments += tc.function.arguments ?? '';
+        }
+      }
+      if (ch.finish_reason) finish = ch.finish_reason;
+    }
+  }
+  return { msg, finish };
+}
+
+test('a prefilled tool call closed by a generated token is a tool_calls message, streaming and not', async () => {
+  const open = callText.replace('</tool_call>', '');
+  const params = {
+    model, tools, messages: [system, user, { role: 'assistant', content: open }],
+    continue_final_message: true, add_generation_prompt: false,
+    max_tokens: 1, temperature: 0, logit_bias: { [TOOL_CALL_CLOSE]: 100 },
+  };
+  const r = await client.chat.completions.create(params);
+  const m = r.choices[0].message;
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  assert.equal(m.content, null);
+  assert.equal(m.tool_calls.length, 1);
+  assert.match(m.tool_calls[0].id, /^call_[0-9a-f]{24}$/);
+  assert.equal(m.tool_calls[0].type, 'function');
+  assert.equal(m.tool_calls[0].function.name, 'get_weather');
+  assert.equal(m.tool_calls[0].function.arguments, '{"city": "Paris", "unit": "celsius"}');
+  const s = await streamChat(params);
+  assert.equal(s.finish, 'tool_calls');
+  assert.equal(s.msg.content, '');
+  assert.equal(s.msg.tool_calls.length, 1);
+  assert.equal(s.msg.tool_calls[0].name, 'get_weather');
+  assert.deepEqual(JSON.parse(s.msg.tool_calls[0].arguments), { city: 'Paris', unit: 'celsius' });
+});
+
+test('parallel_tool_calls false returns one call; tool_choice none parses none', async () => {
+  const two = callText + '\n' + callText.replace('Paris', 'Lyon');
+  const base = {
+    model, tools, messages: [system, user, { role: 'assistant', content: two }],
+    continue_final_message: true, add_generation_prompt: false,
+    max_tokens: 1, temperature: 0, logit_bias: { [IM_END]: 100 },
+  };
+  let r = await client.chat.completions.create(base);
+  assert.equal(r.choices[0].message.tool_calls.length, 2);
+  assert.equal(JSON.parse(r.choices[0].message.tool_calls[1].function.arguments).city, 'Lyon');
+  r = await client.chat.completions.create({ ...base, parallel_tool_calls: false });
+  assert.equal(r.choices[0].message.tool_calls.length, 1);
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  r = await client.chat.completions.create({ ...base, tool_choice: 'none' });
+  assert.equal(r.choices[0].message.tool_calls, undefined);
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  // Without tools nothing is parsed either.
+  r = await client.chat.completions.create({ ...base, tools: undefined });
+  assert.equal(r.choices[0].message.tool_calls, undefined);
+});
+
+test('tool_choice required or named is a 400 naming it (needs constrained decoding)', async () => {
+  for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
+    const r = await postJson(server.url + '/v1/chat/completions',
+      { model, tools, tool_choice, messages: [user], max_tokens: 1 });
+    assert.equal(r.status, 400, r.text);
+    assert.equal(r.json.error.param, 'tool_choice');
+  }
+  const bad = await postJson(server.url + '/v1/chat/completions', { model, tools, tool_choice: 'sometimes', messages: [user] });
+  assert.equal(bad.status, 400);
+  assert.equal(bad.json.error.param, 'tool_choice');
+});
+
+test('tool schemas reach the template in the client key order', async () => {
+  const r = await postJson(server.url + '/apply-template', { messages: [user], tools });
+  assert.equal(r.status, 200, r.text);
+  assert.ok(r.json.prompt.includes('"properties": {"unit": {"type": "string"}, "city": {"type": "string"}}'), r.json.prompt);
+});
+
+test('reasoning_content is split from <think>, streaming and not', async () => {
+  const t = await postJson(server.url + '/tokenize', { content: 'Hello' });
+  const hello = t.json.tokens[0];
+  // Inside <think>: everything generated is reasoning.
+  const inside = {
+    model, messages: [user, { role: 'assistant', content: '<think>\nLet me see.' }],
+    continue_final_message: true, max_tokens: 3, temperature: 0, logit_bias: { [hello]: 100 },
+  };
+  let r = await client.chat.completions.create(inside);
+  assert.equal(r.choices[0].message.reasoning_content, 'HelloHelloHello');
+  assert.equal(r.choices[0].message.content, '');
+  let s = await streamChat(inside);
+  assert.equal(s.msg.reasoning_content, 'HelloHelloHello');
+  assert.equal(s.msg.content, '');
+  // After </think>: the answer is content.
+  const after = { ...inside, messages: [user, { role: 'assistant', content: '<think>\nok\n</think>\n\n' }] };
+  r = await client.chat.completions.create(after);
+  assert.equal(r.choices[0].message.content, 'HelloHelloHello');
+  assert.equal(r.choices[0].message.reasoning_content, undefined);
+  s = await streamChat(after);
+  assert.equal(s.msg.content, 'HelloHelloHello');
+  assert.equal(s.msg.reasoning_content, '');
+});
+
+test('reasoning_effort is accepted; a bad value is a 400', async () => {
+  let r = await client.chat.completions.create({ model, messages: [user], max_tokens: 2, reasoning_effort: 'low' });
+  assert.equal(r.choices.length, 1);
+  const bad = await postJson(server.url + '/v1/chat/completions', { model, messages: [user], reasoning_effort: 'extreme' });
+  assert.equal(bad.status, 400);
+  assert.equal(bad.json.error.param, 'reasoning_effort');
+});
+
+test('agent loop: tool call, tool result, next turns reuse the previous turn (cached_tokens)', async () => {
+  const turns = [];
+  // Turn 1: the call (prefilled, closed by <|im_end|>).
+  const messages = [system, user];
+  const r1 = await client.chat.completions.create({
+    model, tools, messages: [...messages, { role: 'assistant', content: callText }],
+    continue_final_message: true, add_generation_prompt: false,
+    max_tokens: 1, temperature: 0, logit_bias: { [IM_END]: 100 },
+  });
+  const call = r1.choices[0].message.tool_calls[0];
+  assert.equal(call.function.name, 'get_weather');
+  turns.push(r1.usage);
+  // Turn 2: the tool's result goes back; the model answers.
+  const args = JSON.parse(call.function.arguments);
+  messages.push({ role: 'assistant', content: null, tool_calls: [call] });
+  messages.push({ role: 'tool', tool_call_id: call.id, content: JSON.stringify({ city: args.city, temp_c: 18 }) });
+  const r2 = await client.chat.completions.create({ model, tools, messages, max_tokens: 8, temperature: 0 });
+  turns.push(r2.usage);
+  // Turn 3: the user follows up.
+  messages.push({ role: 'assistant', content: r2.choices[0].message.content });
+  messages.push({ role: 'user', content: 'And tomorrow?' });
+  const r3 = await client.chat.completions.create({ model, tools, messages, max_tokens: 8, temperature: 0 });
+  turns.push(r3.usage);
+  console.log('agent loop usage per turn: ' + JSON.stringify(turns.map((u) => ({
+    prompt: u.prompt_tokens, cached: u.prompt_tokens_details.cached_tokens, completion: u.completion_tokens }))));
+  // Turn 2 renders the call the way turn 1 prompted it, except for the empty
+  // <think></think> Qwen3's template writes only into the final assistant
+  // turn: everything before it (system, tools, user) is reused.
+  const prefix = await postJson(server.url + '/tokenize', {
+    messages: [system, user], tools, add_generation_prompt: true });
+  assert.ok(turns[1].prompt_tokens_details.cached_tokens >= prefix.json.count - 1,
+    `turn 2 cached ${turns[1].prompt_tokens_details.cached_tokens} of a ${prefix.json.count}-token shared prefix`);
+  // Turn 3 starts with turn 2's whole prompt.
+  assert.ok(turns[2].prompt_tokens_details.cached_tokens >= turns[1].prompt_tokens - 1,
+    `turn 3 cached ${turns[2].prompt_tokens_details.cached_tokens} of turn 2's ${turns[1].prompt_tokens} prompt tokens`);
+});
