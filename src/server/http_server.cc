@@ -12,6 +12,7 @@
 #include "core/timer.h"
 #include "engine/engine.h"
 #include "server/access_log.h"
+#include "server/anthropic_messages.h"
 #include "server/api_error.h"
 #include "server/auth.h"
 #include "server/cors.h"
@@ -45,6 +46,14 @@ void ReplyError(HttpResponse& res, const ApiError& err) {
   if (err.http_status == 429) res.SetHeader("Retry-After", "1");
   Reply(res, err.http_status, err.ToJson());
 }
+
+void ReplyAnthropicError(HttpResponse& res, const ApiError& err) {
+  if (err.http_status == 429) res.SetHeader("Retry-After", "1");
+  Reply(res, err.http_status, AnthropicErrorJson(err));
+}
+
+// Anthropic's routes answer errors in Anthropic's shape.
+bool IsAnthropicPath(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
 
 ApiError Forbidden(const std::string& message) {
   return ApiError{403, message, "invalid_request_error", "", "insufficient_permissions"};
@@ -85,11 +94,46 @@ struct HttpServer::Impl {
   explicit Impl(const ServerOptions& o) : options(o), keys(AllKeys(o)), cors(o.cors_origins) {}
 
   // Which key a request used; nullopt when auth is on and it has none valid.
+  // The key comes as "Authorization: Bearer KEY" or, as Anthropic's clients
+  // send it, "x-api-key: KEY".
   std::optional<size_t> KeyOf(const HttpRequest& req) const {
     if (!keys.enabled()) return size_t{0};
     size_t idx = 0;
-    if (!keys.Check(req.Header("authorization"), &idx)) return std::nullopt;
-    return idx;
+    if (req.HasHeader("authorization")) {
+      if (!keys.Check(req.Header("authorization"), &idx)) return std::nullopt;
+      return idx;
+    }
+    if (req.HasHeader("x-api-key") && keys.Check("Bearer " + req.Header("x-api-key"), &idx))
+      return idx;
+    return std::nullopt;
+  }
+
+  // POST /v1/messages and /v1/messages/count_tokens (anthropic_messages.h).
+  void HandleAnthropic(bool count_tokens, const HttpRequest& req, HttpResponse& res) {
+    if (auto err = CheckReady()) return ReplyAnthropicError(res, *err);
+    nlohmann::ordered_json body, chat;
+    if (auto err = ParseJsonBody(req.body, &body)) return ReplyAnthropicError(res, *err);
+    if (auto err = AnthropicToChatBody(body, count_tokens, &chat))
+      return ReplyAnthropicError(res, *err);
+    GenerationEnv env = Env();
+    const std::string chat_text =
+        chat.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    if (count_tokens) {
+      std::vector<int32_t> ids;
+      if (auto err = TokenizeChatBodyText(env, chat_text, &ids))
+        return ReplyAnthropicError(res, *err);
+      Reply(res, 200, DumpJson(json{{"input_tokens", static_cast<int64_t>(ids.size())}}));
+      return;
+    }
+    PreparedGeneration prepared;
+    if (auto err = PrepareGeneration(env, Endpoint::kChat, chat_text, SaltOf(req), &prepared))
+      return ReplyAnthropicError(res, *err);
+    const int64_t input_tokens = static_cast<int64_t>(prepared.prompt_tokens[0].size());
+    prepared.id_prefix = "msg_";
+    prepared.formatter = [input_tokens](const ResponseMeta& meta) {
+      return MakeAnthropicFormatter(meta, input_tokens);
+    };
+    RunGeneration(env, std::move(prepared), req, res, ReplyAnthropicError);
   }
 
   // The cache routes act on every tenant's prefixes: with keys configured,
@@ -125,14 +169,25 @@ struct HttpServer::Impl {
 
   void HandleGenerate(Endpoint endpoint, const HttpRequest& req, HttpResponse& res) {
     if (auto err = CheckReady()) return ReplyError(res, *err);
-    std::optional<size_t> key = KeyOf(req);
-    const std::string salt = key ? keys.SaltFor(*key) : "";
     GenerationEnv env = Env();
     PreparedGeneration prepared;
-    if (auto err = PrepareGeneration(env, endpoint, req.body, salt, &prepared))
+    if (auto err = PrepareGeneration(env, endpoint, req.body, SaltOf(req), &prepared))
       return ReplyError(res, *err);
+    RunGeneration(env, std::move(prepared), req, res, ReplyError);
+  }
+
+  std::string SaltOf(const HttpRequest& req) const {
+    std::optional<size_t> key = KeyOf(req);
+    return key ? keys.SaltFor(*key) : "";
+  }
+
+  // Submits a prepared run and answers with its body or its stream; errors
+  // go through reply_error (each API has its error shape).
+  void RunGeneration(const GenerationEnv& env, PreparedGeneration prepared, const HttpRequest& req,
+                     HttpResponse& res,
+                     const std::function<void(HttpResponse&, const ApiError&)>& reply_error) {
     std::shared_ptr<GenerationRun> run;
-    if (auto err = SubmitGeneration(env, std::move(prepared), &run)) return ReplyError(res, *err);
+    if (auto err = SubmitGeneration(env, std::move(prepared), &run)) return reply_error(res, *err);
     res.log_fields = [run] {
       const Usage& u = run->usage();
       return TokenFields(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
@@ -324,6 +379,13 @@ struct HttpServer::Impl {
                [this](const HttpRequest& req, HttpResponse& res) { HandleTokenize(req, res); });
     router.Add("POST", "/detokenize",
                [this](const HttpRequest& req, HttpResponse& res) { HandleDetokenize(req, res); });
+    router.Add("POST", "/v1/messages", [this](const HttpRequest& req, HttpResponse& res) {
+      HandleAnthropic(/*count_tokens=*/false, req, res);
+    });
+    router.Add("POST", "/v1/messages/count_tokens",
+               [this](const HttpRequest& req, HttpResponse& res) {
+                 HandleAnthropic(/*count_tokens=*/true, req, res);
+               });
     router.Add("POST", "/apply-template", [this](const HttpRequest& req, HttpResponse& res) {
       HandleApplyTemplate(req, res);
     });
@@ -335,10 +397,11 @@ struct HttpServer::Impl {
     if (cors.IsPreflight(req)) return cors.AnswerPreflight(req, res);
     cors.Apply(req, res);
     if (req.path.rfind("/v1/", 0) == 0 && keys.enabled() && !KeyOf(req)) {
-      return ReplyError(res,
-                        Unauthorized(req.HasHeader("authorization")
-                                         ? "invalid API key"
-                                         : "missing API key: send 'Authorization: Bearer KEY'"));
+      ApiError err = Unauthorized(
+          req.HasHeader("authorization") || req.HasHeader("x-api-key")
+              ? "invalid API key"
+              : "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
+      return IsAnthropicPath(req.path) ? ReplyAnthropicError(res, err) : ReplyError(res, err);
     }
     const RouteHandler* handler = nullptr;
     std::string allow;
