@@ -88,6 +88,13 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
                           flags.GetString("special-tokens-in-content", "text"));
   KVFORK_ASSIGN_OR_RETURN(c.server.tool_call_parser, flags.GetString("tool-call-parser", "auto"));
   KVFORK_ASSIGN_OR_RETURN(c.server.reasoning_parser, flags.GetString("reasoning-parser", "auto"));
+  KVFORK_ASSIGN_OR_RETURN(int64_t store_entries, flags.GetInt("responses-store-max-entries", 1024));
+  KVFORK_ASSIGN_OR_RETURN(c.server.responses_store_max_mib,
+                          flags.GetInt("responses-store-max-mib", 256));
+  if (store_entries < 0 || c.server.responses_store_max_mib < 0)
+    return InvalidArgumentError(
+        "--responses-store-max-entries and --responses-store-max-mib must be >= 0");
+  c.server.responses_store_max_entries = static_cast<size_t>(store_entries);
   KVFORK_ASSIGN_OR_RETURN(c.drain_seconds, flags.GetDouble("drain-seconds", 30.0));
 
   EngineOptions& e = c.engine;

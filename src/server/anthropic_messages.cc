@@ -9,6 +9,13 @@ namespace {
 using nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
+// A member's string value, or fallback when absent or not a string (a
+// wrong type then fails the check that follows, naming the field).
+std::string Str(const ojson& obj, const char* key, const char* fallback = "") {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 ApiError Invalid(const std::string& field, const std::string& message) {
   return InvalidField(field, "'" + field + "' " + message);
 }
@@ -25,7 +32,7 @@ std::optional<ApiError> TextOf(const ojson& value, const std::string& field, std
   for (size_t i = 0; i < value.size(); ++i) {
     const std::string f = field + "[" + std::to_string(i) + "]";
     const ojson& block = value[i];
-    if (!block.is_object() || block.value("type", "") != "text" || !block.contains("text") ||
+    if (!block.is_object() || Str(block, "type") != "text" || !block.contains("text") ||
         !block["text"].is_string())
       return Invalid(f, "must be a text block {\"type\": \"text\", \"text\": ...}");
     if (!out->empty()) *out += "\n";
@@ -48,7 +55,7 @@ std::optional<ApiError> RequireString(const ojson& obj, const char* key, const s
 // results becomes tool messages first, then the user's text).
 std::optional<ApiError> ConvertMessage(const ojson& m, const std::string& f, ojson* out) {
   if (!m.is_object()) return Invalid(f, "must be an object");
-  const std::string role = m.value("role", "");
+  const std::string role = Str(m, "role");
   if (role != "user" && role != "assistant")
     return Invalid(f + ".role", "must be \"user\" or \"assistant\"");
   auto content = m.find("content");
@@ -66,7 +73,7 @@ std::optional<ApiError> ConvertMessage(const ojson& m, const std::string& f, ojs
     const std::string bf = f + ".content[" + std::to_string(i) + "]";
     const ojson& block = (*content)[i];
     if (!block.is_object()) return Invalid(bf, "must be a content block object");
-    const std::string type = block.value("type", "");
+    const std::string type = Str(block, "type");
     if (type == "text") {
       if (!block.contains("text") || !block["text"].is_string())
         return Invalid(bf + ".text", "must be a string");
@@ -94,7 +101,7 @@ std::optional<ApiError> ConvertMessage(const ojson& m, const std::string& f, ojs
       auto c = block.find("content");
       if (c != block.end())
         if (auto err = TextOf(*c, bf + ".content", &result)) return err;
-      if (block.value("is_error", false)) result = "Error: " + result;
+      if (block.contains("is_error") && block["is_error"] == true) result = "Error: " + result;
       tool_results.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", result}});
     } else {
       return Invalid(bf + ".type", "= \"" + type + "\" is not supported in a " + role +
@@ -121,7 +128,7 @@ std::optional<ApiError> ConvertTools(const ojson& tools, ojson* out) {
     const std::string f = "tools[" + std::to_string(i) + "]";
     const ojson& t = tools[i];
     if (!t.is_object()) return Invalid(f, "must be an object");
-    const std::string type = t.value("type", "custom");
+    const std::string type = Str(t, "type", "custom");
     if (type != "custom")
       return Invalid(f + ".type", "= \"" + type +
                                       "\" is not supported: only client tools (name, "
@@ -142,13 +149,13 @@ std::optional<ApiError> ConvertTools(const ojson& tools, ojson* out) {
 
 std::optional<ApiError> ConvertToolChoice(const ojson& tc, ojson* chat) {
   if (!tc.is_object()) return Invalid("tool_choice", "must be an object {\"type\": ...}");
-  const std::string type = tc.value("type", "");
+  const std::string type = Str(tc, "type");
   if (type == "auto" || type == "none") {
     (*chat)["tool_choice"] = type;
   } else if (type == "any") {
     (*chat)["tool_choice"] = "required";  // the chat parser's 400 names tool_choice
   } else if (type == "tool") {
-    (*chat)["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc.value("name", "")}}}};
+    (*chat)["tool_choice"] = {{"type", "function"}, {"function", {{"name", Str(tc, "name")}}}};
   } else {
     return Invalid("tool_choice.type", "must be auto, any, tool or none");
   }
@@ -316,7 +323,7 @@ std::optional<ApiError> AnthropicToChatBody(const ojson& body, bool count_tokens
   // A final assistant message is a prefill the model continues (Anthropic's
   // semantics): vLLM's continue_final_message.
   const ojson& last = (*chat)["messages"].back();
-  if (last.value("role", "") == "assistant" && last["content"].is_string() &&
+  if (Str(last, "role") == "assistant" && last["content"].is_string() &&
       !last["content"].get_ref<const std::string&>().empty())
     (*chat)["continue_final_message"] = true;
   auto tools = body.find("tools");
@@ -350,7 +357,7 @@ std::optional<ApiError> AnthropicToChatBody(const ojson& body, bool count_tokens
   auto thinking = body.find("thinking");
   if (thinking != body.end() && !thinking->is_null()) {
     if (!thinking->is_object()) return Invalid("thinking", "must be an object");
-    const std::string type = thinking->value("type", "");
+    const std::string type = Str(*thinking, "type");
     if (type != "enabled" && type != "disabled")
       return Invalid("thinking.type", "must be \"enabled\" or \"disabled\"");
     // Qwen3-style templates switch reasoning with enable_thinking.

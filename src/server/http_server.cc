@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <ctime>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -22,7 +23,9 @@
 #include "server/metrics.h"
 #include "server/openai_schema.h"
 #include "server/reasoning_parser.h"
+#include "server/response_store.h"
 #include "server/response_writer.h"
+#include "server/responses_api.h"
 #include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -83,6 +86,7 @@ struct HttpServer::Impl {
   ServingBackend backend;
   ServerMetrics metrics;
   ActiveRequests active;
+  ResponseStore responses;                                  // /v1/responses with store
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;  // set by Attach
   bool reasoning_parser = false;                            // set by Attach
 
@@ -91,7 +95,12 @@ struct HttpServer::Impl {
     all.insert(all.end(), o.admin_api_keys.begin(), o.admin_api_keys.end());
     return all;
   }
-  explicit Impl(const ServerOptions& o) : options(o), keys(AllKeys(o)), cors(o.cors_origins) {}
+  explicit Impl(const ServerOptions& o)
+      : options(o),
+        keys(AllKeys(o)),
+        cors(o.cors_origins),
+        responses(ResponseStoreLimits{o.responses_store_max_entries,
+                                      static_cast<size_t>(o.responses_store_max_mib) << 20}) {}
 
   // Which key a request used; nullopt when auth is on and it has none valid.
   // The key comes as "Authorization: Bearer KEY" or, as Anthropic's clients
@@ -106,6 +115,54 @@ struct HttpServer::Impl {
     if (req.HasHeader("x-api-key") && keys.Check("Bearer " + req.Header("x-api-key"), &idx))
       return idx;
     return std::nullopt;
+  }
+
+  // POST /v1/responses (responses_api.h). Errors from the chat parser name
+  // the Responses field the chat field came from.
+  void HandleResponses(const HttpRequest& req, HttpResponse& res) {
+    if (auto err = CheckReady()) return ReplyError(res, *err);
+    nlohmann::ordered_json body;
+    if (auto err = ParseJsonBody(req.body, &body)) return ReplyError(res, *err);
+    if (!body.is_object()) return ReplyError(res, BadRequest("request body must be a JSON object"));
+    const std::string salt = SaltOf(req);
+    std::optional<StoredResponse> previous;
+    auto prev = body.find("previous_response_id");
+    if (prev != body.end() && !prev->is_null()) {
+      if (!prev->is_string())
+        return ReplyError(
+            res, InvalidField("previous_response_id", "'previous_response_id' must be a string"));
+      previous = responses.Get(salt, prev->get<std::string>());
+      if (!previous) {
+        ApiError err = NotFound("previous response '" + prev->get<std::string>().substr(0, 100) +
+                                    "' not found (never stored, or dropped from the store's "
+                                    "LRU bound)",
+                                "previous_response_not_found");
+        err.param = "previous_response_id";
+        return ReplyError(res, err);
+      }
+    }
+    ResponsesRequest request;
+    if (auto err = ResponsesToChatBody(body, previous ? &previous->messages : nullptr, &request))
+      return ReplyError(res, *err);
+    GenerationEnv env = Env();
+    PreparedGeneration prepared;
+    const std::string chat_text =
+        request.chat_body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    if (auto err = PrepareGeneration(env, Endpoint::kChat, chat_text, salt, &prepared)) {
+      static const std::map<std::string, std::string> kNames = {
+          {"max_tokens", "max_output_tokens"},
+          {"messages", "input"},
+          {"reasoning_effort", "reasoning.effort"}};
+      auto renamed = kNames.find(err->param);
+      if (renamed != kNames.end()) err->param = renamed->second;
+      return ReplyError(res, *err);
+    }
+    prepared.id_prefix = "resp_";
+    ResponseStore* store = &responses;
+    prepared.formatter = [request, store, salt](const ResponseMeta& meta) {
+      return MakeResponsesFormatter(meta, request, store, salt);
+    };
+    RunGeneration(env, std::move(prepared), req, res, ReplyError);
   }
 
   // POST /v1/messages and /v1/messages/count_tokens (anthropic_messages.h).
@@ -379,6 +436,24 @@ struct HttpServer::Impl {
                [this](const HttpRequest& req, HttpResponse& res) { HandleTokenize(req, res); });
     router.Add("POST", "/detokenize",
                [this](const HttpRequest& req, HttpResponse& res) { HandleDetokenize(req, res); });
+    router.Add("POST", "/v1/responses",
+               [this](const HttpRequest& req, HttpResponse& res) { HandleResponses(req, res); });
+    // A stored response (store: true), by id; DELETE drops it.
+    router.AddPrefix("GET", "/v1/responses/", [this](const HttpRequest& req, HttpResponse& res) {
+      const std::string id = req.path.substr(std::string("/v1/responses/").size());
+      std::optional<StoredResponse> stored = responses.Get(SaltOf(req), id);
+      if (!stored)
+        return ReplyError(
+            res, NotFound("response '" + id.substr(0, 100) + "' not found", "response_not_found"));
+      Reply(res, 200, DumpJson(stored->response));
+    });
+    router.AddPrefix("DELETE", "/v1/responses/", [this](const HttpRequest& req, HttpResponse& res) {
+      const std::string id = req.path.substr(std::string("/v1/responses/").size());
+      if (!responses.Delete(SaltOf(req), id))
+        return ReplyError(
+            res, NotFound("response '" + id.substr(0, 100) + "' not found", "response_not_found"));
+      Reply(res, 200, DumpJson(json{{"id", id}, {"object", "response"}, {"deleted", true}}));
+    });
     router.Add("POST", "/v1/messages", [this](const HttpRequest& req, HttpResponse& res) {
       HandleAnthropic(/*count_tokens=*/false, req, res);
     });

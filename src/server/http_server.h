@@ -67,6 +67,10 @@ struct ServerOptions {
   // <think>), think, none.
   std::string tool_call_parser = "auto";
   std::string reasoning_parser = "auto";
+  // /v1/responses with store: at most this many responses and MiB of their
+  // JSON are kept for previous_response_id, least recently used dropped first.
+  size_t responses_store_max_entries = 1024;
+  int64_t responses_store_max_mib = 256;
 };
 
 // What the server serves once loading is done. Everything must outlive the

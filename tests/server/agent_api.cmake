@@ -18,3 +18,9 @@ if(KVFORK_NODE)
             ${PROJECT_SOURCE_DIR}/tools/node/tests/agent_anthropic.test.mjs
     LABELS e2e TIMEOUT 300)
 endif()
+if(KVFORK_NODE)
+  kvfork_script_test(agent_responses_e2e_test
+    COMMAND ${KVFORK_NODE} --test --test-concurrency=1
+            ${PROJECT_SOURCE_DIR}/tools/node/tests/agent_responses.test.mjs
+    LABELS e2e TIMEOUT 300)
+endif()
