@@ -295,6 +295,12 @@ class AnthropicFormatter : public ChatFormatter {
 std::optional<ApiError> AnthropicToChatBody(const ojson& body, bool count_tokens, ojson* chat) {
   if (!body.is_object()) return BadRequest("request body must be a JSON object");
   *chat = ojson::object();
+  // The Messages API has no logprobs: a client asking for them must hear so.
+  for (const char* key : {"logprobs", "top_logprobs"}) {
+    auto it = body.find(key);
+    if (it != body.end() && !it->is_null() && *it != false && *it != 0)
+      return Invalid(key, "is not supported on /v1/messages (use /v1/chat/completions)");
+  }
   auto model = body.find("model");
   if (model != body.end() && !model->is_null()) {
     if (!model->is_string()) return Invalid("model", "must be a string");

@@ -165,6 +165,8 @@ std::optional<ApiError> RejectUnsupported(const ojson& body) {
     return Invalid("include", "is not supported: no extra output data is available");
   if (present("top_logprobs") && body["top_logprobs"] != 0)
     return Invalid("top_logprobs", "is not supported on /v1/responses (use /v1/chat/completions)");
+  if (present("logprobs") && body["logprobs"] != false)
+    return Invalid("logprobs", "is not supported on /v1/responses (use /v1/chat/completions)");
   for (const char* key : {"prompt", "conversation", "max_tool_calls"})
     if (present(key)) return Invalid(key, "is not supported");
   return std::nullopt;

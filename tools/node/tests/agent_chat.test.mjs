@@ -195,3 +195,25 @@ test('agent loop: tool call, tool result, next turns reuse the previous turn (ca
   assert.ok(turns[2].prompt_tokens_details.cached_tokens >= turns[1].prompt_tokens - 1,
     `turn 3 cached ${turns[2].prompt_tokens_details.cached_tokens} of turn 2's ${turns[1].prompt_tokens} prompt tokens`);
 });
+
+test('fields the server does not implement are 400s naming them, never ignored', async () => {
+  const chat = server.url + '/v1/chat/completions';
+  const cases = [
+    [chat, { model, messages: [user], echo: true }, 'echo'],
+    [chat, { model, messages: [user], response_format: { type: 'bogus' } }, 'response_format'],
+    [server.url + '/v1/completions', { model, prompt: 'x', suffix: 'y' }, 'suffix'],
+    [server.url + '/v1/completions', { model, prompt: 'x', best_of: 3, n: 1 }, 'best_of'],
+    [server.url + '/v1/responses', { model, input: 'x', logprobs: true }, 'logprobs'],
+    [server.url + '/v1/responses', { model, input: 'x', top_logprobs: 2 }, 'top_logprobs'],
+  ];
+  for (const [url, body, param] of cases) {
+    const r = await postJson(url, body);
+    assert.equal(r.status, 400, `${url} ${JSON.stringify(body)}: ${r.text}`);
+    assert.equal(r.json.error.param, param, r.text);
+  }
+  const m = await postJson(server.url + '/v1/messages',
+    { model, max_tokens: 2, messages: [user], top_logprobs: 3 });
+  assert.equal(m.status, 400, m.text);
+  assert.equal(m.json.type, 'error');
+  assert.match(m.json.error.message, /'top_logprobs'/);
+});
