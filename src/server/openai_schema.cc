@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 
+#include "server/structured_output.h"
 #include "server/unsupported_fields.h"
 
 namespace kvfork::server {
@@ -491,6 +492,7 @@ std::optional<ApiError> ParseRequestBody(Endpoint endpoint, std::string_view bod
     }
     KVFORK_API_TRY(GetBool(j, "add_special_tokens", &out->add_special_tokens));
     KVFORK_API_TRY(ParseSampling(j, endpoint, limits, out));
+    KVFORK_API_TRY(ParseStructuredOutput(j, &out->sampling));
     if (out->max_tokens_given && out->sampling.max_tokens == 0 && !AllowsZeroMaxTokens(*out)) {
       auto mct = j.find("max_completion_tokens");
       const std::string f = endpoint == Endpoint::kChat && mct != j.end() && !mct->is_null()
