@@ -7,6 +7,8 @@
 
 #include "core/logging.h"
 #include "core/timer.h"
+#include "server/structured_output.h"
+#include "server/tool_choice_grammar.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -128,13 +130,32 @@ namespace {
 
 // Which parsers read the reply: tool calls when the request offers tools
 // and lets the model call them, reasoning when the template uses <think>.
-void SetUpParsing(const GenerationEnv& env, const ChatInput& chat, std::string_view prompt,
-                  PreparedGeneration* out) {
+// tool_choice required / named: a grammar forces one call.
+std::optional<ApiError> SetUpParsing(const GenerationEnv& env, const ChatInput& chat,
+                                     std::string_view prompt, PreparedGeneration* out) {
   AssistantParsing& parsing = out->parsing;
   const bool offers_tools = chat.tools.is_array() && !chat.tools.empty();
   if (offers_tools && chat.tool_choice != "none") {
     parsing.tool_format = env.tool_call_format;
     parsing.max_tool_calls = chat.parallel_tool_calls ? SIZE_MAX : 1;
+  }
+  if (chat.tool_choice == "required" || chat.tool_choice == "function") {
+    if (out->parsed.sampling.grammar != nullptr)
+      return InvalidField("tool_choice",
+                          "'tool_choice' = \"" + chat.tool_choice +
+                              "\" cannot be combined with a structured-output constraint "
+                              "(response_format, guided_*): both would constrain the reply");
+    if (!offers_tools)
+      return InvalidField("tool_choice", "'tool_choice' = \"" + chat.tool_choice +
+                                             "\" needs at least one tool in 'tools'");
+    StatusOr<std::string> gbnf =
+        ForcedToolCallGbnf(env.tool_call_format, chat.tools, chat.forced_tool);
+    if (!gbnf.ok()) {
+      const bool schema_error = gbnf.status().message().find("'tools[") != std::string::npos;
+      return FromStatus(gbnf.status(), schema_error ? "tools" : "tool_choice");
+    }
+    if (auto err = ConstrainToGbnf(*gbnf, "tool_choice", &out->parsed.sampling)) return err;
+    parsing.max_tool_calls = 1;
   }
   if (chat.continue_final_message) {
     const nlohmann::ordered_json& last = chat.messages.back();
@@ -146,6 +167,11 @@ void SetUpParsing(const GenerationEnv& env, const ChatInput& chat, std::string_v
   }
   parsing.reasoning = env.reasoning_parser;
   parsing.reasoning_starts_inside = parsing.reasoning && PromptOpensReasoning(prompt);
+  // A forced call starts at once: the grammar leaves no room for <think>.
+  if (out->parsed.sampling.grammar != nullptr && parsing.tool_format != ToolCallFormat::kNone &&
+      (chat.tool_choice == "required" || chat.tool_choice == "function"))
+    parsing.reasoning = false;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -182,7 +208,7 @@ std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint end
     // The template writes the BOS itself when the model wants one
     // (add_special_tokens is false unless the request says otherwise).
     out->prompt_tokens.push_back(EncodeChatPrompt(*env.tokenizer, prompt, p.add_special_tokens));
-    SetUpParsing(env, p.chat, prompt.text, out);
+    if (auto err = SetUpParsing(env, p.chat, prompt.text, out)) return err;
   } else {
     for (const PromptInput& in : p.prompts) {
       if (in.is_tokens) {

@@ -155,6 +155,8 @@ struct HttpServer::Impl {
           {"reasoning_effort", "reasoning.effort"}};
       auto renamed = kNames.find(err->param);
       if (renamed != kNames.end()) err->param = renamed->second;
+      if (err->param.rfind("response_format", 0) == 0)
+        err->param = "text.format" + err->param.substr(std::string("response_format").size());
       return ReplyError(res, *err);
     }
     prepared.id_prefix = "resp_";

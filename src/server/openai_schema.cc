@@ -391,21 +391,37 @@ std::optional<ApiError> ParseToolOptions(const json& body, ChatInput* out) {
     if (tc->is_string() && (*tc == "auto" || *tc == "none")) {
       out->tool_choice = tc->get<std::string>();
     } else if (tc->is_string() && *tc == "required") {
-      return InvalidField("tool_choice",
-                          "'tool_choice' = \"required\" is not supported: forcing a tool call "
-                          "needs constrained decoding, which this server does not have yet; use "
-                          "\"auto\"");
+      out->tool_choice = "required";
     } else if (tc->is_object()) {
-      std::string shown = tc->dump(-1, ' ', false, json::error_handler_t::replace);
-      if (shown.size() > 80) shown = shown.substr(0, 77) + "...";
-      return InvalidField("tool_choice",
-                          "'tool_choice' = " + shown +
-                              " is not supported: forcing a named function needs constrained "
-                              "decoding, which this server does not have yet; use \"auto\"");
+      // {"type": "function", "function": {"name": ...}}
+      auto fn = tc->find("function");
+      const json* name = nullptr;
+      if (fn != tc->end() && fn->is_object() && fn->contains("name")) name = &(*fn)["name"];
+      if (tc->value("type", json()) != "function" || name == nullptr || !name->is_string())
+        return InvalidField("tool_choice",
+                            "'tool_choice' as an object must be {\"type\": \"function\", "
+                            "\"function\": {\"name\": ...}}");
+      out->tool_choice = "function";
+      out->forced_tool = name->get<std::string>();
     } else {
       return InvalidField("tool_choice",
                           "'tool_choice' must be \"auto\", \"none\", \"required\" or "
                           "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+  }
+  if (out->tool_choice == "required" || out->tool_choice == "function") {
+    if (!out->tools.is_array() || out->tools.empty())
+      return InvalidField("tool_choice", "'tool_choice' = \"" + out->tool_choice +
+                                             "\" needs at least one tool in 'tools'");
+    if (out->tool_choice == "function") {
+      bool found = false;
+      for (const json& t : out->tools)
+        if (t.is_object() && t.contains("function") && t["function"].is_object() &&
+            t["function"].value("name", json()) == out->forced_tool)
+          found = true;
+      if (!found)
+        return InvalidField("tool_choice", "'tool_choice' names function '" + out->forced_tool +
+                                               "', which is not in 'tools'");
     }
   }
   KVFORK_API_TRY(GetBool(body, "parallel_tool_calls", &out->parallel_tool_calls));

@@ -147,11 +147,9 @@ std::optional<ApiError> RejectUnsupported(const ojson& body) {
     auto format = text->find("format");
     if (format != text->end() && !format->is_null()) {
       const std::string type = Str(*format, "type");
-      if (type != "text")
-        return Invalid("text.format", "type \"" + type +
-                                          "\" is not supported: structured output needs "
-                                          "constrained decoding, which this server does not "
-                                          "have yet (only {\"type\": \"text\"})");
+      if (type != "text" && type != "json_schema" && type != "json_object")
+        return Invalid("text.format",
+                       "type \"" + type + "\" is not one of text, json_schema, json_object");
     }
     auto verbosity = text->find("verbosity");
     if (verbosity != text->end() && !verbosity->is_null())
@@ -508,6 +506,22 @@ std::optional<ApiError> ResponsesToChatBody(const ojson& body, const ojson* prev
   echo["previous_response_id"] =
       prev != body.end() && prev->is_string() ? json(prev->get<std::string>()) : json(nullptr);
   echo["text"] = {{"format", {{"type", "text"}}}};
+  // text.format -> the chat's response_format (constrained decoding).
+  auto text = body.find("text");
+  if (text != body.end() && text->is_object() && text->contains("format") &&
+      (*text)["format"].is_object()) {
+    const ojson& format = (*text)["format"];
+    const std::string type = Str(format, "type");
+    if (type == "json_object") {
+      chat["response_format"] = {{"type", "json_object"}};
+    } else if (type == "json_schema") {
+      ojson js = ojson::object();
+      for (const char* key : {"name", "schema", "strict", "description"})
+        if (format.contains(key)) js[key] = format[key];
+      chat["response_format"] = {{"type", "json_schema"}, {"json_schema", std::move(js)}};
+    }
+    echo["text"] = {{"format", json::parse(format.dump())}};
+  }
   echo["truncation"] = "disabled";
   return std::nullopt;
 }

@@ -14,10 +14,10 @@
 // top_k, min_p, seed, stop, logit_bias, repetition/presence/frequency
 // penalties, chat_template_kwargs, continue_final_message, cache_salt.
 //
-// Fields that would change the output and are not implemented are a 400
-// naming them: text.format json_schema/json_object (constrained decoding),
-// non-function tools, background, truncation "auto", include, top_logprobs,
-// prompt, conversation, max_tool_calls.
+// text.format json_schema / json_object become the chat's response_format
+// (constrained decoding). Fields that would change the output and are not
+// implemented are a 400 naming them: non-function tools, background, truncation "auto", include,
+// top_logprobs, prompt, conversation, max_tool_calls.
 #pragma once
 
 #include <memory>

@@ -8,9 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "grammar/compile.h"
+#include "grammar/matcher.h"
 #include "server/assistant_output.h"
 #include "server/reasoning_parser.h"
 #include "server/tool_call_parser.h"
+#include "server/tool_choice_grammar.h"
 #include "test_env.h"
 
 namespace kvfork::server {
@@ -255,6 +258,65 @@ TEST(AssistantOutput, ReasoningThenToolCall) {
     ASSERT_EQ(all.calls.size(), 1u);
     EXPECT_EQ(all.calls[0].arguments, "{\"city\": \"Paris\"}");
   }
+}
+
+TEST(ToolChoiceGrammar, PrefixRenamesRulesOnly) {
+  EXPECT_EQ(
+      PrefixGbnfRules("root ::= a-b \"root\" [a-z\\]] # root\na-b ::= \"x\\\"y\" root?\n", "t0-"),
+      "t0-root ::= t0-a-b \"root\" [a-z\\]] # root\nt0-a-b ::= \"x\\\"y\" t0-root?\n");
+}
+
+bool Accepts(const std::string& gbnf, const std::string& text) {
+  auto g = grammar::CompileGbnf(gbnf, "test");
+  EXPECT_TRUE(g.ok()) << g.status().ToString() << "\n" << gbnf;
+  if (!g.ok()) return false;
+  grammar::GrammarMatcher m(*g);
+  return m.AcceptBytes(text) && m.CanEnd();
+}
+
+TEST(ToolChoiceGrammar, ForcesOneCallValidUnderTheSchema) {
+  const ordered_json tools = ordered_json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string", "maxLength": 8}}, "required": ["city"],
+      "additionalProperties": false}}},
+    {"type": "function", "function": {"name": "get_time"}}])");
+  StatusOr<std::string> any = ForcedToolCallGbnf(ToolCallFormat::kHermes, tools, "");
+  ASSERT_TRUE(any.ok()) << any.status().ToString();
+  const std::string weather =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>";
+  EXPECT_TRUE(Accepts(*any, weather));
+  EXPECT_TRUE(
+      Accepts(*any, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"));
+  // Arguments outside the schema, another name, or a second call: refused.
+  EXPECT_FALSE(Accepts(*any,
+                       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                       "{\"city\":\"Paris, France\"}}\n</tool_call>"));
+  EXPECT_FALSE(Accepts(*any, "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(Accepts(*any, weather + weather));
+  // What the grammar accepts, the parser reads back as the call.
+  ToolCallOutput parsed = ParseToolCalls(ToolCallFormat::kHermes, weather, SIZE_MAX);
+  ASSERT_EQ(parsed.calls.size(), 1u);
+  EXPECT_EQ(parsed.calls[0].arguments, "{\"city\":\"Paris\"}");
+
+  StatusOr<std::string> named = ForcedToolCallGbnf(ToolCallFormat::kHermes, tools, "get_time");
+  ASSERT_TRUE(named.ok());
+  EXPECT_FALSE(Accepts(*named, weather));
+  StatusOr<std::string> llama =
+      ForcedToolCallGbnf(ToolCallFormat::kLlama3Json, tools, "get_weather");
+  ASSERT_TRUE(llama.ok());
+  EXPECT_TRUE(Accepts(*llama, "{\"name\": \"get_weather\", \"parameters\": {\"city\":\"Rome\"}}"));
+  StatusOr<std::string> mistral = ForcedToolCallGbnf(ToolCallFormat::kMistral, tools, "get_time");
+  ASSERT_TRUE(mistral.ok());
+  EXPECT_TRUE(Accepts(*mistral, "[{\"name\": \"get_time\", \"arguments\": {}}]"));
+
+  EXPECT_FALSE(ForcedToolCallGbnf(ToolCallFormat::kHermes, tools, "nope").ok());
+  EXPECT_FALSE(ForcedToolCallGbnf(ToolCallFormat::kNone, tools, "").ok());
+  const ordered_json bad = ordered_json::parse(
+      R"([{"type": "function", "function": {"name": "f", "parameters": {"not": {}}}}])");
+  StatusOr<std::string> err = ForcedToolCallGbnf(ToolCallFormat::kHermes, bad, "");
+  ASSERT_FALSE(err.ok());
+  EXPECT_NE(err.status().message().find("tools[0].function.parameters"), std::string::npos)
+      << err.status().ToString();
 }
 
 }  // namespace

@@ -114,6 +114,19 @@ test('a tool round trip: tool_use out, tool_result back, the next turn reuses th
   console.log('anthropic tool round trip usage: ' + JSON.stringify([first.usage, second.usage]));
 });
 
+test('tool_choice any and tool force a tool_use block (grammar)', async () => {
+  const bounded = [{ name: 'get_weather', description: 'Weather of a city',
+    input_schema: { type: 'object', properties: { city: { type: 'string', maxLength: 10 } }, required: ['city'], additionalProperties: false } }];
+  for (const tool_choice of [{ type: 'any' }, { type: 'tool', name: 'get_weather' }]) {
+    const r = await client.messages.create({ model, max_tokens: 300, temperature: 1, tools: bounded, tool_choice,
+      messages: [{ role: 'user', content: 'Weather in Paris?' }] });
+    assert.equal(r.stop_reason, 'tool_use', JSON.stringify(r.content));
+    const use = r.content.find((b) => b.type === 'tool_use');
+    assert.equal(use.name, 'get_weather');
+    assert.equal(typeof use.input.city, 'string');
+  }
+});
+
 test('errors have Anthropic shape; x-api-key and Bearer both authenticate', async () => {
   await assert.rejects(client.messages.create({ model, messages: [{ role: 'user', content: 'x' }] }),
     (e) => e.status === 400 && e.error.type === 'error' && e.error.error.type === 'invalid_request_error' &&
@@ -125,10 +138,10 @@ test('errors have Anthropic shape; x-api-key and Bearer both authenticate', asyn
   assert.equal(bad.json.type, 'error');
   assert.match(bad.json.error.message, /messages\[0\]\.content\[0\]\.type/);
   const forced = await postJson(server.url + '/v1/messages',
-    { model, max_tokens: 2, tools, tool_choice: { type: 'any' }, messages: [{ role: 'user', content: 'x' }] },
+    { model, max_tokens: 2, tools, tool_choice: { type: 'tool', name: 'nope' }, messages: [{ role: 'user', content: 'x' }] },
     { 'x-api-key': 'sk-test-1' });
   assert.equal(forced.status, 400);
-  assert.match(forced.json.error.message, /tool_choice/);
+  assert.match(forced.json.error.message, /nope/);
   const wrong = await postJson(server.url + '/v1/messages', { model, max_tokens: 2, messages: [{ role: 'user', content: 'x' }] },
     { 'x-api-key': 'nope' });
   assert.equal(wrong.status, 401);

@@ -133,15 +133,30 @@ test('a function call round trip by previous_response_id', async () => {
   assert.ok(cached > 0);
 });
 
+test('text.format json_schema constrains the output (grammar)', async () => {
+  const schema = { type: 'object', properties: { answer: { type: 'string', maxLength: 10 }, sure: { type: 'boolean' } },
+    required: ['answer', 'sure'], additionalProperties: false };
+  for (const seed of [1, 2]) {
+    const r = await client.responses.create({ model, input: 'Answer in JSON.', max_output_tokens: 300, temperature: 1, seed,
+      text: { format: { type: 'json_schema', name: 'answer', schema, strict: true } } });
+    assert.equal(r.status, 'completed', JSON.stringify(r.output));
+    const value = JSON.parse(r.output_text);
+    assert.deepEqual(Object.keys(value).sort(), ['answer', 'sure']);
+    assert.equal(typeof value.sure, 'boolean');
+    assert.equal(r.text.format.type, 'json_schema');
+  }
+});
+
 test('unsupported fields are 400s naming them', async () => {
   const cases = [
-    [{ text: { format: { type: 'json_schema', name: 'x', schema: { type: 'object' } } } }, 'text.format'],
+    [{ text: { format: { type: 'bogus' } } }, 'text.format'],
+    [{ text: { format: { type: 'json_schema', name: 'x', schema: { type: 'object', not: {} } } } }, 'text.format.json_schema.schema'],
     [{ tools: [{ type: 'web_search' }] }, 'tools[0].type'],
     [{ background: true }, 'background'],
     [{ truncation: 'auto' }, 'truncation'],
     [{ top_logprobs: 3 }, 'top_logprobs'],
     [{ include: ['message.output_text.logprobs'] }, 'include'],
-    [{ tool_choice: 'required', tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }] }, 'tool_choice'],
+    [{ tool_choice: { type: 'function', name: 'nope' }, tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }] }, 'tool_choice'],
     [{ reasoning: { effort: 'extreme' } }, 'reasoning.effort'],
     [{ max_output_tokens: 0 }, 'max_output_tokens'],
     [{ input: [{ type: 'input_image' }] }, 'input[0].type'],
