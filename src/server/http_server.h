@@ -8,7 +8,9 @@
 // GET /metrics (Prometheus text); GET /v1/cache/stats (?check=1 adds the KV
 // integrity check); POST /v1/cache/reset (both admin-only with API keys);
 // POST /tokenize (llama.cpp's and vLLM's bodies), /detokenize,
-// /apply-template. A known path under another method is a 405 with Allow.
+// /apply-template; POST /v1/messages, /v1/messages/count_tokens (Anthropic,
+// anthropic_messages.h); POST /v1/responses, GET|DELETE /v1/responses/{id}
+// (responses_api.h). A known path under another method is a 405 with Allow.
 //
 // Transport: the server's own strict HTTP/1.1 front (http_transport.h), with
 // header, body and time limits; one line per request goes to the access log.
