@@ -262,3 +262,55 @@ test('fields the server does not implement are 400s naming them, never ignored',
   assert.equal(m.json.type, 'error');
   assert.match(m.json.error.message, /'top_logprobs'/);
 });
+
+// Every field of the agent routes' bodies, and of their items, replaced by a
+// value of each JSON type: always an answer (200 or a 4xx naming what is
+// wrong), never a 500 or a dead server.
+test('wrongly typed fields on the agent routes are never a 500', async () => {
+  const kinds = [null, 7, -1, 'x', [], {}, true, [1], { a: 1 }];
+  const bodies = [
+    ['/v1/chat/completions', { model, max_tokens: 1, tools: boundedTools, tool_choice: 'auto',
+      parallel_tool_calls: true, reasoning_effort: 'low',
+      messages: [system, { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+        { role: 'tool', tool_call_id: 'c', content: 'r' }, user] }],
+    ['/v1/messages', { model, max_tokens: 1, system: [{ type: 'text', text: 's' }], tools: [{ name: 'f', input_schema: { type: 'object' } }],
+      tool_choice: { type: 'auto' }, stop_sequences: ['z'], thinking: { type: 'disabled' }, metadata: { user_id: 'u' },
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 't', name: 'f', input: {} }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 'r' }] }] }],
+    ['/v1/responses', { model, max_output_tokens: 1, instructions: 'i', store: false,
+      tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }], tool_choice: 'auto',
+      reasoning: { effort: 'low' }, text: { format: { type: 'text' } }, metadata: {},
+      input: [{ role: 'user', content: [{ type: 'input_text', text: 'hi' }] },
+        { type: 'function_call', call_id: 'c', name: 'f', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'c', output: 'r' }] }],
+  ];
+  let checked = 0;
+  for (const [route, base] of bodies) {
+    const ok = await postJson(server.url + route, base);
+    assert.equal(ok.status, 200, `${route} base body: ${ok.text}`);
+    // Paths to every value in the body (objects and arrays, two levels into items).
+    const paths = [];
+    const walk = (v, path, depth) => {
+      if (path.length) paths.push(path);
+      if (depth === 0 || v === null || typeof v !== 'object') return;
+      for (const k of Object.keys(v)) walk(v[k], [...path, k], depth - 1);
+    };
+    walk(base, [], 4);
+    for (const path of paths) {
+      for (const kind of kinds) {
+        const body = structuredClone(base);
+        let o = body;
+        for (const k of path.slice(0, -1)) o = o[k];
+        o[path.at(-1)] = kind;
+        const r = await postJson(server.url + route, body);
+        assert.ok(r.status === 200 || (r.status >= 400 && r.status < 500),
+          `${route} ${path.join('.')} = ${JSON.stringify(kind)}: ${r.status} ${r.text}`);
+        ++checked;
+      }
+    }
+  }
+  const health = await fetch(server.url + '/health');
+  assert.equal(health.status, 200);
+  console.log(`hostile field values checked: ${checked}`);
+});
