@@ -267,7 +267,7 @@ test('fields the server does not implement are 400s naming them, never ignored',
 // value of each JSON type: always an answer (200 or a 4xx naming what is
 // wrong), never a 500 or a dead server.
 test('wrongly typed fields on the agent routes are never a 500', async () => {
-  const kinds = [null, 7, -1, 'x', [], {}, true, [1], { a: 1 }];
+  const kinds = [null, -1, 'x', [], { a: 1 }, true];
   const bodies = [
     ['/v1/chat/completions', { model, max_tokens: 1, tools: boundedTools, tool_choice: 'auto',
       parallel_tool_calls: true, reasoning_effort: 'low',
