@@ -248,11 +248,20 @@ void ToolCallStreamParser::Step(ToolCallOutput* out) {
         out->content += pending_.substr(0, open);
         pending_.erase(0, open + kHermesOpen.size());
         state_ = State::kInCall;
+        in_call_scanned_ = 0;
         break;
       }
       case State::kInCall: {
-        const size_t close = pending_.find(kHermesClose);
-        if (close == std::string::npos) return;
+        // Search only where the closing tag can newly end: O(text) per call.
+        const size_t from = in_call_scanned_ >= kHermesClose.size() - 1
+                                ? in_call_scanned_ - (kHermesClose.size() - 1)
+                                : 0;
+        const size_t close = pending_.find(kHermesClose, from);
+        if (close == std::string::npos) {
+          in_call_scanned_ = pending_.size();
+          return;
+        }
+        in_call_scanned_ = 0;
         const std::string body = pending_.substr(0, close);
         pending_.erase(0, close + kHermesClose.size());
         state_ = State::kContent;

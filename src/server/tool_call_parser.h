@@ -65,7 +65,8 @@ class ToolCallStreamParser {
   size_t max_calls_;
   size_t calls_emitted_ = 0;
   State state_;
-  std::string pending_;  // text not yet released
+  std::string pending_;         // text not yet released
+  size_t in_call_scanned_ = 0;  // kInCall: bytes of pending_ searched for the closing tag
 };
 
 // The whole reply at once.
