@@ -35,6 +35,7 @@
 #include "server/auth.h"
 #include "server/http_server.h"
 #include "server/http_transport.h"
+#include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -88,6 +89,15 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   c.server.log_prompts = flags.GetBool("log-prompts");
   KVFORK_ASSIGN_OR_RETURN(std::string special_in_content,
                           flags.GetString("special-tokens-in-content", "text"));
+  KVFORK_ASSIGN_OR_RETURN(c.server.tool_call_parser, flags.GetString("tool-call-parser", "auto"));
+  KVFORK_ASSIGN_OR_RETURN(c.server.reasoning_parser, flags.GetString("reasoning-parser", "auto"));
+  KVFORK_ASSIGN_OR_RETURN(int64_t store_entries, flags.GetInt("responses-store-max-entries", 1024));
+  KVFORK_ASSIGN_OR_RETURN(c.server.responses_store_max_mib,
+                          flags.GetInt("responses-store-max-mib", 256));
+  if (store_entries < 0 || c.server.responses_store_max_mib < 0)
+    return InvalidArgumentError(
+        "--responses-store-max-entries and --responses-store-max-mib must be >= 0");
+  c.server.responses_store_max_entries = static_cast<size_t>(store_entries);
   KVFORK_ASSIGN_OR_RETURN(c.drain_seconds, flags.GetDouble("drain-seconds", 30.0));
 
   EngineOptions& e = c.engine;
@@ -146,6 +156,15 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
     return InvalidArgumentError("--special-tokens-in-content must be text or allow, got '" +
                                 special_in_content + "'");
   c.server.special_tokens_in_content = *special;
+  if (c.server.tool_call_parser != "auto" &&
+      !server::ParseToolCallFormat(c.server.tool_call_parser))
+    return InvalidArgumentError(
+        "--tool-call-parser must be auto, hermes, llama3_json, mistral or none, got '" +
+        c.server.tool_call_parser + "'");
+  if (c.server.reasoning_parser != "auto" && c.server.reasoning_parser != "think" &&
+      c.server.reasoning_parser != "none")
+    return InvalidArgumentError("--reasoning-parser must be auto, think or none, got '" +
+                                c.server.reasoning_parser + "'");
   c.server.api_keys = server::SplitKeys(keys);
   c.server.admin_api_keys = server::SplitKeys(admin_keys);
   c.server.cors_origins = server::SplitKeys(cors);

@@ -10,12 +10,14 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "grammar/grammar.h"
 
 namespace kvfork {
 
@@ -47,6 +49,11 @@ struct SamplingParams {
   // request then recomputes its prompt instead of adopting a cached prefix
   // (docs/engine.md, "Prompt logprobs"). With max_tokens 0 only these come.
   int64_t prompt_logprobs = -1;
+  // Constrained decoding (docs/structured_output.md): when set, every
+  // generated token keeps the output a prefix of a sentence of this grammar,
+  // and EOS (or a stop_token_id) comes only where the grammar may end.
+  // Tokens it masks get a -inf logit; the others keep their bits.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 struct Request {

@@ -171,16 +171,39 @@ StatusOr<SampleResult> Sampler::Sample(std::span<const float> logits) {
     log_z = static_cast<double>(max_raw) + std::log(sum_raw);
   }
 
+  // Under a constraint the rest samples from the masked row.
+  std::span<const float> row = logits;
+  int32_t forced = -1;
+  if (constraint_ != nullptr) {
+    std::shared_ptr<const grammar::TokenMask> mask = constraint_->Mask();
+    if (mask->num_allowed == 0)
+      return InvalidArgumentError(
+          "the grammar allows no token here (no token of the vocabulary continues it)");
+    forced = mask->single;
+    if (forced < 0) {
+      masked_.assign(logits.size(), -std::numeric_limits<float>::infinity());
+      for (size_t w = 0; w < mask->bits.size(); ++w)
+        for (uint64_t bits = mask->bits[w]; bits != 0; bits &= bits - 1) {
+          const size_t id = w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
+          if (id < logits.size()) masked_[id] = logits[id];
+        }
+      row = masked_;
+    }
+  }
+
   const bool greedy = Greedy();
-  if (greedy && !ChangesLogits()) {
+  if (forced >= 0) {
+    // The grammar allows one token: no draw (the RNG does not advance).
+    result.token = forced;
+  } else if (greedy && !ChangesLogits()) {
     // Nothing to apply: the argmax of the row itself, without a copy.
-    result.token = static_cast<int32_t>(Argmax(logits.data(), vocab));
+    result.token = static_cast<int32_t>(Argmax(row.data(), vocab));
   } else if (greedy) {
-    scratch_.assign(logits.begin(), logits.end());
+    scratch_.assign(row.begin(), row.end());
     ProcessLogits(&scratch_);
     result.token = static_cast<int32_t>(Argmax(scratch_.data(), vocab));
   } else {
-    scratch_.assign(logits.begin(), logits.end());
+    scratch_.assign(row.begin(), row.end());
     ProcessLogits(&scratch_);
     // exp((x - max) / T): the largest logit gets exactly 1 at any T, so the
     // candidates are never empty, and x - max <= 0 can only round down to
@@ -243,8 +266,14 @@ StatusOr<SampleResult> Sampler::Sample(std::span<const float> logits) {
   }
 
   // Greedy's argmax of a row with no finite logit is a -Inf one.
-  if (logits[result.token] == -std::numeric_limits<float>::infinity())
-    return InternalError("the model produced no finite logit (every one is -Inf)");
+  if (forced < 0 && row[result.token] == -std::numeric_limits<float>::infinity())
+    return constraint_ != nullptr
+               ? InternalError("no token the grammar allows has a finite logit")
+               : InternalError("the model produced no finite logit (every one is -Inf)");
+  if (constraint_ != nullptr) {
+    Status accepted = constraint_->Accept(result.token);
+    if (!accepted.ok()) return InternalError("grammar: " + accepted.message());
+  }
   if (want_logprobs)
     result.logprob = ReportedLogprob(static_cast<double>(logits[result.token]) - log_z);
   if (params_.top_logprobs > 0) {

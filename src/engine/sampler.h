@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <unordered_map>
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "grammar/token_mask.h"
 
 namespace kvfork {
 
@@ -74,6 +76,15 @@ class Sampler {
   // stop_token_ids) get a -inf logit, so they cannot be picked.
   void SuppressUntilMinTokens(std::vector<int32_t> ids) { min_tokens_suppressed_ = std::move(ids); }
 
+  // Constrained decoding: each Sample() draws only among the tokens the
+  // constraint allows (the others' logits become -inf; the allowed keep
+  // their bits, so a row still gives the same token alone or batched),
+  // takes a token the grammar forces without a draw, and advances the
+  // constraint by the token it returns. Survives preemption with the sampler.
+  void Constrain(std::unique_ptr<grammar::TokenConstraint> constraint) {
+    constraint_ = std::move(constraint);
+  }
+
   // Picks the next token from logits [vocab] and records it as generated.
   // An InternalError naming the token when the row holds a NaN or +Inf, or no
   // finite logit (the model's weights are broken, not the request).
@@ -88,7 +99,8 @@ class Sampler {
   // True when a Sample() is one pass over the row (greedy, no logprobs):
   // tens of microseconds on a 151,936-entry row, less than handing it to
   // another thread can cost on a loaded machine.
-  bool Cheap() const { return Greedy() && params_.top_logprobs < 0; }
+  // A constraint's mask can cost a trie walk: never cheap.
+  bool Cheap() const { return Greedy() && params_.top_logprobs < 0 && constraint_ == nullptr; }
 
  private:
   bool SuppressingNow() const {
@@ -110,9 +122,11 @@ class Sampler {
   int64_t num_generated_ = 0;
   std::vector<int32_t> min_tokens_suppressed_;
   std::mt19937_64 rng_;
-  std::vector<float> scratch_;                         // [vocab] processed logits
-  std::vector<std::pair<float, int32_t>> candidates_;  // (probability, token)
-  std::vector<std::pair<float, int32_t>> sort_tmp_;    // radix sort buffer
+  std::unique_ptr<grammar::TokenConstraint> constraint_;  // null = unconstrained
+  std::vector<float> masked_;                             // [vocab] logits under the constraint
+  std::vector<float> scratch_;                            // [vocab] processed logits
+  std::vector<std::pair<float, int32_t>> candidates_;     // (probability, token)
+  std::vector<std::pair<float, int32_t>> sort_tmp_;       // radix sort buffer
 };
 
 }  // namespace kvfork

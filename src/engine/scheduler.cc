@@ -29,6 +29,7 @@ Scheduler::Scheduler(const SchedulerOptions& options, Model& model, KvCache& kv,
       pool_(pool),
       tokenizer_(tokenizer),
       vocab_(model.config().vocab_size),
+      constraints_(tokenizer, model.config().vocab_size),
       step_budget_(options.step_budget) {}
 
 int64_t Scheduler::num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
@@ -53,6 +54,7 @@ void Scheduler::Add(Request request, std::shared_ptr<RequestStream> stream, uint
   const SamplingParams& sp = r->request.sampling;
   // Unseeded requests still get a fixed per-request seed, drawn once here.
   const uint64_t request_seed = sp.seed.has_value() ? *sp.seed : std::random_device{}();
+  std::shared_ptr<const grammar::TokenGrammar> token_grammar;  // shared by the choices
   for (int64_t i = 0; i < sp.n; ++i) {
     auto c = std::make_unique<ChoiceState>();
     c->request = r.get();
@@ -69,6 +71,14 @@ void Scheduler::Add(Request request, std::shared_ptr<RequestStream> stream, uint
       c->sampler->SuppressUntilMinTokens(std::move(no_stop_yet));
     }
     c->decoder = std::make_unique<StreamDecoder>(tokenizer_, /*skip_special=*/true);
+    if (sp.grammar != nullptr) {
+      if (token_grammar == nullptr) {
+        std::vector<int32_t> end_ids = sp.stop_token_ids;
+        end_ids.insert(end_ids.end(), options_.eos_ids.begin(), options_.eos_ids.end());
+        token_grammar = constraints_.Get(sp.grammar, std::move(end_ids));
+      }
+      c->sampler->Constrain(std::make_unique<grammar::TokenConstraint>(token_grammar));
+    }
     r->choices.push_back(std::move(c));
   }
   RequestState* raw = r.get();

@@ -31,6 +31,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/constraint_cache.h"
 #include "engine/sequence.h"
 #include "engine/step_budget.h"
 #include "kv/kv_cache.h"
@@ -137,6 +138,7 @@ class Scheduler {
   ThreadPool& pool_;
   const Tokenizer& tokenizer_;
   int64_t vocab_ = 0;
+  ConstraintCache constraints_;  // request grammars bound to the vocabulary
   std::vector<std::unique_ptr<RequestState>> requests_;  // arrival order
   std::deque<ChoiceState*> waiting_;                     // admission order
   std::vector<ChoiceState*> active_;  // admitted (prefill or decode), admit order

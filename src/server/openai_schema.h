@@ -46,6 +46,16 @@ struct ChatInput {
   // and add_generation_prompt absent, the latter defaults to false.
   bool add_generation_prompt = true;
   bool continue_final_message = false;
+  // tool_choice: "auto" (the default), "none" (tools stay in the prompt,
+  // the reply is not parsed for calls), "required" or "function" (a named
+  // one: forced_tool); the last two are enforced with a grammar
+  // (tool_choice_grammar.h).
+  std::string tool_choice = "auto";
+  std::string forced_tool;
+  bool parallel_tool_calls = true;  // false: at most one call is returned
+  // OpenAI's reasoning_effort ("" = absent): passed to the template as
+  // reasoning_effort (gpt-oss-style templates read it).
+  std::string reasoning_effort;
 };
 
 // One prompt of /v1/completions: text to tokenize or token ids as given.

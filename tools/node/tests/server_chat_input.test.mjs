@@ -70,7 +70,7 @@ test('a special-token string in a user message stays text', async () => {
 test('unimplemented fields are a 400 naming the field', async () => {
   const messages = [{ role: 'user', content: 'hi' }];
   const cases = [
-    ['/v1/chat/completions', { messages, response_format: { type: 'json_object' } }, 'response_format'],
+    ['/v1/chat/completions', { messages, response_format: { type: 'bogus' } }, 'response_format.type'],
     ['/v1/chat/completions', { messages, echo: true }, 'echo'],
     ['/v1/chat/completions', { messages, max_tokens: 0 }, 'max_tokens'],
     ['/v1/chat/completions', { messages, tool_choice: 'required' }, 'tool_choice'],

@@ -1,0 +1,31 @@
+// JSON Schema (and "any JSON object") to GBNF, in the style of llama.cpp's
+// json-schema-to-grammar: the grammar emits compact JSON with optional
+// whitespace after each token (one space, or a newline and up to 20 spaces
+// or tabs: bounded, so a sampled output always gets back to the structure).
+//
+// Supported keywords (docs/structured_output.md lists them with their
+// limits): type (one or a list), properties, required, additionalProperties,
+// enum, const, anyOf, oneOf (as anyOf), items, minItems, maxItems, pattern
+// (a regular expression), minLength, maxLength, $ref to "#", "#/$defs/..."
+// or "#/definitions/...", $defs, definitions, and the annotations title,
+// description, default, examples, $schema, $id, $comment, deprecated,
+// readOnly, writeOnly. Any other keyword is an error naming it and where it
+// is, never silently dropped.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace kvfork::grammar {
+
+// A complete GBNF grammar for documents valid under `schema_json` (JSON
+// text). `field` names the request field in errors
+// ("response_format.json_schema.schema").
+StatusOr<std::string> JsonSchemaGrammar(std::string_view schema_json, std::string_view field);
+
+// A complete GBNF grammar for any JSON object (response_format json_object).
+std::string JsonObjectGrammar();
+
+}  // namespace kvfork::grammar
