@@ -11,7 +11,8 @@ On each file both servers run the same prompt (token ids), greedy:
     sampling, `n_probs`) must agree with kvfork's (`logprobs`, the same ids via
     `return_tokens_as_token_ids`) within the format's tolerance below.
 Both engines keep the KV cache in f32 here (llama.cpp's default is f16,
-kvfork's bf16), so what is compared is the weights' arithmetic.
+kvfork's bf16) and llama.cpp runs without flash attention (its CPU flash
+attention rounds through f16), so what is compared is the weights' arithmetic.
 Log-probabilities are logits minus a shared log-sum-exp, so an absolute
 bound on them is a bound on the logit differences after centring.
 
@@ -86,7 +87,7 @@ class Server:
 
 def llama_run(gguf, ids, threads):
     s = Server([os.path.join(LLAMA_BIN, "llama-server"), "-m", gguf, "-t", str(threads), "-c",
-                "512", "-np", "1", "--host", "127.0.0.1", "-ctk", "f32", "-ctv", "f32"],
+                "512", "-np", "1", "--host", "127.0.0.1", "-ctk", "f32", "-ctv", "f32", "-fa", "off"],
                "llama-server")
     try:
         r = post(s.url + "/completion",
@@ -125,7 +126,7 @@ def perplexities(gguf, text, threads):
                        capture_output=True, text=True, check=True)
     l = subprocess.run([os.path.join(LLAMA_BIN, "llama-perplexity"), "-m", gguf, "-f", text, "-c",
                         str(PPL_CTX), "--chunks", str(PPL_CHUNKS), "-t", str(threads), "-ctk",
-                        "f32", "-ctv", "f32"],
+                        "f32", "-ctv", "f32", "-fa", "off"],
                        capture_output=True, text=True, check=True)
 
     def final(out):
