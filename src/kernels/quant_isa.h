@@ -7,7 +7,7 @@
 //
 // What each level has (nullptr = none, the caller runs the scalar kernel):
 //   scalar  every format
-//   avx2    Q8_0, Q4_0, Q4_K, Q6_K (vpmaddubsw)
+//   avx2    Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (vpmaddubsw)
 //   avx512  every format (AVX512-VNNI vpdpbusd; needs CpuFeatures::avx512_vnni)
 #pragma once
 
