@@ -96,42 +96,70 @@ constexpr bool kHasMin = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Bloc
 // x[c] x row c, and y[c * ldy + r] their product.
 constexpr int kTileRows = 4;
 
+// Two 32-blocks per zmm (lanes 0-7 block i, 8-15 block i + 1), their two
+// scales side by side; an odd last block runs alone on a ymm accumulator.
 template <typename Block, int RW, int RX>
 void Dot32Blocks(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
   const int64_t nb = x[0]->cols / 32;
-  __m256 acc[RW][RX];
+  constexpr int kShift = OffsetShift<Block>();
+  __m512 acc[RW][RX];
+  __m256 tail[RW][RX];
   float mins[RW][RX];
   for (int r = 0; r < RW; ++r) {
     for (int c = 0; c < RX; ++c) {
-      acc[r][c] = _mm256_setzero_ps();
+      acc[r][c] = _mm512_setzero_ps();
+      tail[r][c] = _mm256_setzero_ps();
       mins[r][c] = 0.0f;
     }
   }
-  constexpr int kShift = OffsetShift<Block>();
-  for (int64_t i = 0; i < nb; ++i) {
-    __m256i xv[RX], init[RX];
+  auto add_mins = [&](const Block& b, int64_t i, int r, int c) {
+    if constexpr (kHasMin<Block>) {
+      mins[r][c] += F16(b.m) * x[c]->d[i] * static_cast<float>(x[c]->sum32[i]);
+    }
+  };
+  int64_t i = 0;
+  for (; i + 1 < nb; i += 2) {
+    __m512i xv[RX], init[RX];
     for (int c = 0; c < RX; ++c) {
-      xv[c] = Load256(x[c]->qs + 32 * i);
-      init[c] = kShift < 0 ? _mm256_setzero_si256()
-                           : _mm256_slli_epi32(Load256(x[c]->nsum4 + 8 * i), kShift);
+      xv[c] = Load512(x[c]->qs + 32 * i);
+      init[c] = kShift < 0 ? _mm512_setzero_si512()
+                           : _mm512_slli_epi32(Load512(x[c]->nsum4 + 8 * i), kShift);
     }
     for (int r = 0; r < RW; ++r) {
-      const Block& b = reinterpret_cast<const Block*>(w[r])[i];
-      PrefetchAhead<1>(&b);  // one line: a block is under 64 bytes
-      const __m256i q = Codes(b);
-      const float dw = F16(b.d);
+      const Block& b0 = reinterpret_cast<const Block*>(w[r])[i];
+      const Block& b1 = reinterpret_cast<const Block*>(w[r])[i + 1];
+      PrefetchAhead<1>(&b0);  // one line: two blocks are at most 48 bytes past it
+      PrefetchAhead<1>(&b1);
+      const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(Codes(b0)), Codes(b1), 1);
+      const float dw0 = F16(b0.d), dw1 = F16(b1.d);
       for (int c = 0; c < RX; ++c) {
-        const __m256i dot = _mm256_dpbusd_epi32(init[c], q, xv[c]);
-        acc[r][c] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dw * x[c]->d[i]), acc[r][c]);
-        if constexpr (kHasMin<Block>) {
-          mins[r][c] += F16(b.m) * x[c]->d[i] * static_cast<float>(x[c]->sum32[i]);
-        }
+        const __m512i dot = _mm512_dpbusd_epi32(init[c], q, xv[c]);
+        const __m512 scale =
+            _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(dw0 * x[c]->d[i])),
+                               _mm256_set1_ps(dw1 * x[c]->d[i + 1]), 1);
+        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[r][c]);
+        add_mins(b0, i, r, c);
+        add_mins(b1, i + 1, r, c);
+      }
+    }
+  }
+  if (i < nb) {
+    for (int r = 0; r < RW; ++r) {
+      const Block& b = reinterpret_cast<const Block*>(w[r])[i];
+      const __m256i q = Codes(b);
+      for (int c = 0; c < RX; ++c) {
+        const __m256i init = kShift < 0 ? _mm256_setzero_si256()
+                                        : _mm256_slli_epi32(Load256(x[c]->nsum4 + 8 * i), kShift);
+        const __m256i dot = _mm256_dpbusd_epi32(init, q, Load256(x[c]->qs + 32 * i));
+        tail[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(F16(b.d) * x[c]->d[i]),
+                                     tail[r][c]);
+        add_mins(b, i, r, c);
       }
     }
   }
   for (int r = 0; r < RW; ++r)
-    for (int c = 0; c < RX; ++c) y[c * ldy + r] = Hsum8(acc[r][c]) + mins[r][c];
+    for (int c = 0; c < RX; ++c)
+      y[c * ldy + r] = Hsum16(acc[r][c]) + Hsum8(tail[r][c]) + mins[r][c];
 }
 
 // Lane l of the result is lane (l / 8 + 2 * pair) of v (pair of sub-blocks of 32).
