@@ -40,7 +40,7 @@ struct MatrixView {
 // 32-blocks, q8_K against the K formats; kernels/quant.h) and the products are
 // exact integer sums scaled per block (quant_matmul.h). Every format runs on
 // every level; the SIMD kernels (quant_isa.h) are AVX512-VNNI for all eight,
-// AVX2 for Q8_0, Q4_0, Q4_K and Q6_K, and the scalar one elsewhere (AVX2
+// AVX2 for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K, and the scalar one elsewhere (AVX2
 // without those, and the scalar level). The AMX level runs the AVX-512 ones.
 void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool);
 

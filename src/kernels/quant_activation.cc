@@ -2,6 +2,7 @@
 // scalar quantizer for every ISA, so the activations, and with them each
 // output's integer sums, are the same bits whatever the ISA. Its cost is
 // O(cols) per row against O(rows * cols) for the product.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -70,8 +71,15 @@ void QuantizeQ8Row(const float* x, int64_t cols, int block_elems, uint8_t* mem) 
   float* d = reinterpret_cast<float*>(mem + l.d);
   for (int64_t b = 0; b < cols / block_elems; ++b) {
     const float* xb = x + b * block_elems;
+    // Eight running maxima (max is exact in any order), fabs and std::max
+    // rather than std::fmax: no branch, no libm call, no chain of
+    // block_elems dependent maxss. A NaN is skipped here; it makes its own
+    // code garbage, never undefined behaviour.
+    float lane_max[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int j = 0; j < block_elems; j += 8)
+      for (int l = 0; l < 8; ++l) lane_max[l] = std::max(lane_max[l], std::fabs(xb[j + l]));
     float amax = 0.0f;
-    for (int j = 0; j < block_elems; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+    for (float v : lane_max) amax = std::max(amax, v);
     // q = rint(x * 127 / amax) and d = amax / 127, as llama.cpp's q8_0 and
     // q8_K; the inverse scale is what multiplies, so |q| <= 127 up to
     // rounding, clamped for the last ulp.
@@ -82,7 +90,7 @@ void QuantizeQ8Row(const float* x, int64_t cols, int block_elems, uint8_t* mem) 
     // which its perplexity is compared against (tests/peer).
     if (block_elems == 32) d[b] = F16ToF32(F32ToF16(amax / 127.0f));
     for (int j = 0; j < block_elems; ++j) {
-      const float v = std::fmax(-127.0f, std::fmin(127.0f, xb[j] * iscale));
+      const float v = std::min(127.0f, std::max(-127.0f, xb[j] * iscale));
       qs[b * block_elems + j] = static_cast<int8_t>(RoundToNearestEven(v));
     }
   }

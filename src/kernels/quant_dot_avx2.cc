@@ -1,4 +1,4 @@
-// AVX2 dot kernels of Q8_0, Q4_0, Q4_K and Q6_K (quant_isa.h), on
+// AVX2 dot kernels of Q8_0, Q4_0, Q4_K, Q5_K and Q6_K (quant_isa.h), on
 // vpmaddubsw: unsigned weight codes times signed activation codes, pairs
 // summed to int16 (no saturation: codes < 64, or |w| <= 128 against
 // |x| <= 127 for Q8_0, whose sign moves onto x), then vpmaddwd sums pairs of
@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_isa.h"
@@ -63,20 +64,33 @@ float DotQ4_0(const uint8_t* row, const Q8Row& x) {
   return Hsum8(_mm256_add_ps(acc[0], acc[1]));
 }
 
-// Q4_K: chunk c's 32 qs bytes are sub-blocks 2c (low nibbles) and 2c + 1
-// (high), each already in element order; vpmaddwd applies the 6-bit scales.
-float DotQ4_K(const uint8_t* row, const Q8Row& x) {
-  const BlockQ4_K* b = reinterpret_cast<const BlockQ4_K*>(row);
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
+// Q4_K / Q5_K: chunk c's 32 qs bytes are sub-blocks 2c (low nibbles) and
+// 2c + 1 (high), each already in element order (Q5_K: plus bits 2c and
+// 2c + 1 of qh[l] as bit 4); vpmaddwd applies the 6-bit scales.
+template <bool kQ5>
+float DotK45(const uint8_t* row, const Q8Row& x) {
+  using Block = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
+  const Block* b = reinterpret_cast<const Block*>(row);
+  const __m256i m4 = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
   __m256 acc = _mm256_setzero_ps(), min_acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < x.cols / kQK; ++i) {
     const KScales k = DecodeKScales(b[i].scales);
     const int8_t* xq = x.qs + kQK * i;
+    __m256i qh;
+    if constexpr (kQ5) qh = Load256(b[i].qh);
     __m256i sum = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       const __m256i v = Load256(b[i].qs + 32 * c);
-      const __m256i lo = _mm256_and_si256(v, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      __m256i lo = _mm256_and_si256(v, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      if constexpr (kQ5) {
+        // Bit 2c (2c + 1) of each byte moved to bit 4; 16-bit shifts, so
+        // the mask drops what crosses a byte.
+        const __m256i top =
+            2 * c <= 4 ? _mm256_slli_epi16(qh, 4 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 4);
+        lo = _mm256_or_si256(lo, _mm256_and_si256(top, bit4));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_srli_epi16(top, 1), bit4));
+      }
       sum =
           _mm256_add_epi32(sum, Dot4(lo, Load256(xq + 64 * c), _mm256_set1_epi16(k.scale(2 * c))));
       sum = _mm256_add_epi32(
@@ -125,8 +139,10 @@ float DotQ6_K(const uint8_t* row, const Q8Row& x) {
 }
 
 template <float (*Dot)(const uint8_t*, const Q8Row&)>
-void Rows(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row& x, float* y) {
-  for (int64_t r = 0; r < rows; ++r) y[r] = Dot(w + r * row_bytes, x);
+void Rows(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row* x, int64_t nx, float* y,
+          int64_t ldy) {
+  for (int64_t c = 0; c < nx; ++c)
+    for (int64_t r = 0; r < rows; ++r) y[c * ldy + r] = Dot(w + r * row_bytes, x[c]);
 }
 
 }  // namespace
@@ -138,7 +154,9 @@ QuantDotFn QuantDotKernel(DType weights) {
     case DType::kQ4_0:
       return Rows<DotQ4_0>;
     case DType::kQ4_K:
-      return Rows<DotQ4_K>;
+      return Rows<DotK45<false>>;
+    case DType::kQ5_K:
+      return Rows<DotK45<true>>;
     case DType::kQ6_K:
       return Rows<DotQ6_K>;
     default:

@@ -15,6 +15,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/cpu_features.h"
@@ -25,6 +26,18 @@ namespace kvfork::avx512 {
 namespace {
 
 inline float F16(uint16_t h) { return _cvtsh_ss(h); }
+
+// Decode streams W from DRAM in row order, a group of rows side by side; the
+// hardware prefetchers alone left a 1-thread Q4_K GEMV at 10 GB/s where the
+// same loop from L2 reads 24 (qwen3-0.6b's 2048 x 1024, Zen 5 VM). Each block
+// a kernel reads asks for the lines kPrefetchBytes further on, as the bf16
+// decode path does (matmul_avx512.cc).
+constexpr int64_t kPrefetchBytes = 4096;
+template <int kBytes>
+inline void PrefetchAhead(const void* block) {
+  const char* p = static_cast<const char*>(block) + kPrefetchBytes;
+  for (int off = 0; off < kBytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+}
 
 inline float Hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -75,34 +88,78 @@ constexpr int OffsetShift() {
 template <typename Block>
 constexpr bool kHasMin = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>;
 
-// The kernels below take R rows at once (R = 1..kMaxRows) so the rows share
-// the activation loads and their chains overlap; every step of a row is the
-// same for any R, so a row's bits do not depend on how many rows a call or a
-// task covers. w[r] is row r.
-constexpr int kMaxRows = 4;
+// The kernels below take a tile of RW W rows by RX x rows: decode (one x
+// row) runs 4 x 1 tiles, so four rows share each activation load; prefill
+// runs 1 x 4 tiles, so each W block is unpacked once for four x rows. Every
+// (W row, x row) pair takes the same steps in every tile shape, so its bits
+// do not depend on the tiling, M or the task (invariant 1). w[r] is W row r,
+// x[c] x row c, and y[c * ldy + r] their product.
+constexpr int kTileRows = 4;
 
-template <typename Block, int R>
-void Dot32Blocks(const uint8_t* const* w, const Q8Row& x, float* y) {
-  const int64_t nb = x.cols / 32;
-  __m256 acc[R];
-  float mins[R];
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
-    mins[r] = 0.0f;
-  }
+// Two 32-blocks per zmm (lanes 0-7 block i, 8-15 block i + 1), their two
+// scales side by side; an odd last block runs alone on a ymm accumulator.
+template <typename Block, int RW, int RX>
+void Dot32Blocks(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
+  const int64_t nb = x[0]->cols / 32;
   constexpr int kShift = OffsetShift<Block>();
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m256i xv = Load256(x.qs + 32 * i);
-    const __m256i init =
-        kShift < 0 ? _mm256_setzero_si256() : _mm256_slli_epi32(Load256(x.nsum4 + 8 * i), kShift);
-    for (int r = 0; r < R; ++r) {
-      const Block& b = reinterpret_cast<const Block*>(w[r])[i];
-      const __m256i dot = _mm256_dpbusd_epi32(init, Codes(b), xv);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(F16(b.d) * x.d[i]), acc[r]);
-      if constexpr (kHasMin<Block>) mins[r] += F16(b.m) * x.d[i] * static_cast<float>(x.sum32[i]);
+  __m512 acc[RW][RX];
+  __m256 tail[RW][RX];
+  float mins[RW][RX];
+  for (int r = 0; r < RW; ++r) {
+    for (int c = 0; c < RX; ++c) {
+      acc[r][c] = _mm512_setzero_ps();
+      tail[r][c] = _mm256_setzero_ps();
+      mins[r][c] = 0.0f;
     }
   }
-  for (int r = 0; r < R; ++r) y[r] = Hsum8(acc[r]) + mins[r];
+  auto add_mins = [&](const Block& b, int64_t i, int r, int c) {
+    if constexpr (kHasMin<Block>) {
+      mins[r][c] += F16(b.m) * x[c]->d[i] * static_cast<float>(x[c]->sum32[i]);
+    }
+  };
+  int64_t i = 0;
+  for (; i + 1 < nb; i += 2) {
+    __m512i xv[RX], init[RX];
+    for (int c = 0; c < RX; ++c) {
+      xv[c] = Load512(x[c]->qs + 32 * i);
+      init[c] = kShift < 0 ? _mm512_setzero_si512()
+                           : _mm512_slli_epi32(Load512(x[c]->nsum4 + 8 * i), kShift);
+    }
+    for (int r = 0; r < RW; ++r) {
+      const Block& b0 = reinterpret_cast<const Block*>(w[r])[i];
+      const Block& b1 = reinterpret_cast<const Block*>(w[r])[i + 1];
+      PrefetchAhead<1>(&b0);  // one line: two blocks are at most 48 bytes past it
+      PrefetchAhead<1>(&b1);
+      const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(Codes(b0)), Codes(b1), 1);
+      const float dw0 = F16(b0.d), dw1 = F16(b1.d);
+      for (int c = 0; c < RX; ++c) {
+        const __m512i dot = _mm512_dpbusd_epi32(init[c], q, xv[c]);
+        const __m512 scale =
+            _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(dw0 * x[c]->d[i])),
+                               _mm256_set1_ps(dw1 * x[c]->d[i + 1]), 1);
+        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[r][c]);
+        add_mins(b0, i, r, c);
+        add_mins(b1, i + 1, r, c);
+      }
+    }
+  }
+  if (i < nb) {
+    for (int r = 0; r < RW; ++r) {
+      const Block& b = reinterpret_cast<const Block*>(w[r])[i];
+      const __m256i q = Codes(b);
+      for (int c = 0; c < RX; ++c) {
+        const __m256i init = kShift < 0 ? _mm256_setzero_si256()
+                                        : _mm256_slli_epi32(Load256(x[c]->nsum4 + 8 * i), kShift);
+        const __m256i dot = _mm256_dpbusd_epi32(init, q, Load256(x[c]->qs + 32 * i));
+        tail[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(F16(b.d) * x[c]->d[i]),
+                                     tail[r][c]);
+        add_mins(b, i, r, c);
+      }
+    }
+  }
+  for (int r = 0; r < RW; ++r)
+    for (int c = 0; c < RX; ++c)
+      y[c * ldy + r] = Hsum16(acc[r][c]) + Hsum8(tail[r][c]) + mins[r][c];
 }
 
 // Lane l of the result is lane (l / 8 + 2 * pair) of v (pair of sub-blocks of 32).
@@ -117,144 +174,196 @@ inline __m512i SpreadPairs(__m512i v, int pair) {
 // Q4_K / Q5_K. 64 bytes of qs hold four sub-blocks of 32 as [low nibbles of
 // chunk c | low of c + 1] and [high of c | high of c + 1]; one 64-bit
 // permute each puts them in element order [2c | 2c + 1] and [2c + 2 | 2c + 3].
-template <bool kQ5, int R>
-void DotK45(const uint8_t* const* w, const Q8Row& x, float* y) {
+template <bool kQ5, int RW, int RX>
+void DotK45(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
   using Block = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i first = _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0);
   const __m512i second = _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4);
-  __m512 acc[R];
-  __m256 min_acc[R];
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm512_setzero_ps();
-    min_acc[r] = _mm256_setzero_ps();
+  __m512 acc[RW][RX];
+  __m256 min_acc[RW][RX];
+  for (int r = 0; r < RW; ++r) {
+    for (int c = 0; c < RX; ++c) {
+      acc[r][c] = _mm512_setzero_ps();
+      min_acc[r][c] = _mm256_setzero_ps();
+    }
   }
-  for (int64_t i = 0; i < x.cols / kQK; ++i) {
-    const int8_t* xq = x.qs + kQK * i;
-    const __m256i sum32 = Load256(x.sum32 + 8 * i);
-    for (int r = 0; r < R; ++r) {
+  for (int64_t i = 0; i < x[0]->cols / kQK; ++i) {
+    for (int r = 0; r < RW; ++r) {
       const Block& b = reinterpret_cast<const Block*>(w[r])[i];
+      PrefetchAhead<sizeof(Block)>(&b);
       const KScales k = DecodeKScales(b.scales);
       const __m512i scales =
           _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(k.scales)));
+      const __m256i mins = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(k.mins)));
       __m512i qh;
       if constexpr (kQ5) qh = _mm512_broadcast_i64x4(Load256(b.qh));
-      __m512i sum = _mm512_setzero_si512();
+      __m512i q[4], spread[4];  // sub-blocks 2 pair, 2 pair + 1 in element order; their scales
       for (int half = 0; half < 2; ++half) {
         const __m512i v = Load512(b.qs + 64 * half);
         const __m512i lo = _mm512_and_si512(v, m4);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         for (int p = 0; p < 2; ++p) {
-          const int pair = 2 * half + p;  // sub-blocks 2 pair, 2 pair + 1
-          __m512i q = _mm512_permutex2var_epi64(lo, p == 0 ? first : second, hi);
+          const int pair = 2 * half + p;
+          q[pair] = _mm512_permutex2var_epi64(lo, p == 0 ? first : second, hi);
           if constexpr (kQ5) {
             // Bit 2 pair of qh[l] tops bytes 0-31, bit 2 pair + 1 bytes 32-63.
             const __m512i bit = _mm512_inserti64x4(
                 _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * pair)))),
                 _mm256_set1_epi8(static_cast<char>(1 << (2 * pair + 1))), 1);
-            q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit), q, _mm512_set1_epi8(16));
+            q[pair] = _mm512_mask_add_epi8(q[pair], _mm512_test_epi8_mask(qh, bit), q[pair],
+                                           _mm512_set1_epi8(16));
           }
-          const __m512i dot =
-              _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, Load512(xq + 64 * pair));
-          sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(dot, SpreadPairs(scales, pair)));
+          spread[pair] = SpreadPairs(scales, pair);
         }
       }
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(F16(b.d) * x.d[i]), acc[r]);
-      const __m256i mins = _mm256_mullo_epi32(
-          _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(k.mins))), sum32);
-      min_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(F16(b.dmin) * x.d[i]),
-                                   min_acc[r]);
+      const float d = F16(b.d), dmin = F16(b.dmin);
+      for (int c = 0; c < RX; ++c) {
+        const int8_t* xq = x[c]->qs + kQK * i;
+        __m512i sum = _mm512_setzero_si512();
+        for (int pair = 0; pair < 4; ++pair) {
+          const __m512i dot =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[pair], Load512(xq + 64 * pair));
+          sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(dot, spread[pair]));
+        }
+        const float dx = x[c]->d[i];
+        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * dx), acc[r][c]);
+        const __m256i m = _mm256_mullo_epi32(mins, Load256(x[c]->sum32 + 8 * i));
+        min_acc[r][c] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin * dx), min_acc[r][c]);
+      }
     }
   }
-  for (int r = 0; r < R; ++r) y[r] = Hsum16(acc[r]) - Hsum8(min_acc[r]);
+  for (int r = 0; r < RW; ++r)
+    for (int c = 0; c < RX; ++c) y[c * ldy + r] = Hsum16(acc[r][c]) - Hsum8(min_acc[r][c]);
 }
 
 // Q6_K. Half h's 64 ql bytes give elements [0, 64) of the half as low
 // nibbles and [64, 128) as high ones, in order; the two high bits come from
 // the half's 32 qh bytes, shifted per 32-element quarter (16-bit shifts; the
 // 0x30 mask drops what crosses a byte).
-template <int R>
-void DotQ6_K(const uint8_t* const* w, const Q8Row& x, float* y) {
+template <int RW, int RX>
+void DotQ6_K(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
   const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
   const __m512i shift_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
   const __m512i shift_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < x.cols / kQK; ++i) {
-    __m512i sum[R];
-    __m512i scales[R];
-    for (int r = 0; r < R; ++r) {
-      sum[r] = _mm512_setzero_si512();
-      scales[r] = _mm512_cvtepi8_epi32(_mm_loadu_si128(
-          reinterpret_cast<const __m128i*>(reinterpret_cast<const BlockQ6_K*>(w[r])[i].scales)));
-    }
-    for (int h = 0; h < 2; ++h) {
-      for (int s = 0; s < 2; ++s) {  // elements [64 s, 64 s + 64) of half h
-        const int64_t e = kQK * i + 128 * h + 64 * s;
-        const __m512i xv = Load512(x.qs + e);
-        const __m512i init = _mm512_slli_epi32(Load512(x.nsum4 + e / 4), 5);
-        // Lane l: sub-block of 16 number 4 (2 h + s) + l / 4.
-        const int c = 2 * h + s;
-        const __m512i spread = _mm512_set_epi32(
-            4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 2, 4 * c + 2, 4 * c + 2, 4 * c + 2,
-            4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c, 4 * c, 4 * c, 4 * c);
-        for (int r = 0; r < R; ++r) {
-          const BlockQ6_K& b = reinterpret_cast<const BlockQ6_K*>(w[r])[i];
-          const __m512i v = Load512(b.ql + 64 * h);
-          const __m512i qh = _mm512_broadcast_i64x4(Load256(b.qh + 32 * h));
-          const __m512i q =
-              s == 0 ? _mm512_or_si512(_mm512_and_si512(v, m4),
-                                       _mm512_and_si512(_mm512_sllv_epi16(qh, shift_lo), m30))
-                     : _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                                       _mm512_and_si512(_mm512_srlv_epi16(qh, shift_hi), m30));
-          const __m512i dot = _mm512_dpbusd_epi32(init, q, xv);
-          sum[r] = _mm512_add_epi32(
-              sum[r], _mm512_mullo_epi32(dot, _mm512_permutexvar_epi32(spread, scales[r])));
+  __m512 acc[RW][RX];
+  for (int r = 0; r < RW; ++r)
+    for (int c = 0; c < RX; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < x[0]->cols / kQK; ++i) {
+    for (int r = 0; r < RW; ++r) {
+      const BlockQ6_K& b = reinterpret_cast<const BlockQ6_K*>(w[r])[i];
+      PrefetchAhead<sizeof(BlockQ6_K)>(&b);
+      const __m512i scales =
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+      __m512i sum[RX];
+      for (int c = 0; c < RX; ++c) sum[c] = _mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h) {
+        const __m512i v = Load512(b.ql + 64 * h);
+        const __m512i qh = _mm512_broadcast_i64x4(Load256(b.qh + 32 * h));
+        const __m512i q[2] = {
+            _mm512_or_si512(_mm512_and_si512(v, m4),
+                            _mm512_and_si512(_mm512_sllv_epi16(qh, shift_lo), m30)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                            _mm512_and_si512(_mm512_srlv_epi16(qh, shift_hi), m30))};
+        for (int s = 0; s < 2; ++s) {  // elements [64 s, 64 s + 64) of half h
+          // Lane l: sub-block of 16 number 4 (2 h + s) + l / 4.
+          const int g = 2 * h + s;
+          const __m512i spread = _mm512_permutexvar_epi32(
+              _mm512_set_epi32(4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 2, 4 * g + 2,
+                               4 * g + 2, 4 * g + 2, 4 * g + 1, 4 * g + 1, 4 * g + 1, 4 * g + 1,
+                               4 * g, 4 * g, 4 * g, 4 * g),
+              scales);
+          const int64_t e = kQK * i + 64 * g;
+          for (int c = 0; c < RX; ++c) {
+            const __m512i init = _mm512_slli_epi32(Load512(x[c]->nsum4 + e / 4), 5);
+            const __m512i dot = _mm512_dpbusd_epi32(init, q[s], Load512(x[c]->qs + e));
+            sum[c] = _mm512_add_epi32(sum[c], _mm512_mullo_epi32(dot, spread));
+          }
         }
       }
-    }
-    for (int r = 0; r < R; ++r) {
-      const float d = F16(reinterpret_cast<const BlockQ6_K*>(w[r])[i].d) * x.d[i];
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), _mm512_set1_ps(d), acc[r]);
+      const float d = F16(b.d);
+      for (int c = 0; c < RX; ++c) {
+        acc[r][c] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c]), _mm512_set1_ps(d * x[c]->d[i]), acc[r][c]);
+      }
     }
   }
-  for (int r = 0; r < R; ++r) y[r] = Hsum16(acc[r]);
+  for (int r = 0; r < RW; ++r)
+    for (int c = 0; c < RX; ++c) y[c * ldy + r] = Hsum16(acc[r][c]);
 }
 
-// Rows in groups of kMaxRows, the rest one at a time.
-template <template <int> class Kernel>
-void Rows(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row& x, float* y) {
+// x rows [c0, c0 + RX) against every W row, one W row at a time.
+template <template <int, int> class Kernel, int RX>
+void DownRows(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row* x, float* y,
+              int64_t ldy) {
+  const Q8Row* xs[RX];
+  for (int c = 0; c < RX; ++c) xs[c] = &x[c];
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* wr = w + r * row_bytes;
+    Kernel<1, RX>::Run(&wr, xs, y + r, ldy);
+  }
+}
+
+// Every (W row, x row) pair of rows x nx by tiles: x rows in groups of up to
+// four, each W row unpacked once per group; a single x row takes W rows four
+// at a time (4 x 1), the last ones alone.
+template <template <int, int> class Kernel>
+void Tiles(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row* x, int64_t nx, float* y,
+           int64_t ldy) {
+  int64_t c0 = 0;
+  for (; nx - c0 >= 2; c0 += std::min<int64_t>(kTileRows, nx - c0)) {
+    float* yc = y + c0 * ldy;
+    switch (std::min<int64_t>(kTileRows, nx - c0)) {
+      case 2:
+        DownRows<Kernel, 2>(w, row_bytes, rows, x + c0, yc, ldy);
+        break;
+      case 3:
+        DownRows<Kernel, 3>(w, row_bytes, rows, x + c0, yc, ldy);
+        break;
+      default:
+        DownRows<Kernel, kTileRows>(w, row_bytes, rows, x + c0, yc, ldy);
+        break;
+    }
+  }
+  if (c0 == nx) return;
+  const Q8Row* xs = &x[c0];
+  float* yc = y + c0 * ldy;
   int64_t r = 0;
-  for (; r + kMaxRows <= rows; r += kMaxRows) {
-    const uint8_t* wr[kMaxRows];
-    for (int j = 0; j < kMaxRows; ++j) wr[j] = w + (r + j) * row_bytes;
-    Kernel<kMaxRows>::Run(wr, x, y + r);
+  for (; r + kTileRows <= rows; r += kTileRows) {
+    const uint8_t* wr[kTileRows];
+    for (int j = 0; j < kTileRows; ++j) wr[j] = w + (r + j) * row_bytes;
+    Kernel<kTileRows, 1>::Run(wr, &xs, yc + r, ldy);
   }
   for (; r < rows; ++r) {
     const uint8_t* wr = w + r * row_bytes;
-    Kernel<1>::Run(&wr, x, y + r);
+    Kernel<1, 1>::Run(&wr, &xs, yc + r, ldy);
   }
 }
 
 template <typename Block>
 struct Blocks32 {
-  template <int R>
+  template <int RW, int RX>
   struct K {
-    static void Run(const uint8_t* const* w, const Q8Row& x, float* y) {
-      Dot32Blocks<Block, R>(w, x, y);
+    static void Run(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
+      Dot32Blocks<Block, RW, RX>(w, x, y, ldy);
     }
   };
 };
 template <bool kQ5>
 struct K45 {
-  template <int R>
+  template <int RW, int RX>
   struct K {
-    static void Run(const uint8_t* const* w, const Q8Row& x, float* y) { DotK45<kQ5, R>(w, x, y); }
+    static void Run(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
+      DotK45<kQ5, RW, RX>(w, x, y, ldy);
+    }
   };
 };
-template <int R>
+template <int RW, int RX>
 struct Q6K {
-  static void Run(const uint8_t* const* w, const Q8Row& x, float* y) { DotQ6_K<R>(w, x, y); }
+  static void Run(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
+    DotQ6_K<RW, RX>(w, x, y, ldy);
+  }
 };
 
 }  // namespace
@@ -263,21 +372,21 @@ QuantDotFn QuantDotKernel(DType weights) {
   if (!DetectCpuFeatures().avx512_vnni) return nullptr;
   switch (weights) {
     case DType::kQ8_0:
-      return Rows<Blocks32<BlockQ8_0>::K>;
+      return Tiles<Blocks32<BlockQ8_0>::K>;
     case DType::kQ4_0:
-      return Rows<Blocks32<BlockQ4_0>::K>;
+      return Tiles<Blocks32<BlockQ4_0>::K>;
     case DType::kQ4_1:
-      return Rows<Blocks32<BlockQ4_1>::K>;
+      return Tiles<Blocks32<BlockQ4_1>::K>;
     case DType::kQ5_0:
-      return Rows<Blocks32<BlockQ5_0>::K>;
+      return Tiles<Blocks32<BlockQ5_0>::K>;
     case DType::kQ5_1:
-      return Rows<Blocks32<BlockQ5_1>::K>;
+      return Tiles<Blocks32<BlockQ5_1>::K>;
     case DType::kQ4_K:
-      return Rows<K45<false>::K>;
+      return Tiles<K45<false>::K>;
     case DType::kQ5_K:
-      return Rows<K45<true>::K>;
+      return Tiles<K45<true>::K>;
     case DType::kQ6_K:
-      return Rows<Q6K>;
+      return Tiles<Q6K>;
     default:
       return nullptr;
   }

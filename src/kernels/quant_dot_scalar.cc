@@ -129,8 +129,10 @@ float DotQ6_K(const uint8_t* row, const Q8Row& x) {
 }
 
 template <float (*Dot)(const uint8_t*, const Q8Row&)>
-void Rows(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row& x, float* y) {
-  for (int64_t r = 0; r < rows; ++r) y[r] = Dot(w + r * row_bytes, x);
+void Rows(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row* x, int64_t nx, float* y,
+          int64_t ldy) {
+  for (int64_t c = 0; c < nx; ++c)
+    for (int64_t r = 0; r < rows; ++r) y[c * ldy + r] = Dot(w + r * row_bytes, x[c]);
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 // The per-(ISA, format) dot kernels of the quantized matrix products
-// (quant_matmul.cc). A kernel computes y[r] = <row r of w, x> for r < rows,
-// row r at w + r * row_bytes, x an activation row (quant.h) quantized for the
-// format (ActivationBlockElems). Each y[r] is one row's reduction in one fixed
-// order: the same bits however many rows a call covers (invariant 1).
+// (quant_matmul.cc). A kernel computes y[c * ldy + r] = <W row r, x row c>
+// for r < rows and c < nx, W row r at w + r * row_bytes, x[c] an activation
+// row (quant.h) quantized for the format (ActivationBlockElems). Each output
+// is one (W row, x row) reduction in one fixed order: the same bits however
+// many rows of either a call covers (invariant 1).
 //
 // What each level has (nullptr = none, the caller runs the scalar kernel):
 //   scalar  every format
-//   avx2    Q8_0, Q4_0, Q4_K, Q6_K (vpmaddubsw)
+//   avx2    Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (vpmaddubsw)
 //   avx512  every format (AVX512-VNNI vpdpbusd; needs CpuFeatures::avx512_vnni)
 #pragma once
 
@@ -18,8 +19,8 @@
 
 namespace kvfork {
 
-using QuantDotFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row& x,
-                            float* y);
+using QuantDotFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row* x,
+                            int64_t nx, float* y, int64_t ldy);
 
 namespace reference {
 QuantDotFn QuantDotKernel(DType weights);

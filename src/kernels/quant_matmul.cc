@@ -57,13 +57,23 @@ void QuantMatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> 
   bool need[2] = {false, false};  // activation rows in blocks of 32, of 256
   for (const MatMulTarget& t : targets) need[ActivationBlockElems(t.w.dtype) == 256] = true;
   const size_t row_bytes[2] = {need[0] ? Q8RowBytes(k, 32) : 0, need[1] ? Q8RowBytes(k, 256) : 0};
-  uint8_t* xq = static_cast<uint8_t*>(
-      ThreadScratch(kScratchCaller, static_cast<size_t>(m) * (row_bytes[0] + row_bytes[1])));
-  uint8_t* const xq_base[2] = {xq, xq + static_cast<size_t>(m) * row_bytes[0]};
+  // One scratch block: the rows' views (per kind, for the kernels), then the
+  // rows of 32-blocks, then those of 256-blocks.
+  const size_t views_bytes = (static_cast<size_t>(2 * m) * sizeof(Q8Row) + 63) & ~size_t{63};
+  uint8_t* scratch = static_cast<uint8_t*>(ThreadScratch(
+      kScratchCaller, views_bytes + static_cast<size_t>(m) * (row_bytes[0] + row_bytes[1])));
+  Q8Row* views = reinterpret_cast<Q8Row*>(scratch);
+  uint8_t* const xq_base[2] = {scratch + views_bytes,
+                               scratch + views_bytes + static_cast<size_t>(m) * row_bytes[0]};
   pool.ParallelFor(m, [&](int64_t i) {
     if (need[0]) QuantizeQ8Row(x + i * k, k, 32, xq_base[0] + i * row_bytes[0]);
     if (need[1]) QuantizeQ8Row(x + i * k, k, 256, xq_base[1] + i * row_bytes[1]);
   });
+  for (int kind = 0; kind < 2; ++kind) {
+    if (!need[kind]) continue;
+    for (int64_t i = 0; i < m; ++i)
+      views[kind * m + i] = Q8RowAt(xq_base[kind] + i * row_bytes[kind], k, kind ? 256 : 32);
+  }
 
   for (size_t first = 0; first < targets.size(); first += kMaxMatMulTargets) {
     const auto chunk =
@@ -76,13 +86,9 @@ void QuantMatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> 
       const RowTasks::Task task = tasks[t];
       const MatrixView& w = task.target->w;
       const QuantDotFn kernel = kernels[task.target - chunk.data()];
-      const int block = ActivationBlockElems(w.dtype);
-      const int kind = block == 256;
-      for (int64_t i = 0; i < m; ++i) {
-        const Q8Row xr = Q8RowAt(xq_base[kind] + i * row_bytes[kind], k, block);
-        kernel(w.row(task.row0), w.row_bytes(), task.rows, xr,
-               task.target->y + i * w.rows + task.row0);
-      }
+      const int kind = ActivationBlockElems(w.dtype) == 256;
+      kernel(w.row(task.row0), w.row_bytes(), task.rows, views + kind * m, m,
+             task.target->y + task.row0, w.rows);
     });
   }
 }

@@ -40,6 +40,14 @@ def main():
         for r in j["matmul"]:
             if not (r["ours_ms"] > 0 and r["rate"] > 0 and r["fraction_of_limit"] > 0):
                 fail(f"matmul row without positive time and rate: {r}")
+        qops = {(r["op"], r["dtype"]) for r in j.get("quantized_matmul", [])}
+        for dtype in ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"]:
+            for op in ["gemv", "gemm"]:
+                if (op, dtype) not in qops:
+                    fail(f"no quantized {op} {dtype} rows in {sorted(qops)}")
+        for r in j["quantized_matmul"]:
+            if not (r["ours_ms"] > 0 and r["rate"] > 0):
+                fail(f"quantized row without positive time and rate: {r}")
         cases = [r["case"] for r in j["attention"]]
         if cases != ATTENTION_CASES:
             fail(f"attention cases {cases}, want {ATTENTION_CASES}")

@@ -46,5 +46,21 @@ TEST(CpuFeatures, VendorAndFamilyMatchProcCpuinfo) {
   EXPECT_EQ(DetectCpuFeatures().amd, vendor == "AuthenticAMD");
   EXPECT_EQ(DetectCpuFeatures().family, family);
 }
+
+// The VNNI bits (the quantized kernels' vpdpbusd) against the kernel's flags.
+TEST(CpuFeatures, VnniMatchesProcCpuinfo) {
+  std::ifstream in("/proc/cpuinfo");
+  if (!in) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::string line, flags;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) == 0) {
+      flags = " " + line.substr(line.find(':') + 1) + " ";
+      break;
+    }
+  }
+  if (flags.empty()) GTEST_SKIP() << "no flags line";
+  EXPECT_EQ(DetectCpuFeatures().avx512_vnni, flags.find(" avx512_vnni ") != std::string::npos);
+  EXPECT_EQ(DetectCpuFeatures().avx_vnni, flags.find(" avx_vnni ") != std::string::npos);
+}
 }  // namespace
 }  // namespace kvfork
