@@ -43,6 +43,10 @@ void WriteTokenizer(const std::string& dir) {
   std::ofstream(dir + "/tokenizer.json") << j.str();
 }
 
+GgmlType GgmlOf(DType t) {
+  return t == DType::kF32 ? GgmlType::kF32 : t == DType::kF16 ? GgmlType::kF16 : GgmlType::kBf16;
+}
+
 struct Exported {
   std::string dir;   // the HF directory
   std::string gguf;  // dir/model.gguf
@@ -55,7 +59,7 @@ Exported ExportTiny(const TempDir& tmp, Architecture arch, DType dtype, bool tie
   KVFORK_CHECK_MSG(s.ok(), s.ToString());
   WriteTokenizer(e.dir);
   GgufExportOptions o;
-  o.dtype = dtype == DType::kF32 ? GgmlType::kF32 : GgmlType::kBf16;
+  o.dtype = GgmlOf(dtype);
   s = ExportGguf(e.dir, e.gguf, o);
   KVFORK_CHECK_MSG(s.ok(), s.ToString());
   return e;
@@ -94,10 +98,6 @@ void ExpectLoadError(const std::string& path, StatusCode code,
   for (const std::string& n : needles)
     EXPECT_NE(m.status().message().find(n), std::string::npos)
         << "missing \"" << n << "\" in " << m.status().ToString();
-}
-
-GgmlType GgmlOf(DType t) {
-  return t == DType::kF32 ? GgmlType::kF32 : t == DType::kF16 ? GgmlType::kF16 : GgmlType::kBf16;
 }
 
 // Writes a copy of a GGUF's metadata (edited by `edit_kv`) and of the
@@ -191,7 +191,8 @@ const char* ArchLabel(Architecture a) {
 
 TEST(GgufLoad, SameLogitsAsTheHfDirectory) {
   for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3, Architecture::kQwen2}) {
-    for (DType dtype : {DType::kF32, DType::kBf16}) {
+    // f16 is converted to bf16 at load from either file, the same way.
+    for (DType dtype : {DType::kF32, DType::kBf16, DType::kF16}) {
       for (bool tie : {false, true}) {
         const std::string where =
             std::string(ArchLabel(arch)) + " " + DTypeName(dtype) + (tie ? " tied" : " untied");
@@ -217,7 +218,7 @@ TEST(GgufLoad, SameLogitsAsTheHfDirectory) {
         const auto& wb = dynamic_cast<Decoder&>(*gguf).weights();
         EXPECT_EQ(wb.decode_bytes_per_token, wa.decode_bytes_per_token) << where;
         EXPECT_EQ(wb.num_params, wa.num_params) << where;
-        EXPECT_EQ(wb.embed_tokens.dtype, dtype) << where;
+        EXPECT_EQ(wb.embed_tokens.dtype, dtype == DType::kF16 ? DType::kBf16 : dtype) << where;
         const std::vector<float> want = AllLogits(*hf);
         ASSERT_EQ(want.size(), 7u * kVocab);
         EXPECT_TRUE(BitEqual(AllLogits(*gguf), want)) << where;

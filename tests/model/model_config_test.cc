@@ -109,6 +109,27 @@ TEST(ModelConfig, Qwen3HeadDimDefaultsAsTransformers) {
   EXPECT_EQ(c->head_dim, 32);
 }
 
+// Qwen2ForCausalLM (Qwen2 / Qwen2.5): head_dim = hidden / heads, found by
+// the architecture name or by model_type "qwen2"; sliding window refused.
+TEST(ModelConfig, ParsesQwen2) {
+  std::string j = Replace(kGood, "LlamaForCausalLM", "Qwen2ForCausalLM");
+  auto c = ParseModelConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->arch, Architecture::kQwen2);
+  EXPECT_EQ(c->head_dim, 16);
+  c = ParseModelConfig(
+      Replace(kGood, "\"architectures\": [\"LlamaForCausalLM\"]", "\"model_type\": \"qwen2\""),
+      "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->arch, Architecture::kQwen2);
+  ExpectError(
+      Replace(j, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"use_sliding_window\": true"),
+      StatusCode::kUnimplemented, "use_sliding_window");
+  // An unknown architecture lists the supported ones.
+  ExpectError(Replace(kGood, "LlamaForCausalLM", "GemmaForCausalLM"), StatusCode::kUnimplemented,
+              "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM");
+}
+
 // transformers' _compute_llama3_parameters, written out for head_dim 128,
 // theta 500000, factor 32, low 1, high 4, original 8192 (Llama 3.2).
 TEST(ModelConfig, Llama3RopeScaling) {

@@ -75,7 +75,7 @@ RandomModelOptions Options(const Case& c) {
   o.arch = c.arch;
   o.shape = "tiny";
   // head_dim 32: llama.cpp's CPU kernels want head_dim >= 32.
-  o.hidden_size = c.arch == Architecture::kLlama ? 128 : 64;
+  o.hidden_size = c.arch == Architecture::kQwen3 ? 64 : 128;
   o.intermediate_size = 192;
   o.num_layers = 2;
   o.num_heads = 4;
@@ -256,6 +256,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"llama", Architecture::kLlama, false, false, 11},
                       Case{"llama_rope_scaling", Architecture::kLlama, true, true, 12},
                       Case{"qwen3", Architecture::kQwen3, false, true, 13},
+                      Case{"qwen2", Architecture::kQwen2, false, false, 14},
                       // The formats that agree with node-llama-cpp's build
                       // (max rel <= 5e-7 measured; q8_0 bit for bit). Q4_0
                       // (decode rows only), Q4_1, Q5_1, Q4_K and Q5_K differ
