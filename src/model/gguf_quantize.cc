@@ -108,22 +108,27 @@ Status QuantizeGgufFile(const std::string& path, const std::string& out_path,
     const GgmlType type = type_for(t.name, t.ne, current);
     const std::string name = t.name;
     const int64_t cols = t.ne[0];
-    KVFORK_RETURN_IF_ERROR(
-        w.AddTensor(t.name, type, t.ne, [r, name, current, type, cols](uint8_t* dst) -> Status {
+    ThreadPool* pool = options.export_options.pool;
+    KVFORK_RETURN_IF_ERROR(w.AddTensor(
+        t.name, type, t.ne, [r, name, current, type, cols, pool](uint8_t* dst) -> Status {
           KVFORK_ASSIGN_OR_RETURN(std::vector<uint8_t> src, r->ReadTensor(name));
           if (type == current) {
             std::memcpy(dst, src.data(), src.size());
             return OkStatus();
           }
-          const DType out = DTypeOfGgml(type);
           const size_t in_row_bytes = static_cast<size_t>(cols) * GgmlTypeSize(current);
-          const size_t rows = src.size() / in_row_bytes;
-          std::vector<float> row(static_cast<size_t>(cols));
-          for (size_t i = 0; i < rows; ++i) {
-            const uint8_t* s = src.data() + i * in_row_bytes;
-            for (int64_t c = 0; c < cols; ++c) row[c] = ElementToF32(current, s, c);
-            QuantizeRow(out, row.data(), cols, dst + i * RowBytes(out, cols));
-          }
+          const int64_t rows = static_cast<int64_t>(src.size() / in_row_bytes);
+          const int64_t bad = QuantizeRows(
+              DTypeOfGgml(type), rows, cols,
+              [&](int64_t i, float* row) {
+                const uint8_t* s = src.data() + static_cast<size_t>(i) * in_row_bytes;
+                for (int64_t c = 0; c < cols; ++c) row[c] = ElementToF32(current, s, c);
+              },
+              dst, pool);
+          if (bad >= 0)
+            return InvalidArgumentError(
+                "row " + std::to_string(bad) +
+                " holds a NaN or infinite weight, which cannot be quantized");
           return OkStatus();
         }));
   }

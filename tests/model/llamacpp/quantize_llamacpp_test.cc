@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/thread_pool.h"
 #include "model/gguf_export.h"
 #include "model/gguf_quantize.h"
 #include "model/gguf_reader.h"
@@ -112,12 +113,17 @@ fs::path LlamaQuantize(const fs::path& in, const std::string& mix, const fs::pat
   return out;
 }
 
-fs::path KvforkQuantize(const fs::path& model, const std::string& mix, const fs::path& out) {
+QuantizeOptions KvforkOptions(const std::string& mix) {
   QuantizeOptions o;
   auto m = ParseQuantizeMix(mix);
   EXPECT_TRUE(m.ok());
   o.mix = *m;
   o.export_options = ExportOptions(GgmlType::kF32);
+  return o;
+}
+
+fs::path KvforkQuantize(const fs::path& model, const std::string& mix, const fs::path& out) {
+  const QuantizeOptions o = KvforkOptions(mix);
   auto s = QuantizeModel(model.string(), out.string(), o);
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   return out;
@@ -209,6 +215,19 @@ TEST(QuantizeVsLlamaCpp, GgufInputsGiveTheSameFile) {
   const fs::path from_gguf =
       KvforkQuantize(dir / "f32.gguf", "q4_k_m", dir / "kvfork-from-f32.gguf");
   EXPECT_TRUE(ReadFile(from_dir) == ReadFile(from_gguf));
+  // Rows quantized on 2 threads: the same file.
+  {
+    ThreadPool pool(2);
+    QuantizeOptions o = KvforkOptions("q4_k_m");
+    o.export_options.pool = &pool;
+    ASSERT_TRUE(
+        QuantizeModel((dir / "model").string(), (dir / "kvfork-2threads.gguf").string(), o).ok());
+    ASSERT_TRUE(
+        QuantizeModel((dir / "f32.gguf").string(), (dir / "kvfork-2threads-f32.gguf").string(), o)
+            .ok());
+    EXPECT_TRUE(ReadFile(from_dir) == ReadFile(dir / "kvfork-2threads.gguf"));
+    EXPECT_TRUE(ReadFile(from_dir) == ReadFile(dir / "kvfork-2threads-f32.gguf"));
+  }
   // An already quantized file is refused, naming a quantized tensor.
   QuantizeOptions o;
   auto again = QuantizeModel(from_dir.string(), (dir / "twice.gguf").string(), o);
