@@ -5,6 +5,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "core/thread_pool.h"
 #include "model/gguf_quantize.h"
 
 namespace kvfork::cli {
@@ -13,12 +14,13 @@ namespace {
 constexpr const char* kUsage =
     "usage: kvfork quantize --model DIR|FILE.gguf --type TYPE --out FILE.gguf\n"
     "                       [--tokenizer DIR] [--vocab-gguf FILE] [--tokenizer-pre NAME]\n"
-    "                       [--name NAME]\n"
+    "                       [--name NAME] [--threads N]\n"
     "  --model          a model directory (config.json, safetensors, tokenizer.json) or a\n"
     "                   GGUF file with f32/f16/bf16 weights\n"
     "  --type           q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k:\n"
     "                   llama-quantize's mixes, same per-tensor types (docs/quantize.md)\n"
     "  --out            the GGUF file to write\n"
+    "  --threads        threads quantizing rows (default: the usable cores; same bytes)\n"
     "  --tokenizer, --vocab-gguf, --tokenizer-pre, --name: as export-gguf, for a directory\n";
 
 int Fail(const Status& s) {
@@ -41,6 +43,8 @@ int RunQuantize(int argc, char** argv) {
   auto vocab = flags.GetString("vocab-gguf", "");
   auto pre = flags.GetString("tokenizer-pre", "");
   auto name = flags.GetString("name", "");
+  auto threads = flags.GetInt("threads", ThreadPool::DefaultThreads());
+  if (!threads.ok()) return Fail(threads.status());
   for (const auto* s : {&model, &out, &type, &tokenizer, &vocab, &pre, &name}) {
     if (!s->ok()) {
       std::fprintf(stderr, "%s", kUsage);
@@ -51,12 +55,17 @@ int RunQuantize(int argc, char** argv) {
   if (!finish.ok()) return Fail(finish);
   auto mix = ParseQuantizeMix(*type);
   if (!mix.ok()) return Fail(mix.status());
+  if (*threads < 1 || *threads > 1024)
+    return Fail(
+        InvalidArgumentError("--threads must be in [1, 1024], got " + std::to_string(*threads)));
+  ThreadPool pool(static_cast<int>(*threads));
   QuantizeOptions options;
   options.mix = *mix;
   options.export_options.tokenizer_dir = *tokenizer;
   options.export_options.vocab_gguf = *vocab;
   options.export_options.tokenizer_pre = *pre;
   options.export_options.name = *name;
+  options.export_options.pool = &pool;
   auto summary = QuantizeModel(*model, *out, options);
   if (!summary.ok()) return Fail(summary.status());
   std::string types;

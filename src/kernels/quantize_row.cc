@@ -1,6 +1,9 @@
 #include "kernels/quantize_row.h"
 
+#include <atomic>
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/bf16.h"
 #include "core/status.h"
@@ -49,6 +52,37 @@ void QuantizeRow(DType t, const float* x, int64_t cols, uint8_t* dst) {
       return;
   }
   KVFORK_CHECK(false);
+}
+
+int64_t QuantizeRows(DType t, int64_t rows, int64_t cols,
+                     const std::function<void(int64_t row, float* out)>& load_row, uint8_t* dst,
+                     ThreadPool* pool) {
+  const size_t row_bytes = RowBytes(t, cols);
+  std::atomic<int64_t> first_bad{rows};
+  auto run = [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      load_row(r, row.data());
+      if (IsQuantized(t)) {
+        bool finite = true;
+        for (float v : row) finite &= std::isfinite(v);
+        if (!finite) {
+          int64_t cur = first_bad.load();
+          while (r < cur && !first_bad.compare_exchange_weak(cur, r)) {
+          }
+          continue;
+        }
+      }
+      QuantizeRow(t, row.data(), cols, dst + static_cast<size_t>(r) * row_bytes);
+    }
+  };
+  if (pool == nullptr) {
+    run(0, rows);
+  } else {
+    pool->ParallelForRows(rows, run);
+  }
+  const int64_t bad = first_bad.load();
+  return bad == rows ? -1 : bad;
 }
 
 }  // namespace kvfork

@@ -14,8 +14,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "core/dtype.h"
+#include "core/thread_pool.h"
 
 namespace kvfork {
 
@@ -23,5 +25,16 @@ namespace kvfork {
 // RowBytes(t, cols) bytes at dst. cols must be a multiple of
 // Traits(t).block_elems (check RowFits first).
 void QuantizeRow(DType t, const float* x, int64_t cols, uint8_t* dst);
+
+// Writes `rows` rows of format t at dst (row r at r * RowBytes(t, cols)),
+// filling each row's floats with load_row(r, out[cols]) first. Rows are
+// split across `pool` (null: the calling thread); each row is computed
+// alone, so the bytes do not depend on the threads. For block formats a
+// row holding a NaN or an infinity is not written: the return value is the
+// first such row (llama-quantize refuses these too), else -1.
+// load_row is called from the pool's threads, a row at a time.
+int64_t QuantizeRows(DType t, int64_t rows, int64_t cols,
+                     const std::function<void(int64_t row, float* out)>& load_row, uint8_t* dst,
+                     ThreadPool* pool);
 
 }  // namespace kvfork

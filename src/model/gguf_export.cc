@@ -75,26 +75,31 @@ float ToF32(DType t, const uint8_t* p, int64_t i) {
 // Same-type copies are bit exact; bf16 -> f16 and the like go through f32,
 // as do block types (quantized a row at a time).
 Status CopyTensor(const TensorInfo& src, GgmlType out_type, const std::vector<int64_t>* row_map,
-                  uint8_t* dst) {
+                  ThreadPool* pool, uint8_t* dst) {
   const int64_t n = *src.NumElements();  // Open checked it against the bytes
   const int64_t rows = src.shape.empty() ? 1 : src.shape[0];
   const int64_t cols = rows == 0 ? 0 : n / rows;
   const DType out = DTypeOfGgml(out_type);
-  const bool same = src.dtype == out;
   const size_t esize = DTypeSize(src.dtype);
-  const size_t out_row_bytes = RowBytes(out, cols);
-  std::vector<float> row(same ? 0 : static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
+  auto source_row = [&](int64_t r) {
     const int64_t sr = row_map != nullptr ? (*row_map)[r] : r;
-    const uint8_t* s = src.data + static_cast<size_t>(sr * cols) * esize;
-    uint8_t* d = dst + static_cast<size_t>(r) * out_row_bytes;
-    if (same) {
-      std::memcpy(d, s, static_cast<size_t>(cols) * esize);
-    } else {
-      for (int64_t c = 0; c < cols; ++c) row[c] = ToF32(src.dtype, s, c);
-      QuantizeRow(out, row.data(), cols, d);
-    }
+    return src.data + static_cast<size_t>(sr * cols) * esize;
+  };
+  if (src.dtype == out) {
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(dst + static_cast<size_t>(r * cols) * esize, source_row(r), static_cast<size_t>(cols) * esize);
+    return OkStatus();
   }
+  const int64_t bad = QuantizeRows(
+      out, rows, cols,
+      [&](int64_t r, float* row) {
+        const uint8_t* s = source_row(r);
+        for (int64_t c = 0; c < cols; ++c) row[c] = ToF32(src.dtype, s, c);
+      },
+      dst, pool);
+  if (bad >= 0)
+    return InvalidArgumentError(src.file + ": tensor " + src.name + " row " + std::to_string(bad) +
+                                " holds a NaN or infinite weight, which cannot be quantized");
   return OkStatus();
 }
 
@@ -320,8 +325,9 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
     GgmlType type = e.shape.size() == 1 ? GgmlType::kF32 : options.dtype;
     std::vector<int64_t> ne(e.shape.rbegin(), e.shape.rend());
     if (options.tensor_type) type = options.tensor_type(e.gguf_name, ne, type);
-    return w.AddTensor(e.gguf_name, type, ne, [t, type, row_map](uint8_t* dst) {
-      return CopyTensor(*t, type, row_map.get(), dst);
+    ThreadPool* pool = options.pool;
+    return w.AddTensor(e.gguf_name, type, ne, [t, type, row_map, pool](uint8_t* dst) {
+      return CopyTensor(*t, type, row_map.get(), pool, dst);
     });
   };
   const std::vector<ExpectedTensor> tensors = ExpectedTensors(c, spec);

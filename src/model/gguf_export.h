@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/thread_pool.h"
 #include "model/arch.h"
 #include "model/gguf_writer.h"
 
@@ -51,6 +52,9 @@ struct GgufExportOptions {
   // Metadata set after the export's own keys (replacing any of them), e.g.
   // general.file_type and general.quantization_version of a quantized file.
   std::vector<std::pair<std::string, GgufValue>> extra_metadata;
+  // Threads that convert / quantize a tensor's rows (not owned); null = the
+  // calling thread. The bytes do not depend on it.
+  ThreadPool* pool = nullptr;
 };
 
 // Writes out_path. Errors name the file, field or tensor at fault.

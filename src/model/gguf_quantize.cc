@@ -29,18 +29,15 @@ std::vector<std::pair<std::string, GgufValue>> QuantizedFileKeys(QuantizeMix mix
           {"general.file_type", GgufValue::U32(static_cast<uint32_t>(mix))}};
 }
 
-// Wraps the recipe so the summary counts every tensor's type.
-auto CountingTypeFn(std::shared_ptr<QuantizeRecipe> recipe, QuantizeSummary* summary) {
-  return
-      [recipe, summary](const std::string& name, const std::vector<int64_t>& ne, GgmlType current) {
-        const GgmlType t = recipe->TypeFor(name, ne, current);
-        ++summary->tensors_by_type[GgmlTypeName(t)];
-        return t;
-      };
+// The recipe as GgufExportOptions::tensor_type.
+auto RecipeTypeFn(std::shared_ptr<QuantizeRecipe> recipe) {
+  return [recipe](const std::string& name, const std::vector<int64_t>& ne, GgmlType current) {
+    return recipe->TypeFor(name, ne, current);
+  };
 }
 
 Status QuantizeDirectory(const std::string& dir, const std::string& out_path,
-                         const QuantizeOptions& options, QuantizeSummary* summary) {
+                         const QuantizeOptions& options) {
   KVFORK_ASSIGN_OR_RETURN(ModelConfig c, LoadModelConfig(dir + "/config.json"));
   QuantizeModelInfo info;
   info.arch = c.arch == Architecture::kLlama ? "llama" : "qwen3";  // ExportGguf's names
@@ -51,7 +48,7 @@ Status QuantizeDirectory(const std::string& dir, const std::string& out_path,
   auto recipe = std::make_shared<QuantizeRecipe>(options.mix, info);
   GgufExportOptions export_options = options.export_options;
   export_options.dtype = GgmlType::kF32;  // what a tensor the recipe keeps is written as
-  export_options.tensor_type = CountingTypeFn(recipe, summary);
+  export_options.tensor_type = RecipeTypeFn(recipe);
   export_options.extra_metadata = QuantizedFileKeys(options.mix);
   return ExportGguf(dir, out_path, export_options);
 }
@@ -68,7 +65,7 @@ float ElementToF32(GgmlType t, const uint8_t* p, int64_t i) {
 }
 
 Status QuantizeGgufFile(const std::string& path, const std::string& out_path,
-                        const QuantizeOptions& options, QuantizeSummary* summary) {
+                        const QuantizeOptions& options) {
   KVFORK_ASSIGN_OR_RETURN(GgufReader reader, GgufReader::Open(path));
   auto r = std::make_shared<GgufReader>(std::move(reader));
   if (const GgufValue* split = r->Find("split.count"); split != nullptr) {
@@ -87,7 +84,7 @@ Status QuantizeGgufFile(const std::string& path, const std::string& out_path,
   if (auto v = r->GetU32(arch + ".attention.head_count_kv"); v.ok()) info.num_kv_heads = *v;
   info.has_output = r->FindTensor("output.weight") != nullptr;
   auto recipe = std::make_shared<QuantizeRecipe>(options.mix, info);
-  auto type_for = CountingTypeFn(recipe, summary);
+  auto type_for = RecipeTypeFn(recipe);
 
   GgufWriter w;
   for (const auto& [key, value] : r->metadata())
@@ -108,22 +105,27 @@ Status QuantizeGgufFile(const std::string& path, const std::string& out_path,
     const GgmlType type = type_for(t.name, t.ne, current);
     const std::string name = t.name;
     const int64_t cols = t.ne[0];
-    KVFORK_RETURN_IF_ERROR(
-        w.AddTensor(t.name, type, t.ne, [r, name, current, type, cols](uint8_t* dst) -> Status {
+    ThreadPool* pool = options.export_options.pool;
+    KVFORK_RETURN_IF_ERROR(w.AddTensor(
+        t.name, type, t.ne, [r, name, current, type, cols, pool](uint8_t* dst) -> Status {
           KVFORK_ASSIGN_OR_RETURN(std::vector<uint8_t> src, r->ReadTensor(name));
           if (type == current) {
             std::memcpy(dst, src.data(), src.size());
             return OkStatus();
           }
-          const DType out = DTypeOfGgml(type);
           const size_t in_row_bytes = static_cast<size_t>(cols) * GgmlTypeSize(current);
-          const size_t rows = src.size() / in_row_bytes;
-          std::vector<float> row(static_cast<size_t>(cols));
-          for (size_t i = 0; i < rows; ++i) {
-            const uint8_t* s = src.data() + i * in_row_bytes;
-            for (int64_t c = 0; c < cols; ++c) row[c] = ElementToF32(current, s, c);
-            QuantizeRow(out, row.data(), cols, dst + i * RowBytes(out, cols));
-          }
+          const int64_t rows = static_cast<int64_t>(src.size() / in_row_bytes);
+          const int64_t bad = QuantizeRows(
+              DTypeOfGgml(type), rows, cols,
+              [&](int64_t i, float* row) {
+                const uint8_t* s = src.data() + static_cast<size_t>(i) * in_row_bytes;
+                for (int64_t c = 0; c < cols; ++c) row[c] = ElementToF32(current, s, c);
+              },
+              dst, pool);
+          if (bad >= 0)
+            return InvalidArgumentError(
+                "row " + std::to_string(bad) +
+                " holds a NaN or infinite weight, which cannot be quantized");
           return OkStatus();
         }));
   }
@@ -139,10 +141,14 @@ StatusOr<QuantizeSummary> QuantizeModel(const std::string& model, const std::str
   if (!std::filesystem::exists(model, ec))
     return NotFoundError("--model " + model + ": no such directory or GGUF file");
   if (std::filesystem::is_directory(model, ec)) {
-    KVFORK_RETURN_IF_ERROR(QuantizeDirectory(model, out_path, options, &summary));
+    KVFORK_RETURN_IF_ERROR(QuantizeDirectory(model, out_path, options));
   } else {
-    KVFORK_RETURN_IF_ERROR(QuantizeGgufFile(model, out_path, options, &summary));
+    KVFORK_RETURN_IF_ERROR(QuantizeGgufFile(model, out_path, options));
   }
+  // Counted from the file written, so every tensor is in it.
+  KVFORK_ASSIGN_OR_RETURN(GgufReader written, GgufReader::Open(out_path));
+  for (const GgufTensorInfo& t : written.tensors())
+    ++summary.tensors_by_type[GgmlTypeName(static_cast<GgmlType>(t.ggml_type))];
   summary.file_bytes = std::filesystem::file_size(out_path, ec);
   return summary;
 }

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -161,6 +162,41 @@ TEST(QuantizeRowLayout, Q6_KSubBlockScalesFollowTheirMagnitude) {
     const float step = std::fabs(d * scales[i / 16]);
     EXPECT_LE(std::fabs(x[i] - y[i]), step * 1.01f + 1e-6f) << "weight " << i;
   }
+}
+
+TEST(QuantizeRows, ThreadsDoNotChangeTheBytes) {
+  const int64_t rows = 100, cols = 512;
+  const std::vector<float> x = GaussianRow(rows * cols, 0.1f, 5);
+  auto load = [&](int64_t r, float* out) {
+    std::memcpy(out, x.data() + r * cols, cols * sizeof(float));
+  };
+  for (DType t : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0, DType::kF16}) {
+    std::vector<uint8_t> one(rows * RowBytes(t, cols)), many(one.size());
+    EXPECT_EQ(QuantizeRows(t, rows, cols, load, one.data(), nullptr), -1);
+    ThreadPool pool(3);
+    EXPECT_EQ(QuantizeRows(t, rows, cols, load, many.data(), &pool), -1);
+    EXPECT_TRUE(one == many) << DTypeName(t);
+    // And each row is QuantizeRow of that row.
+    std::vector<uint8_t> row(RowBytes(t, cols));
+    QuantizeRow(t, x.data() + 37 * cols, cols, row.data());
+    EXPECT_EQ(0, std::memcmp(row.data(), one.data() + 37 * row.size(), row.size())) << DTypeName(t);
+  }
+}
+
+TEST(QuantizeRows, ReportsTheFirstRowWithANonFiniteWeight) {
+  const int64_t rows = 64, cols = 256;
+  std::vector<float> x = GaussianRow(rows * cols, 0.1f, 6);
+  x[40 * cols + 3] = std::numeric_limits<float>::infinity();
+  x[21 * cols + 100] = std::nanf("");
+  auto load = [&](int64_t r, float* out) {
+    std::memcpy(out, x.data() + r * cols, cols * sizeof(float));
+  };
+  std::vector<uint8_t> q(rows * RowBytes(DType::kQ4_K, cols));
+  ThreadPool pool(2);
+  EXPECT_EQ(QuantizeRows(DType::kQ4_K, rows, cols, load, q.data(), &pool), 21);
+  // Element types carry them as they are (export-gguf's f16 does).
+  std::vector<uint8_t> h(rows * RowBytes(DType::kF16, cols));
+  EXPECT_EQ(QuantizeRows(DType::kF16, rows, cols, load, h.data(), nullptr), -1);
 }
 
 }  // namespace
