@@ -7,7 +7,7 @@ KVFORK := $(BUILD_DIR)/src/cli/kvfork
 DEFAULT_MODEL := models/default
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test test-unit test-release model bench-serve soak clean \
+.PHONY: all deps build run test test-unit test-release model bench-serve bench-gguf test-peer soak clean \
         build-asan test-asan build-tsan test-tsan fuzz
 
 all: build
@@ -53,6 +53,21 @@ test-unit: build
 SYSTEM_PYTHON ?= /usr/bin/python3
 bench-serve: build
 	$(SYSTEM_PYTHON) bench/serve/bench_serve.py --kvfork $(KVFORK) $(ARGS)
+
+# kvfork and llama.cpp on the same GGUF files (issue 22): llama-bench
+# alternated with `kvfork bench model` in rounds, Q8_0 / Q4_K_M / BF16 of the
+# qwen3-0.6b and llama-3.2-1b shapes; writes bench/results/gguf.json. Builds
+# llama.cpp's tools first (scripts/setup-llama-tools.sh). ARGS=--rounds 5 ...
+bench-gguf: build
+	@scripts/setup-llama-tools.sh >/dev/null
+	$(SYSTEM_PYTHON) bench/gguf/bench_gguf.py $(ARGS)
+
+# The peer tier (docs/testing.md): kvfork against llama.cpp's own tools on the
+# same files, every weight format: greedy tokens and logprobs, perplexity.
+# Needs llama.cpp built (minutes on 2 cores), so it is not part of `make test`.
+test-peer: build
+	@scripts/setup-llama-tools.sh >/dev/null
+	$(SYSTEM_PYTHON) tests/peer/llama_cpp_parity.py $(ARGS)
 
 # Soak (docs/reliability.md): 64 streaming clients on loopback for
 # SOAK_SECONDS against a small KV pool; not part of `make test`, which runs

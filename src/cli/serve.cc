@@ -1,4 +1,4 @@
-// `kvfork serve --model DIR`: the OpenAI-compatible HTTP server.
+// `kvfork serve --model DIR|FILE.gguf`: the OpenAI-compatible HTTP server.
 //
 // Order of start-up: bind the port first (so /health can answer 503 while the
 // model loads), then load the model and tokenizer, start the engine, attach.
@@ -25,6 +25,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/model_tokenizer.h"
 #include "core/cpu_features.h"
 #include "core/logging.h"
 #include "core/thread_pool.h"
@@ -34,6 +35,7 @@
 #include "server/auth.h"
 #include "server/http_server.h"
 #include "server/http_transport.h"
+#include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -41,7 +43,8 @@ namespace kvfork::cli {
 namespace {
 
 struct ServeConfig {
-  std::string model_dir;
+  std::string model_dir;      // a Hugging Face directory or a .gguf file
+  std::string tokenizer_dir;  // --tokenizer; "" = the model's (cli/model_tokenizer.h)
   server::ServerOptions server;
   EngineOptions engine;
   double drain_seconds = 30.0;
@@ -64,6 +67,7 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
                           Flags::Parse(argc, argv, {"no-prefix-cache", "log-prompts"}));
   ServeConfig c;
   KVFORK_ASSIGN_OR_RETURN(c.model_dir, flags.GetRequiredString("model"));
+  KVFORK_ASSIGN_OR_RETURN(c.tokenizer_dir, flags.GetString("tokenizer", ""));
   KVFORK_ASSIGN_OR_RETURN(c.server.host, flags.GetString("host", "127.0.0.1"));
   KVFORK_ASSIGN_OR_RETURN(int64_t port, flags.GetInt("port", 8080));
   // The environment's key is not the flag's default: --help would print it.
@@ -85,6 +89,15 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   c.server.log_prompts = flags.GetBool("log-prompts");
   KVFORK_ASSIGN_OR_RETURN(std::string special_in_content,
                           flags.GetString("special-tokens-in-content", "text"));
+  KVFORK_ASSIGN_OR_RETURN(c.server.tool_call_parser, flags.GetString("tool-call-parser", "auto"));
+  KVFORK_ASSIGN_OR_RETURN(c.server.reasoning_parser, flags.GetString("reasoning-parser", "auto"));
+  KVFORK_ASSIGN_OR_RETURN(int64_t store_entries, flags.GetInt("responses-store-max-entries", 1024));
+  KVFORK_ASSIGN_OR_RETURN(c.server.responses_store_max_mib,
+                          flags.GetInt("responses-store-max-mib", 256));
+  if (store_entries < 0 || c.server.responses_store_max_mib < 0)
+    return InvalidArgumentError(
+        "--responses-store-max-entries and --responses-store-max-mib must be >= 0");
+  c.server.responses_store_max_entries = static_cast<size_t>(store_entries);
   KVFORK_ASSIGN_OR_RETURN(c.drain_seconds, flags.GetDouble("drain-seconds", 30.0));
 
   EngineOptions& e = c.engine;
@@ -143,6 +156,15 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
     return InvalidArgumentError("--special-tokens-in-content must be text or allow, got '" +
                                 special_in_content + "'");
   c.server.special_tokens_in_content = *special;
+  if (c.server.tool_call_parser != "auto" &&
+      !server::ParseToolCallFormat(c.server.tool_call_parser))
+    return InvalidArgumentError(
+        "--tool-call-parser must be auto, hermes, llama3_json, mistral or none, got '" +
+        c.server.tool_call_parser + "'");
+  if (c.server.reasoning_parser != "auto" && c.server.reasoning_parser != "think" &&
+      c.server.reasoning_parser != "none")
+    return InvalidArgumentError("--reasoning-parser must be auto, think or none, got '" +
+                                c.server.reasoning_parser + "'");
   c.server.api_keys = server::SplitKeys(keys);
   c.server.admin_api_keys = server::SplitKeys(admin_keys);
   c.server.cors_origins = server::SplitKeys(cors);
@@ -218,7 +240,8 @@ Status Serve(int argc, char** argv) {
   ModelLoadOptions load;
   load.show_progress = false;
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(c.model_dir, load));
-  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(c.model_dir));
+  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
+                          LoadModelTokenizer(c.model_dir, c.tokenizer_dir));
   std::unique_ptr<ChatTemplate> chat_template;
   if (!tokenizer->chat_template().empty()) {
     StatusOr<ChatTemplate> t = ChatTemplate::Parse(tokenizer->chat_template());
@@ -276,7 +299,8 @@ int RunServe(int argc, char** argv) {
 
 }  // namespace
 
-KVFORK_REGISTER_COMMAND(serve, "serve", "OpenAI-compatible HTTP server (--model DIR --port 8080)",
+KVFORK_REGISTER_COMMAND(serve, "serve",
+                        "OpenAI-compatible HTTP server (--model DIR|FILE.gguf --port 8080)",
                         RunServe);
 
 }  // namespace kvfork::cli

@@ -14,6 +14,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/model_tokenizer.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -103,7 +104,7 @@ int RunTokenize(int argc, char** argv) {
       text += flags->positional()[i];
     }
   }
-  auto tok = Tokenizer::Load(*model);
+  auto tok = LoadModelTokenizer(*model, "");
   if (!tok.ok()) {
     std::fprintf(stderr, "tokenize: %s\n", tok.status().ToString().c_str());
     return 1;

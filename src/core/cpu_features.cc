@@ -54,13 +54,17 @@ CpuFeatures Detect() {
   f.avx512dq = zmm_os && ((b >> 17) & 1);
   f.avx512bw = zmm_os && ((b >> 30) & 1);
   f.avx512vl = zmm_os && ((b >> 31) & 1);
+  f.avx512_vnni = zmm_os && ((c >> 11) & 1);
   const bool tile_os = (xcr0 & 0x60000) == 0x60000;  // XTILECFG | XTILEDATA
   if (tile_os && ((d >> 24) & 1) && ((d >> 22) & 1) && RequestAmxPermission()) {
     f.amx_tile = true;
     f.amx_bf16 = true;
   }
   unsigned a1, b1, c1, d1;
-  if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) f.avx512_bf16 = zmm_os && ((a1 >> 5) & 1);
+  if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) {
+    f.avx512_bf16 = zmm_os && ((a1 >> 5) & 1);
+    f.avx_vnni = ymm_os && ((a1 >> 4) & 1);
+  }
 #endif
   return f;
 }

@@ -31,6 +31,10 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512dq = false;
   bool avx512_bf16 = false;
+  // vpdpbusd on zmm/ymm/xmm (AVX512_VNNI) and on ymm/xmm with the VEX encoding
+  // (AVX-VNNI): the int8 dot products of the quantized kernels (kernels/quant_isa.h).
+  bool avx512_vnni = false;
+  bool avx_vnni = false;
   // AMX-TILE and AMX-BF16 reported by CPUID, the OS saving tile state (XCR0
   // bits 17 and 18), and the kernel granting this process the tile data
   // (arch_prctl ARCH_REQ_XCOMP_PERM, asked once at detection): all three, or false.

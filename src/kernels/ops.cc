@@ -2,12 +2,16 @@
 // ActiveIsa(): kScalar runs reference.cc, kAvx2 the *_avx2.cc files, kAvx512
 // the *_avx512.cc files, kAmx the *_amx.cc files for MatMul and
 // PagedAttention and the *_avx512.cc files for the rest (ops_isa.h).
+// Block-quantized weights go to quant_matmul.cc on every level (its kernels
+// are chosen there per ISA and format, quant_isa.h).
 #include "kernels/ops.h"
 
 #include <cmath>
 
 #include "core/cpu_features.h"
 #include "kernels/ops_isa.h"
+#include "kernels/quant.h"
+#include "kernels/quant_matmul.h"
 #include "kernels/reference.h"
 #include "kernels/row_tasks.h"
 
@@ -60,6 +64,14 @@ void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targe
     KVFORK_CHECK_MSG(t.w.cols == targets[0].w.cols, "MatMulShared: matrices of different cols");
   size_t i = 0;
   while (i < targets.size()) {
+    if (IsQuantized(targets[i].w.dtype)) {
+      // Quantized weights of any formats in a row share one quantized x.
+      size_t j = i + 1;
+      while (j < targets.size() && IsQuantized(targets[j].w.dtype)) ++j;
+      QuantMatMulShared(x, m, targets.subspan(i, j - i), pool);
+      i = j;
+      continue;
+    }
     // The longest run from i that one ISA-level call takes.
     size_t j = i + 1;
     while (j < targets.size() && j - i < static_cast<size_t>(kMaxMatMulTargets) &&
@@ -119,6 +131,11 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
 void AddInPlace(float* y, const float* x, int64_t n) { KVFORK_DISPATCH(AddInPlace(y, x, n)); }
 void Softmax(float* x, int64_t n) { KVFORK_DISPATCH(Softmax(x, n)); }
 void EmbeddingLookup(const MatrixView& table, const int32_t* ids, int64_t n, float* out) {
+  if (IsQuantized(table.dtype)) {
+    for (int64_t t = 0; t < n; ++t)
+      DequantizeRow(table.dtype, table.row(ids[t]), table.cols, out + t * table.cols);
+    return;
+  }
   KVFORK_DISPATCH(EmbeddingLookup(table, ids, n, out));
 }
 int64_t Argmax(const float* x, int64_t n) { KVFORK_DISPATCH(Argmax(x, n)); }

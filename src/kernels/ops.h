@@ -35,6 +35,13 @@ struct MatrixView {
 // y[m, n] = sum_k x[m, k] * w[n, k]  (x: [m, w.cols] f32, y: [m, w.rows] f32).
 // With bf16 weights each x element is rounded to bf16 first (as llama.cpp
 // does) and products are accumulated in f32; with f32 weights it is f32 FMA.
+// With block-quantized weights (Q8_0, Q4_0/1, Q5_0/1, Q4_K, Q5_K, Q6_K) each
+// x row is quantized to int8 per block as llama.cpp does (q8_0 against the
+// 32-blocks, q8_K against the K formats; kernels/quant.h) and the products are
+// exact integer sums scaled per block (quant_matmul.h). Every format runs on
+// every level; the SIMD kernels (quant_isa.h) are AVX512-VNNI for all eight,
+// AVX2 for Q8_0, Q4_0, Q4_K and Q6_K, and the scalar one elsewhere (AVX2
+// without those, and the scalar level). The AMX level runs the AVX-512 ones.
 void MatMul(const float* x, int64_t m, const MatrixView& w, float* y, ThreadPool& pool);
 
 // One weight matrix of a MatMulShared call and where its product goes.
@@ -94,7 +101,8 @@ void AddInPlace(float* y, const float* x, int64_t n);
 // x = softmax(x), in place.
 void Softmax(float* x, int64_t n);
 
-// out[t, :] = table[ids[t], :] as f32  (table: [vocab, dim]).
+// out[t, :] = table[ids[t], :] as f32  (table: [vocab, dim]; a quantized
+// table is dequantized row by row with DequantizeRow, kernels/quant.h).
 void EmbeddingLookup(const MatrixView& table, const int32_t* ids, int64_t n, float* out);
 
 // Index of the largest value; the lowest index wins ties.

@@ -1,5 +1,11 @@
 // What differs between the supported architectures, one small file each
-// (llama.cc, qwen3.cc); the shared decoder (decoder.cc) asks only this.
+// (llama.cc, qwen2.cc, qwen3.cc), and the registry that finds them by the
+// Hugging Face architecture name (config.json "architectures") or the GGUF
+// general.architecture. The shared decoder (decoder.cc), the loader
+// (weights.cc, model_config.cc, gguf_config.cc) and export-gguf ask only this.
+//
+// Adding an architecture: a file defining its ArchSpec, and a line in
+// Architectures() (arch.cc).
 #pragma once
 
 #include <cstdint>
@@ -12,29 +18,84 @@ namespace kvfork {
 
 struct LayerWeights;
 
-// A tensor the checkpoint must hold, with the shape config.json implies.
-struct ExpectedTensor {
-  std::string name;
-  std::vector<int64_t> shape;
-  bool is_vector = false;  // a norm weight: used as f32
+// Where a bound tensor goes in ModelWeights / LayerWeights.
+enum class TensorRole {
+  kEmbed,
+  kLmHead,
+  kFinalNorm,
+  kInputNorm,
+  kPostAttnNorm,
+  kQ,
+  kK,
+  kV,
+  kO,
+  kQBias,
+  kKBias,
+  kVBias,
+  kQNorm,
+  kKNorm,
+  kGate,
+  kUp,
+  kDown,
 };
 
+// A tensor the checkpoint must hold, under both names, with the shape the
+// config implies (row-major).
+struct ExpectedTensor {
+  std::string name;  // Hugging Face: "model.layers.0.self_attn.q_proj.weight"
+  std::vector<int64_t> shape;
+  bool is_vector = false;  // a norm weight or a bias: used as f32
+  std::string gguf_name;   // llama.cpp: "blk.0.attn_q.weight"
+  TensorRole role = TensorRole::kEmbed;
+  int64_t layer = -1;  // -1 for the model-wide tensors
+  // > 0: in GGUF the rows of this [heads * head_dim, cols] matrix are in
+  // llama.cpp's interleaved RoPE order for this many heads (its converter's
+  // LlamaModel.permute); the loader un-permutes, export-gguf permutes.
+  int64_t gguf_rope_heads = 0;
+
+  const std::string& NameFor(bool gguf) const { return gguf ? gguf_name : name; }
+};
+
+// One per-layer tensor (name suffixes after "model.layers.N." / "blk.N.").
+ExpectedTensor LayerTensor(int64_t layer, TensorRole role, const char* hf_suffix,
+                           const char* gguf_suffix, std::vector<int64_t> shape,
+                           bool is_vector = false);
+
 struct ArchSpec {
-  const char* hf_name = "";  // "LlamaForCausalLM"
+  Architecture id = Architecture::kLlama;
+  const char* hf_name = "";    // "LlamaForCausalLM"
+  const char* gguf_name = "";  // "llama": general.architecture, and config.json model_type
+  // head_dim when config.json has none: 0 = hidden_size / num_attention_heads.
+  int64_t default_head_dim = 0;
+  // GGUF stores Q and K rows permuted for interleaved RoPE (llama only).
+  bool gguf_rope_permuted = false;
   // Appends the architecture's extra per-layer tensors (beyond the common
-  // attention, MLP and two norms) for layer `layer` with name prefix
-  // "model.layers.N.".
-  void (*add_layer_tensors)(const ModelConfig& c, const std::string& prefix,
+  // attention, MLP and two norms) for layer `layer`.
+  void (*add_layer_tensors)(const ModelConfig& c, int64_t layer,
                             std::vector<ExpectedTensor>* out) = nullptr;
-  // Runs between the QKV projections and RoPE, in place on
+  // Runs between the QKV projections (bias added) and RoPE, in place on
   // q [tokens, num_heads, head_dim] and k [tokens, num_kv_heads, head_dim];
   // nullptr when the architecture has nothing there. Must be per-row.
   void (*after_qkv)(const ModelConfig& c, const LayerWeights& w, int64_t num_tokens, float* q,
                     float* k) = nullptr;
 };
 
+// Row permutation LlamaModel.permute applies to a [n_head * head_dim, cols]
+// Q or K weight: GGUF row h*head_dim + 2*i + j = HF row h*head_dim + j*head_dim/2 + i.
+// Returns, for each output row, its source row.
+std::vector<int64_t> LlamaRopePermutation(int64_t n_head, int64_t head_dim);
+
 const ArchSpec& LlamaArch();
+const ArchSpec& Qwen2Arch();
 const ArchSpec& Qwen3Arch();
+
+// Every supported architecture, in a stable order.
+const std::vector<const ArchSpec*>& Architectures();
 const ArchSpec& ArchFor(Architecture arch);
+// nullptr when unknown.
+const ArchSpec* ArchForHfName(const std::string& hf_name);
+const ArchSpec* ArchForGgufName(const std::string& gguf_name);
+// "LlamaForCausalLM, Qwen2ForCausalLM, ..." (or the GGUF names) for messages.
+std::string SupportedArchNames(bool gguf);
 
 }  // namespace kvfork

@@ -6,6 +6,15 @@
 #include "kernels/ops.h"
 
 namespace kvfork {
+namespace {
+
+// x[r, :] += bias for each of `rows` rows of `cols` (the optional projection
+// bias, Qwen2's q/k/v): one f32 add per element, the same in every batch.
+void AddBiasRows(float* x, int64_t rows, int64_t cols, const float* bias) {
+  for (int64_t r = 0; r < rows; ++r) AddInPlace(x + r * cols, bias, cols);
+}
+
+}  // namespace
 
 Decoder::Decoder(ModelConfig config, const ArchSpec& arch, std::unique_ptr<ModelWeights> weights)
     : config_(std::move(config)), arch_(arch), weights_(std::move(weights)) {
@@ -90,8 +99,8 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
   rope_cos_.resize(T * half);
   rope_sin_.resize(T * half);
   pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
-    RopeAngles(positions_.data() + r0, r1 - r0, inv_freq_.data(), half, rope_cos_.data() + r0 * half,
-               rope_sin_.data() + r0 * half);
+    RopeAngles(positions_.data() + r0, r1 - r0, inv_freq_.data(), half,
+               rope_cos_.data() + r0 * half, rope_sin_.data() + r0 * half);
   });
   EmbeddingLookup(w.embed_tokens, batch.tokens.data(), T, x_.data());
   for (int64_t l = 0; l < c.num_layers; ++l) {
@@ -99,11 +108,18 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
     pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
       RmsNorm(x_.data() + r0 * H, L.input_norm, r1 - r0, H, eps, h_.data() + r0 * H);
     });
-    const MatMulTarget qkv[] = {{L.q_proj, q_.data()}, {L.k_proj, k_.data()}, {L.v_proj, v_.data()}};
+    const MatMulTarget qkv[] = {
+        {L.q_proj, q_.data()}, {L.k_proj, k_.data()}, {L.v_proj, v_.data()}};
     MatMulShared(h_.data(), T, qkv, pool);
     pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
       float* q = q_.data() + r0 * qd;
       float* k = k_.data() + r0 * kvd;
+      if (L.q_bias != nullptr) {
+        // Per row after the product, so a row's bits do not depend on the batch.
+        AddBiasRows(q, r1 - r0, qd, L.q_bias);
+        AddBiasRows(k, r1 - r0, kvd, L.k_bias);
+        AddBiasRows(v_.data() + r0 * kvd, r1 - r0, kvd, L.v_bias);
+      }
       if (arch_.after_qkv != nullptr) arch_.after_qkv(c, L, r1 - r0, q, k);
       const float* cos = rope_cos_.data() + r0 * half;
       const float* sin = rope_sin_.data() + r0 * half;

@@ -5,14 +5,15 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "core/bf16.h"
+#include "kernels/quantize_row.h"
 #include "model/gguf_reader.h"
 #include "model/model_config.h"
 #include "model/safetensors.h"
+#include "model/weights.h"
 
 namespace kvfork {
 namespace {
@@ -31,6 +32,7 @@ uint32_t FileType(GgmlType t) {
     case GgmlType::kF32: return 0;   // ALL_F32
     case GgmlType::kF16: return 1;   // MOSTLY_F16
     case GgmlType::kBf16: return 32; // MOSTLY_BF16
+    default: break;                  // block types: set by kvfork quantize's mix
   }
   return 0;
 }
@@ -68,42 +70,29 @@ float ToF32(DType t, const uint8_t* p, int64_t i) {
   return 0;
 }
 
-void StoreAs(GgmlType t, float v, uint8_t* dst, int64_t i) {
-  switch (t) {
-    case GgmlType::kF32: std::memcpy(dst + 4 * i, &v, 4); return;
-    case GgmlType::kBf16: {
-      uint16_t h = F32ToBf16(v);
-      std::memcpy(dst + 2 * i, &h, 2);
-      return;
-    }
-    case GgmlType::kF16: {
-      uint16_t h = F32ToF16(v);
-      std::memcpy(dst + 2 * i, &h, 2);
-      return;
-    }
-  }
-}
-
 // Copies a safetensors tensor into a GGUF one, converting the element type
 // and, if row_map is given, taking output row r from source row row_map[r].
-// Same-type copies are bit exact; bf16 -> f16 and the like go through f32.
+// Same-type copies are bit exact; bf16 -> f16 and the like go through f32,
+// as do block types (quantized a row at a time).
 Status CopyTensor(const TensorInfo& src, GgmlType out_type, const std::vector<int64_t>* row_map,
                   uint8_t* dst) {
   const int64_t n = *src.NumElements();  // Open checked it against the bytes
   const int64_t rows = src.shape.empty() ? 1 : src.shape[0];
   const int64_t cols = rows == 0 ? 0 : n / rows;
-  const bool same = (src.dtype == DType::kF32 && out_type == GgmlType::kF32) ||
-                    (src.dtype == DType::kBf16 && out_type == GgmlType::kBf16) ||
-                    (src.dtype == DType::kF16 && out_type == GgmlType::kF16);
+  const DType out = DTypeOfGgml(out_type);
+  const bool same = src.dtype == out;
   const size_t esize = DTypeSize(src.dtype);
+  const size_t out_row_bytes = RowBytes(out, cols);
+  std::vector<float> row(same ? 0 : static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t sr = row_map != nullptr ? (*row_map)[r] : r;
     const uint8_t* s = src.data + static_cast<size_t>(sr * cols) * esize;
-    uint8_t* d = dst + static_cast<size_t>(r * cols) * GgmlTypeSize(out_type);
+    uint8_t* d = dst + static_cast<size_t>(r) * out_row_bytes;
     if (same) {
       std::memcpy(d, s, static_cast<size_t>(cols) * esize);
     } else {
-      for (int64_t c = 0; c < cols; ++c) StoreAs(out_type, ToF32(src.dtype, s, c), d, c);
+      for (int64_t c = 0; c < cols; ++c) row[c] = ToF32(src.dtype, s, c);
+      QuantizeRow(out, row.data(), cols, d);
     }
   }
   return OkStatus();
@@ -267,24 +256,13 @@ Status AddTokenizerFromGguf(const std::string& path, const ModelConfig& config, 
 
 }  // namespace
 
-std::vector<int64_t> LlamaRopePermutation(int64_t n_head, int64_t head_dim) {
-  // weights.reshape(n_head, 2, head_dim / 2, cols).swapaxes(1, 2): output
-  // index (h, i, j) reads input index (h, j, i).
-  std::vector<int64_t> map(n_head * head_dim);
-  const int64_t half = head_dim / 2;
-  for (int64_t h = 0; h < n_head; ++h)
-    for (int64_t i = 0; i < half; ++i)
-      for (int64_t j = 0; j < 2; ++j) map[h * head_dim + 2 * i + j] = h * head_dim + j * half + i;
-  return map;
-}
-
 Status ExportGguf(const std::string& model_dir, const std::string& out_path,
                   const GgufExportOptions& options) {
   KVFORK_ASSIGN_OR_RETURN(ModelConfig c, LoadModelConfig(model_dir + "/config.json"));
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsCheckpoint> ckpt,
                           SafetensorsCheckpoint::Open(model_dir));
-  const bool llama = c.arch == Architecture::kLlama;
-  const std::string arch = llama ? "llama" : "qwen3";
+  const ArchSpec& spec = ArchFor(c.arch);
+  const std::string arch = spec.gguf_name;
 
   GgufWriter w;
   w.Set("general.architecture", GgufValue::String(arch));
@@ -308,94 +286,64 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
   u32("attention.key_length", c.head_dim);
   u32("attention.value_length", c.head_dim);
   u32("vocab_size", c.vocab_size);
-  if (llama) u32("rope.dimension_count", c.head_dim);
+  if (c.arch == Architecture::kLlama) u32("rope.dimension_count", c.head_dim);
 
   if (!options.vocab_gguf.empty()) {
     KVFORK_RETURN_IF_ERROR(AddTokenizerFromGguf(options.vocab_gguf, c, &w));
   } else {
     std::string pre = options.tokenizer_pre;
-    if (pre.empty()) pre = llama ? "llama-bpe" : "qwen2";
+    if (pre.empty()) pre = c.arch == Architecture::kLlama ? "llama-bpe" : "qwen2";
     const std::string dir = options.tokenizer_dir.empty() ? model_dir : options.tokenizer_dir;
     KVFORK_RETURN_IF_ERROR(AddTokenizerFromJson(dir, c, pre, &w));
   }
 
-  // Tensors. Each keeps a pointer into the checkpoint's mmap, which outlives w.Write().
-  auto add = [&](const std::string& hf_name, const std::string& gguf_name,
-                 std::vector<int64_t> expect_shape,
-                 std::shared_ptr<std::vector<int64_t>> row_map) -> Status {
-    const TensorInfo* t = ckpt->Find(hf_name);
-    if (t == nullptr) return NotFoundError(model_dir + ": tensor " + hf_name + " is missing");
-    if (t->shape != expect_shape) {
+  // Tensors, named and shaped by the architecture's table (arch.h), the one
+  // the loader binds by. Each keeps a pointer into the checkpoint's mmap,
+  // which outlives w.Write(). Tied models reuse token_embd for the output
+  // projection (llama.cpp does the same when "output" is absent), so
+  // lm_head is not written even if a checkpoint carries a copy.
+  auto add = [&](const ExpectedTensor& e) -> Status {
+    const TensorInfo* t = ckpt->Find(e.name);
+    if (t == nullptr) return NotFoundError(model_dir + ": tensor " + e.name + " is missing");
+    if (t->shape != e.shape) {
       TensorInfo want;
-      want.shape = expect_shape;
-      return InvalidArgumentError(t->file + ": tensor " + hf_name + " has shape " +
+      want.shape = e.shape;
+      return InvalidArgumentError(t->file + ": tensor " + e.name + " has shape " +
                                   t->ShapeString() + ", expected " + want.ShapeString());
     }
-    GgmlType type = expect_shape.size() == 1 ? GgmlType::kF32 : options.dtype;
-    std::vector<int64_t> ne(expect_shape.rbegin(), expect_shape.rend());
-    return w.AddTensor(gguf_name, type, ne, [t, type, row_map](uint8_t* dst) {
+    // For llama, Q and K rows go from HF's rotate-half order to llama.cpp's
+    // interleaved pairs (LlamaModel.permute); the loader undoes it.
+    std::shared_ptr<std::vector<int64_t>> row_map;
+    if (e.gguf_rope_heads > 0)
+      row_map = std::make_shared<std::vector<int64_t>>(
+          LlamaRopePermutation(e.gguf_rope_heads, e.shape[0] / e.gguf_rope_heads));
+    GgmlType type = e.shape.size() == 1 ? GgmlType::kF32 : options.dtype;
+    std::vector<int64_t> ne(e.shape.rbegin(), e.shape.rend());
+    if (options.tensor_type) type = options.tensor_type(e.gguf_name, ne, type);
+    return w.AddTensor(e.gguf_name, type, ne, [t, type, row_map](uint8_t* dst) {
       return CopyTensor(*t, type, row_map.get(), dst);
     });
   };
-  const int64_t H = c.hidden_size, D = c.head_dim, F = c.intermediate_size;
-  KVFORK_RETURN_IF_ERROR(add("model.embed_tokens.weight", "token_embd.weight", {c.vocab_size, H}, nullptr));
+  const std::vector<ExpectedTensor> tensors = ExpectedTensors(c, spec);
+  KVFORK_RETURN_IF_ERROR(add(tensors[0]));  // token_embd
   if (c.rope_scaling.type == RopeScaling::Type::kLlama3) {
     // LlamaModel.generate_extra_tensors: llama.cpp divides each pair's base
-    // frequency by this factor, which equals HF's llama3 inv_freq rescaling.
-    const RopeScaling& s = c.rope_scaling;
+    // frequency by this factor, so it is base / scaled from the one
+    // RoPE-frequency function the decoder uses.
+    const std::vector<float> scaled = c.RopeInvFreq();
     auto factors = std::make_shared<std::vector<float>>();
-    const double kPi = 3.14159265358979323846;
-    for (int64_t i = 0; i < D / 2; ++i) {
-      float freq = static_cast<float>(1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / D));
-      double wavelen = 2 * kPi / freq;
-      double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
-      double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
-      double f;
-      if (wavelen < high_wavelen) {
-        f = 1;
-      } else if (wavelen > low_wavelen) {
-        f = s.factor;
-      } else {
-        double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
-                        (s.high_freq_factor - s.low_freq_factor);
-        f = 1 / ((1 - smooth) / s.factor + smooth);
-      }
-      factors->push_back(static_cast<float>(f));
-    }
-    KVFORK_RETURN_IF_ERROR(w.AddTensor("rope_freqs.weight", GgmlType::kF32, {D / 2},
+    for (size_t i = 0; i < scaled.size(); ++i)
+      factors->push_back(
+          static_cast<float>(c.RopeBaseInvFreq(static_cast<int64_t>(i)) / scaled[i]));
+    KVFORK_RETURN_IF_ERROR(w.AddTensor("rope_freqs.weight", GgmlType::kF32,
+                                       {static_cast<int64_t>(factors->size())},
                                        [factors](uint8_t* dst) {
                                          std::memcpy(dst, factors->data(), factors->size() * 4);
                                          return OkStatus();
                                        }));
   }
-  std::shared_ptr<std::vector<int64_t>> q_perm, k_perm;
-  if (llama) {
-    q_perm = std::make_shared<std::vector<int64_t>>(LlamaRopePermutation(c.num_heads, D));
-    k_perm = std::make_shared<std::vector<int64_t>>(LlamaRopePermutation(c.num_kv_heads, D));
-  }
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const std::string hf = "model.layers." + std::to_string(l) + ".";
-    const std::string g = "blk." + std::to_string(l) + ".";
-    KVFORK_RETURN_IF_ERROR(add(hf + "input_layernorm.weight", g + "attn_norm.weight", {H}, nullptr));
-    KVFORK_RETURN_IF_ERROR(add(hf + "self_attn.q_proj.weight", g + "attn_q.weight", {c.num_heads * D, H}, q_perm));
-    KVFORK_RETURN_IF_ERROR(add(hf + "self_attn.k_proj.weight", g + "attn_k.weight", {c.num_kv_heads * D, H}, k_perm));
-    KVFORK_RETURN_IF_ERROR(add(hf + "self_attn.v_proj.weight", g + "attn_v.weight", {c.num_kv_heads * D, H}, nullptr));
-    KVFORK_RETURN_IF_ERROR(add(hf + "self_attn.o_proj.weight", g + "attn_output.weight", {H, c.num_heads * D}, nullptr));
-    if (!llama) {
-      KVFORK_RETURN_IF_ERROR(add(hf + "self_attn.q_norm.weight", g + "attn_q_norm.weight", {D}, nullptr));
-      KVFORK_RETURN_IF_ERROR(add(hf + "self_attn.k_norm.weight", g + "attn_k_norm.weight", {D}, nullptr));
-    }
-    KVFORK_RETURN_IF_ERROR(add(hf + "post_attention_layernorm.weight", g + "ffn_norm.weight", {H}, nullptr));
-    KVFORK_RETURN_IF_ERROR(add(hf + "mlp.gate_proj.weight", g + "ffn_gate.weight", {F, H}, nullptr));
-    KVFORK_RETURN_IF_ERROR(add(hf + "mlp.up_proj.weight", g + "ffn_up.weight", {F, H}, nullptr));
-    KVFORK_RETURN_IF_ERROR(add(hf + "mlp.down_proj.weight", g + "ffn_down.weight", {H, F}, nullptr));
-  }
-  KVFORK_RETURN_IF_ERROR(add("model.norm.weight", "output_norm.weight", {H}, nullptr));
-  // Tied models reuse token_embd for the output projection (llama.cpp does
-  // the same when "output" is absent), so lm_head is not written even if a
-  // checkpoint carries a copy.
-  if (!c.tie_word_embeddings)
-    KVFORK_RETURN_IF_ERROR(add("lm_head.weight", "output.weight", {c.vocab_size, H}, nullptr));
+  for (size_t i = 1; i < tensors.size(); ++i) KVFORK_RETURN_IF_ERROR(add(tensors[i]));
+  for (const auto& [key, value] : options.extra_metadata) w.Set(key, value);
   return w.Write(out_path).WithContext("writing " + out_path);
 }
 

@@ -16,9 +16,13 @@
 // converter. Cost: reads every weight once; memory is one tensor at a time.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/status.h"
+#include "model/arch.h"
 #include "model/gguf_writer.h"
 
 namespace kvfork {
@@ -38,15 +42,21 @@ struct GgufExportOptions {
   std::string tokenizer_pre;
   // general.name; empty = the model directory's base name.
   std::string name;
+  // If set, picks each tensor's type from its GGUF name, ne (ggml order) and
+  // the type it would otherwise get (f32 for 1-D, else `dtype`); block types
+  // are quantized row by row (kernels/quantize_row.h). `kvfork quantize`
+  // passes its recipe (model/quantize_recipe.h) here.
+  std::function<GgmlType(const std::string& name, const std::vector<int64_t>& ne, GgmlType type)>
+      tensor_type;
+  // Metadata set after the export's own keys (replacing any of them), e.g.
+  // general.file_type and general.quantization_version of a quantized file.
+  std::vector<std::pair<std::string, GgufValue>> extra_metadata;
 };
 
 // Writes out_path. Errors name the file, field or tensor at fault.
 Status ExportGguf(const std::string& model_dir, const std::string& out_path,
                   const GgufExportOptions& options);
 
-// Row permutation LlamaModel.permute applies to a [n_head * head_dim, cols]
-// Q or K weight: GGUF row h*head_dim + 2*i + j = HF row h*head_dim + j*head_dim/2 + i.
-// Returns, for each output row, its source row.
-std::vector<int64_t> LlamaRopePermutation(int64_t n_head, int64_t head_dim);
+// LlamaRopePermutation is in model/arch.h.
 
 }  // namespace kvfork

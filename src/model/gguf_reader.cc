@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <type_traits>
 
 namespace kvfork {
 namespace {
@@ -11,39 +12,41 @@ namespace {
 // Bounds-checked little-endian cursor over the file's bytes.
 class Cursor {
  public:
-  Cursor(const std::vector<uint8_t>& data, const std::string& path) : data_(data), path_(path) {}
+  Cursor(const uint8_t* data, size_t size, const std::string& path)
+      : data_(data), size_(size), path_(path) {}
 
   template <typename T>
   StatusOr<T> Read() {
-    if (pos_ + sizeof(T) > data_.size()) return Truncated();
+    if (sizeof(T) > size_ - pos_) return Truncated();
     T v;
-    std::memcpy(&v, data_.data() + pos_, sizeof(T));
+    std::memcpy(&v, data_ + pos_, sizeof(T));
     pos_ += sizeof(T);
     return v;
   }
 
   StatusOr<std::string> ReadString() {
     KVFORK_ASSIGN_OR_RETURN(uint64_t n, Read<uint64_t>());
-    if (n > data_.size() - pos_) return Truncated();
-    std::string s(reinterpret_cast<const char*>(data_.data() + pos_), n);
+    if (n > size_ - pos_) return Truncated();
+    std::string s(reinterpret_cast<const char*>(data_ + pos_), n);
     pos_ += n;
     return s;
   }
 
   Status Skip(uint64_t n) {
-    if (n > data_.size() - pos_) return Truncated();
+    if (n > size_ - pos_) return Truncated();
     pos_ += n;
     return OkStatus();
   }
 
   size_t pos() const { return pos_; }
-  const uint8_t* at(size_t p) const { return data_.data() + p; }
+  const uint8_t* at(size_t p) const { return data_ + p; }
 
  private:
   Status Truncated() const {
     return DataLossError(path_ + ": truncated GGUF header at byte " + std::to_string(pos_));
   }
-  const std::vector<uint8_t>& data_;
+  const uint8_t* data_;
+  size_t size_;
   const std::string& path_;
   size_t pos_ = 0;
 };
@@ -74,6 +77,71 @@ std::string ShapeString(const std::vector<int64_t>& ne) {
 
 }  // namespace
 
+StatusOr<GgufReader> GgufReader::Parse(const uint8_t* data, size_t size, const std::string& path) {
+  GgufReader r;
+  r.path_ = path;
+  Cursor c(data, size, path);
+  KVFORK_ASSIGN_OR_RETURN(uint32_t magic, c.Read<uint32_t>());
+  if (std::memcmp(&magic, "GGUF", 4) != 0) return InvalidArgumentError(path + ": not a GGUF file");
+  KVFORK_ASSIGN_OR_RETURN(r.version_, c.Read<uint32_t>());
+  if (r.version_ < 2 || r.version_ > 3)
+    return UnimplementedError(path + ": GGUF version " + std::to_string(r.version_));
+  KVFORK_ASSIGN_OR_RETURN(uint64_t n_tensors, c.Read<uint64_t>());
+  KVFORK_ASSIGN_OR_RETURN(uint64_t n_kv, c.Read<uint64_t>());
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    KVFORK_ASSIGN_OR_RETURN(std::string key, c.ReadString());
+    KVFORK_ASSIGN_OR_RETURN(uint32_t type, c.Read<uint32_t>());
+    GgufValue v;
+    v.type = static_cast<GgufType>(type);
+    size_t begin = c.pos();
+    if (v.type == GgufType::kArray) {
+      KVFORK_ASSIGN_OR_RETURN(uint32_t at, c.Read<uint32_t>());
+      v.array_type = static_cast<GgufType>(at);
+      KVFORK_ASSIGN_OR_RETURN(uint64_t n, c.Read<uint64_t>());
+      if (v.array_type == GgufType::kString) {
+        for (uint64_t j = 0; j < n; ++j) KVFORK_RETURN_IF_ERROR(c.ReadString().status());
+      } else {
+        KVFORK_ASSIGN_OR_RETURN(uint64_t size, ScalarSize(v.array_type, path));
+        // n * size must not wrap around to a small skip.
+        if (n > UINT64_MAX / size)
+          return DataLossError(path + ": key " + key + ": array of " + std::to_string(n) +
+                               " elements is larger than the file");
+        KVFORK_RETURN_IF_ERROR(c.Skip(n * size));
+      }
+    } else {
+      KVFORK_RETURN_IF_ERROR(SkipScalarOrString(&c, v.type, path).WithContext("key " + key));
+    }
+    v.payload.assign(c.at(begin), c.at(c.pos()));
+    r.kv_index_[key] = r.kv_.size();
+    r.kv_.emplace_back(key, std::move(v));
+  }
+  if (const GgufValue* a = r.Find("general.alignment")) {
+    KVFORK_ASSIGN_OR_RETURN(uint32_t al, r.GetU32("general.alignment"));
+    (void)a;
+    if (al == 0 || (al & (al - 1)) != 0)
+      return DataLossError(path + ": general.alignment must be a power of two");
+    r.alignment_ = al;
+  }
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    GgufTensorInfo t;
+    KVFORK_ASSIGN_OR_RETURN(t.name, c.ReadString());
+    KVFORK_ASSIGN_OR_RETURN(uint32_t n_dims, c.Read<uint32_t>());
+    if (n_dims == 0 || n_dims > 4)
+      return DataLossError(path + ": tensor " + t.name + " has " + std::to_string(n_dims) +
+                           " dims");
+    for (uint32_t d = 0; d < n_dims; ++d) {
+      KVFORK_ASSIGN_OR_RETURN(uint64_t ne, c.Read<uint64_t>());
+      t.ne.push_back(static_cast<int64_t>(ne));
+    }
+    KVFORK_ASSIGN_OR_RETURN(t.ggml_type, c.Read<uint32_t>());
+    KVFORK_ASSIGN_OR_RETURN(t.offset, c.Read<uint64_t>());
+    r.tensor_index_[t.name] = r.tensors_.size();
+    r.tensors_.push_back(std::move(t));
+  }
+  r.data_start_ = (c.pos() + r.alignment_ - 1) / r.alignment_ * r.alignment_;
+  return r;
+}
+
 StatusOr<GgufReader> GgufReader::Open(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFoundError(path + ": cannot open GGUF file");
@@ -89,75 +157,13 @@ StatusOr<GgufReader> GgufReader::Open(const std::string& path) {
     data.resize(static_cast<size_t>(in.gcount()));
     bool eof = data.size() < want;
 
-    GgufReader r;
-    r.path_ = path;
-    Cursor c(data, path);
-    Status st = [&]() -> Status {
-      KVFORK_ASSIGN_OR_RETURN(uint32_t magic, c.Read<uint32_t>());
-      if (std::memcmp(&magic, "GGUF", 4) != 0) return InvalidArgumentError(path + ": not a GGUF file");
-      KVFORK_ASSIGN_OR_RETURN(r.version_, c.Read<uint32_t>());
-      if (r.version_ < 2 || r.version_ > 3)
-        return UnimplementedError(path + ": GGUF version " + std::to_string(r.version_));
-      KVFORK_ASSIGN_OR_RETURN(uint64_t n_tensors, c.Read<uint64_t>());
-      KVFORK_ASSIGN_OR_RETURN(uint64_t n_kv, c.Read<uint64_t>());
-      for (uint64_t i = 0; i < n_kv; ++i) {
-        KVFORK_ASSIGN_OR_RETURN(std::string key, c.ReadString());
-        KVFORK_ASSIGN_OR_RETURN(uint32_t type, c.Read<uint32_t>());
-        GgufValue v;
-        v.type = static_cast<GgufType>(type);
-        size_t begin = c.pos();
-        if (v.type == GgufType::kArray) {
-          KVFORK_ASSIGN_OR_RETURN(uint32_t at, c.Read<uint32_t>());
-          v.array_type = static_cast<GgufType>(at);
-          KVFORK_ASSIGN_OR_RETURN(uint64_t n, c.Read<uint64_t>());
-          if (v.array_type == GgufType::kString) {
-            for (uint64_t j = 0; j < n; ++j) KVFORK_RETURN_IF_ERROR(c.ReadString().status());
-          } else {
-            KVFORK_ASSIGN_OR_RETURN(uint64_t size, ScalarSize(v.array_type, path));
-            // n * size must not wrap around to a small skip.
-            if (n > UINT64_MAX / size)
-              return DataLossError(path + ": key " + key + ": array of " + std::to_string(n) +
-                                   " elements is larger than the file");
-            KVFORK_RETURN_IF_ERROR(c.Skip(n * size));
-          }
-        } else {
-          KVFORK_RETURN_IF_ERROR(SkipScalarOrString(&c, v.type, path).WithContext("key " + key));
-        }
-        v.payload.assign(c.at(begin), c.at(c.pos()));
-        r.kv_index_[key] = r.kv_.size();
-        r.kv_.emplace_back(key, std::move(v));
-      }
-      if (const GgufValue* a = r.Find("general.alignment")) {
-        KVFORK_ASSIGN_OR_RETURN(uint32_t al, r.GetU32("general.alignment"));
-        (void)a;
-        if (al == 0 || (al & (al - 1)) != 0)
-          return DataLossError(path + ": general.alignment must be a power of two");
-        r.alignment_ = al;
-      }
-      for (uint64_t i = 0; i < n_tensors; ++i) {
-        GgufTensorInfo t;
-        KVFORK_ASSIGN_OR_RETURN(t.name, c.ReadString());
-        KVFORK_ASSIGN_OR_RETURN(uint32_t n_dims, c.Read<uint32_t>());
-        if (n_dims == 0 || n_dims > 4)
-          return DataLossError(path + ": tensor " + t.name + " has " + std::to_string(n_dims) + " dims");
-        for (uint32_t d = 0; d < n_dims; ++d) {
-          KVFORK_ASSIGN_OR_RETURN(uint64_t ne, c.Read<uint64_t>());
-          t.ne.push_back(static_cast<int64_t>(ne));
-        }
-        KVFORK_ASSIGN_OR_RETURN(t.ggml_type, c.Read<uint32_t>());
-        KVFORK_ASSIGN_OR_RETURN(t.offset, c.Read<uint64_t>());
-        r.tensor_index_[t.name] = r.tensors_.size();
-        r.tensors_.push_back(std::move(t));
-      }
-      r.data_start_ = (c.pos() + r.alignment_ - 1) / r.alignment_ * r.alignment_;
-      return OkStatus();
-    }();
-    if (st.ok()) return r;
+    StatusOr<GgufReader> r = Parse(data.data(), data.size(), path);
+    if (r.ok()) return r;
+    const Status& st = r.status();
     if (st.code() != StatusCode::kDataLoss || eof) return st;
     want *= 4;
   }
 }
-
 const GgufValue* GgufReader::Find(const std::string& key) const {
   auto it = kv_index_.find(key);
   return it == kv_index_.end() ? nullptr : &kv_[it->second].second;
@@ -188,6 +194,51 @@ StatusOr<uint32_t> GgufReader::GetU32(const std::string& key) const {
   return x;
 }
 
+StatusOr<uint64_t> GgufReader::GetUInt(const std::string& key) const {
+  const GgufValue* v = Find(key);
+  if (v == nullptr) return NotFoundError(path_ + ": no GGUF key " + key);
+  auto load = [&](auto zero) -> StatusOr<uint64_t> {
+    decltype(zero) x;
+    if (v->payload.size() < sizeof(x))
+      return DataLossError(path_ + ": GGUF key " + key + " is truncated");
+    std::memcpy(&x, v->payload.data(), sizeof(x));
+    if constexpr (std::is_signed_v<decltype(zero)>) {
+      if (x < 0)
+        return InvalidArgumentError(path_ + ": GGUF key " + key + " is negative (" +
+                                    std::to_string(x) + ")");
+    }
+    return static_cast<uint64_t>(x);
+  };
+  switch (v->type) {
+    case GgufType::kUint8:
+      return load(uint8_t{0});
+    case GgufType::kInt8:
+      return load(int8_t{0});
+    case GgufType::kUint16:
+      return load(uint16_t{0});
+    case GgufType::kInt16:
+      return load(int16_t{0});
+    case GgufType::kUint32:
+      return load(uint32_t{0});
+    case GgufType::kInt32:
+      return load(int32_t{0});
+    case GgufType::kUint64:
+      return load(uint64_t{0});
+    case GgufType::kInt64:
+      return load(int64_t{0});
+    default:
+      break;
+  }
+  return InvalidArgumentError(path_ + ": GGUF key " + key + " has type " +
+                              std::to_string(static_cast<uint32_t>(v->type)) +
+                              ", expected an integer");
+}
+
+StatusOr<bool> GgufReader::GetBool(const std::string& key) const {
+  KVFORK_ASSIGN_OR_RETURN(const GgufValue* v, FindTyped(*this, path_, key, GgufType::kBool));
+  return v->payload[0] != 0;
+}
+
 StatusOr<float> GgufReader::GetF32(const std::string& key) const {
   KVFORK_ASSIGN_OR_RETURN(const GgufValue* v, FindTyped(*this, path_, key, GgufType::kFloat32));
   float x;
@@ -211,7 +262,7 @@ StatusOr<std::vector<std::string>> GgufReader::GetStringArray(const std::string&
   KVFORK_ASSIGN_OR_RETURN(const GgufValue* v, FindTyped(*this, path_, key, GgufType::kArray));
   if (v->array_type != GgufType::kString)
     return InvalidArgumentError(path_ + ": GGUF key " + key + " is not a string array");
-  Cursor c(v->payload, path_);
+  Cursor c(v->payload.data(), v->payload.size(), path_);
   KVFORK_RETURN_IF_ERROR(c.Skip(4));
   KVFORK_ASSIGN_OR_RETURN(uint64_t n, c.Read<uint64_t>());
   std::vector<std::string> out;
@@ -226,15 +277,13 @@ StatusOr<std::vector<std::string>> GgufReader::GetStringArray(const std::string&
 StatusOr<std::vector<uint8_t>> GgufReader::ReadTensor(const std::string& name) const {
   const GgufTensorInfo* t = FindTensor(name);
   if (t == nullptr) return NotFoundError(path_ + ": no tensor " + name);
-  uint64_t elem;
-  switch (t->ggml_type) {
-    case static_cast<uint32_t>(GgmlType::kF32): elem = 4; break;
-    case static_cast<uint32_t>(GgmlType::kF16):
-    case static_cast<uint32_t>(GgmlType::kBf16): elem = 2; break;
-    default:
-      return UnimplementedError(path_ + ": tensor " + name + " has ggml type " +
-                                std::to_string(t->ggml_type) + " (only F32, F16, BF16 are read)");
-  }
+  const DTypeTraits* traits = TraitsForGgmlType(t->ggml_type);
+  if (traits == nullptr)
+    return UnimplementedError(path_ + ": tensor " + name + " has ggml type " +
+                              std::to_string(t->ggml_type) + ", which kvfork does not read");
+  if (t->ne.empty() || t->ne[0] % traits->block_elems != 0)
+    return DataLossError(path_ + ": tensor " + name + " of shape " + ShapeString(t->ne) + " is not whole " +
+                         traits->name + " blocks");
   std::ifstream in(path_, std::ios::binary | std::ios::ate);
   if (!in) return NotFoundError(path_ + ": cannot open GGUF file");
   const uint64_t file_size = static_cast<uint64_t>(in.tellg());
@@ -243,8 +292,11 @@ StatusOr<std::vector<uint8_t>> GgufReader::ReadTensor(const std::string& name) c
   const uint64_t start = data_start_ + t->offset;
   if (t->offset > file_size || start > file_size)
     return DataLossError(path_ + ": tensor " + name + " starts past the end of the file");
-  uint64_t n = elem;
-  for (int64_t d : t->ne) {
+  // Bytes of a row's blocks, then times the other dimensions.
+  uint64_t n = static_cast<uint64_t>(traits->block_bytes);
+  std::vector<int64_t> dims = t->ne;
+  dims[0] /= traits->block_elems;
+  for (int64_t d : dims) {
     const uint64_t dim = static_cast<uint64_t>(d);
     if (d < 0 || (dim != 0 && n > (file_size - start) / dim))
       return DataLossError(path_ + ": tensor " + name + " of shape " + ShapeString(t->ne) +

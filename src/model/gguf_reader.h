@@ -26,6 +26,13 @@ struct GgufTensorInfo {
 class GgufReader {
  public:
   static StatusOr<GgufReader> Open(const std::string& path);
+  // Parses the header at the start of `size` bytes (a whole mmapped file);
+  // a header that runs past `size` is a kDataLoss "truncated" error.
+  static StatusOr<GgufReader> Parse(const uint8_t* data, size_t size, const std::string& path);
+
+  const std::string& path() const { return path_; }
+  // Offset of the tensor data section in the file (header end, aligned).
+  uint64_t data_start() const { return data_start_; }
 
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
@@ -38,6 +45,10 @@ class GgufReader {
   // Typed getters; errors name the key and the type found.
   StatusOr<uint32_t> GetU32(const std::string& key) const;
   StatusOr<float> GetF32(const std::string& key) const;
+  // Any integer type (u8..u64, i8..i64) with a value >= 0: writers differ
+  // (split.count is u16, some converters write i32 where others write u32).
+  StatusOr<uint64_t> GetUInt(const std::string& key) const;
+  StatusOr<bool> GetBool(const std::string& key) const;
   StatusOr<std::string> GetString(const std::string& key) const;
   // Length of an array value.
   StatusOr<uint64_t> GetArrayLength(const std::string& key) const;

@@ -34,9 +34,24 @@ const char* GgmlTypeName(GgmlType t) {
     case GgmlType::kF32: return "F32";
     case GgmlType::kF16: return "F16";
     case GgmlType::kBf16: return "BF16";
+    case GgmlType::kQ4_0: return "Q4_0";
+    case GgmlType::kQ4_1: return "Q4_1";
+    case GgmlType::kQ5_0: return "Q5_0";
+    case GgmlType::kQ5_1: return "Q5_1";
+    case GgmlType::kQ8_0: return "Q8_0";
+    case GgmlType::kQ4_K: return "Q4_K";
+    case GgmlType::kQ5_K: return "Q5_K";
+    case GgmlType::kQ6_K: return "Q6_K";
   }
   return "?";
 }
+
+DType DTypeOfGgml(GgmlType t) {
+  // Every GgmlType value is a row of the dtype table (tests/model check both ways).
+  return TraitsForGgmlType(static_cast<uint32_t>(t))->dtype;
+}
+
+GgmlType GgmlTypeOf(DType t) { return static_cast<GgmlType>(Traits(t).ggml_type); }
 
 GgufValue GgufValue::U32(uint32_t v) {
   GgufValue r;
@@ -108,13 +123,20 @@ Status GgufWriter::AddTensor(const std::string& name, GgmlType type, std::vector
   if (tensor_index_.count(name)) return InvalidArgumentError("GGUF tensor \"" + name + "\" added twice");
   if (ne.empty() || ne.size() > 4)
     return InvalidArgumentError("GGUF tensor \"" + name + "\" must have 1 to 4 dimensions");
-  uint64_t n = 1;
+  uint64_t rows = 1;
   for (int64_t d : ne) {
     if (d <= 0) return InvalidArgumentError("GGUF tensor \"" + name + "\" has a dimension <= 0");
-    n *= static_cast<uint64_t>(d);
   }
+  for (size_t i = 1; i < ne.size(); ++i) rows *= static_cast<uint64_t>(ne[i]);
+  const DType dtype = DTypeOfGgml(type);
+  if (!RowFits(dtype, ne[0]))
+    return InvalidArgumentError("GGUF tensor \"" + name + "\": " + GgmlTypeName(type) +
+                                " needs rows of a multiple of " +
+                                std::to_string(Traits(dtype).block_elems) + " values, ne[0] is " +
+                                std::to_string(ne[0]));
+  const uint64_t num_bytes = rows * RowBytes(dtype, ne[0]);
   tensor_index_[name] = tensors_.size();
-  tensors_.push_back({name, type, std::move(ne), n * GgmlTypeSize(type), std::move(fill)});
+  tensors_.push_back({name, type, std::move(ne), num_bytes, std::move(fill)});
   return OkStatus();
 }
 

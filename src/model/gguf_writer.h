@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace kvfork {
@@ -40,11 +41,28 @@ enum class GgufType : uint32_t {
   kFloat64 = 12,
 };
 
-// ggml tensor element types we write (ggml.h enum ggml_type).
-enum class GgmlType : uint32_t { kF32 = 0, kF16 = 1, kBf16 = 30 };
+// ggml tensor types we write (ggml.h enum ggml_type): the element types and
+// the block formats of core/dtype.h.
+enum class GgmlType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kBf16 = 30,
+};
 
+// Bytes of one element; element types (F32, F16, BF16) only.
 size_t GgmlTypeSize(GgmlType t);
+// "Q4_K", as ggml_type_name spells it.
 const char* GgmlTypeName(GgmlType t);
+DType DTypeOfGgml(GgmlType t);
+GgmlType GgmlTypeOf(DType t);
 
 // One metadata value, kept as its serialized payload (the bytes after the
 // u32 type), so values read from one file can be copied verbatim into another.
@@ -64,14 +82,15 @@ struct GgufValue {
 
 class GgufWriter {
  public:
-  // Fills exactly the tensor's byte size (elements x GgmlTypeSize) at dst.
+  // Fills exactly the tensor's byte size (rows x RowBytes(type, ne[0])) at dst.
   using FillFn = std::function<Status(uint8_t* dst)>;
 
   // Metadata is written in insertion order; setting a key again replaces it.
   void Set(const std::string& key, GgufValue value);
 
   // ne is in ggml order: ne[0] is the contiguous (innermost) dimension, so a
-  // row-major [rows, cols] matrix is ne = {cols, rows}.
+  // row-major [rows, cols] matrix is ne = {cols, rows}. For a block format
+  // ne[0] must be a multiple of its block size.
   Status AddTensor(const std::string& name, GgmlType type, std::vector<int64_t> ne, FillFn fill);
 
   // Writes the file; errors name the path or the tensor whose fill failed.

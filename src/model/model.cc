@@ -1,4 +1,5 @@
-// Model::Load: config.json -> architecture -> checkpoint -> bound weights.
+// Model::Load: (config.json | GGUF metadata) -> architecture -> tensor
+// source -> bound weights.
 #include "model/model.h"
 
 #include <filesystem>
@@ -6,27 +7,49 @@
 #include "core/logging.h"
 #include "model/arch.h"
 #include "model/decoder.h"
+#include "model/gguf_checkpoint.h"
+#include "model/gguf_config.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 
 namespace kvfork {
+namespace {
 
-StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
-                                             const ModelLoadOptions& options) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec))
-    return NotFoundError(dir + ": model directory not found");
-  KVFORK_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir + "/config.json"));
+StatusOr<std::unique_ptr<Model>> Finish(ModelConfig config, std::unique_ptr<TensorSource> source,
+                                        const ModelLoadOptions& options) {
   const ArchSpec& arch = ArchFor(config.arch);
-  KVFORK_ASSIGN_OR_RETURN(auto checkpoint, SafetensorsCheckpoint::Open(dir));
-  auto weights = BindWeights(config, arch, std::move(checkpoint), options);
-  if (!weights.ok()) return weights.status().WithContext("loading " + dir);
-  KVFORK_LOG(kInfo) << "loaded " << arch.hf_name << " from " << dir << ": "
+  const std::string path = source->path();
+  auto weights = BindWeights(config, arch, std::move(source), options);
+  if (!weights.ok()) return weights.status().WithContext("loading " + path);
+  KVFORK_LOG(kInfo) << "loaded " << arch.hf_name << " from " << path << ": "
                     << (*weights)->num_params / 1e6 << "M params, " << config.num_layers
                     << " layers, hidden " << config.hidden_size << ", vocab " << config.vocab_size
                     << ", weights " << DTypeName((*weights)->embed_tokens.dtype);
   return std::unique_ptr<Model>(
       std::make_unique<Decoder>(std::move(config), arch, std::move(weights).value()));
+}
+
+}  // namespace
+
+bool IsGgufPath(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::path(path).extension() == ".gguf" &&
+         !std::filesystem::is_directory(path, ec);
+}
+
+StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
+                                             const ModelLoadOptions& options) {
+  std::error_code ec;
+  if (IsGgufPath(path)) {
+    KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<GgufCheckpoint> gguf, GgufCheckpoint::Open(path));
+    KVFORK_ASSIGN_OR_RETURN(ModelConfig config, ModelConfigFromGguf(*gguf));
+    return Finish(std::move(config), std::move(gguf), options);
+  }
+  if (!std::filesystem::is_directory(path, ec))
+    return NotFoundError(path + ": model directory not found (nor a .gguf file)");
+  KVFORK_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(path + "/config.json"));
+  KVFORK_ASSIGN_OR_RETURN(auto checkpoint, SafetensorsCheckpoint::Open(path));
+  return Finish(std::move(config), std::move(checkpoint), options);
 }
 
 KvLayout Model::MakeKvLayout(KvDType dtype, int block_size) const {

@@ -1,5 +1,6 @@
-// The decoder for LlamaForCausalLM and Qwen3ForCausalLM: load a Hugging Face
-// directory, run a batch of tokens against per-sequence block tables.
+// The decoder for the architectures of arch.h (Llama, Qwen2, Qwen3): load a
+// Hugging Face directory or a GGUF file, run a batch of tokens against
+// per-sequence block tables.
 //
 // The model knows nothing of prefix caching: each sequence in a batch comes
 // with a block table (base addresses of KV blocks laid out as kv_layout.h
@@ -48,12 +49,18 @@ struct ForwardBatch {
   std::vector<ForwardSeq> seqs;
 };
 
+// True when Model::Load would open `path` as a GGUF file (a *.gguf path that
+// is not a directory); the CLI asks it where the tokenizer comes from.
+bool IsGgufPath(const std::string& path);
+
 class Model {
  public:
   virtual ~Model() = default;
 
-  // Loads config.json and the safetensors weights (mmap) from a directory.
-  static StatusOr<std::unique_ptr<Model>> Load(const std::string& dir,
+  // Loads a model (mmap, weights used in place where their format allows):
+  // a Hugging Face directory (config.json, safetensors) or a .gguf file
+  // (single, or any part of a split NAME-0000K-of-0000N.gguf).
+  static StatusOr<std::unique_ptr<Model>> Load(const std::string& path,
                                                const ModelLoadOptions& options);
 
   virtual const ModelConfig& config() const = 0;

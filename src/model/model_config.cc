@@ -4,11 +4,11 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "kernels/ops.h"
+#include "model/arch.h"
 
 namespace kvfork {
 namespace {
@@ -126,19 +126,17 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     arch = a[0].get<std::string>();
   } else {
     KVFORK_ASSIGN_OR_RETURN(std::string model_type, f.String("model_type", false));
-    if (model_type == "llama") arch = "LlamaForCausalLM";
-    else if (model_type == "qwen3") arch = "Qwen3ForCausalLM";
+    const ArchSpec* by_type = ArchForGgufName(model_type);
+    if (by_type != nullptr)
+      arch = by_type->hf_name;
     else if (model_type.empty()) return f.Error("architectures", "is missing (and no model_type)");
     else arch = model_type;
   }
-  if (arch == "LlamaForCausalLM") {
-    c.arch = Architecture::kLlama;
-  } else if (arch == "Qwen3ForCausalLM") {
-    c.arch = Architecture::kQwen3;
-  } else {
-    return UnimplementedError(path + ": architecture \"" + arch +
-                              "\" is not supported (LlamaForCausalLM, Qwen3ForCausalLM)");
-  }
+  const ArchSpec* spec = ArchForHfName(arch);
+  if (spec == nullptr)
+    return UnimplementedError(path + ": architecture \"" + arch + "\" is not supported (" +
+                              SupportedArchNames(/*gguf=*/false) + ")");
+  c.arch = spec->id;
 
   KVFORK_ASSIGN_OR_RETURN(c.vocab_size, f.Int("vocab_size", true, 0, 1));
   KVFORK_ASSIGN_OR_RETURN(c.hidden_size, f.Int("hidden_size", true, 0, 1));
@@ -152,9 +150,8 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
                                               std::to_string(c.num_heads) + ")");
   if (f.Has("head_dim")) {
     KVFORK_ASSIGN_OR_RETURN(c.head_dim, f.Int("head_dim", true, 0, 2));
-  } else if (c.arch == Architecture::kQwen3) {
-    // transformers' Qwen3Config defaults head_dim to 128, not hidden/heads.
-    c.head_dim = 128;
+  } else if (spec->default_head_dim > 0) {
+    c.head_dim = spec->default_head_dim;
   } else {
     if (c.hidden_size % c.num_heads != 0)
       return f.Error("hidden_size", "must be a multiple of num_attention_heads when head_dim is absent");
@@ -196,7 +193,7 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     KVFORK_ASSIGN_OR_RETURN(bool on, f.Bool(name, false));
     if (on) return UnimplementedError(path + ": field \"" + name + "\" = true is not supported");
   }
-  if (c.arch == Architecture::kQwen3) {
+  if (c.arch == Architecture::kQwen3 || c.arch == Architecture::kQwen2) {
     KVFORK_ASSIGN_OR_RETURN(bool sliding, f.Bool("use_sliding_window", false));
     if (sliding)
       return UnimplementedError(path + ": field \"use_sliding_window\" = true is not supported");
@@ -248,14 +245,19 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
   return ParseModelConfig(ss.str(), path);
 }
 
+double ModelConfig::RopeBaseInvFreq(int64_t i) const {
+  return 1.0 / std::pow(rope_theta, static_cast<double>(2 * i) / head_dim);
+}
+
 std::vector<float> ModelConfig::RopeInvFreq() const {
   // As transformers' _compute_default_rope_parameters and
-  // _compute_llama3_parameters, evaluated in double and rounded once.
+  // _compute_llama3_parameters, evaluated in double and rounded once; a
+  // GGUF's freq factors divide as llama.cpp's rope does (theta / factor).
   const int64_t half = head_dim / 2;
   std::vector<float> out(half);
   const double kPi = 3.14159265358979323846;
   for (int64_t i = 0; i < half; ++i) {
-    double inv = 1.0 / std::pow(rope_theta, static_cast<double>(2 * i) / head_dim);
+    double inv = RopeBaseInvFreq(i);
     if (rope_scaling.type == RopeScaling::Type::kLlama3) {
       const RopeScaling& s = rope_scaling;
       const double old_ctx = static_cast<double>(s.original_max_position_embeddings);
@@ -270,6 +272,9 @@ std::vector<float> ModelConfig::RopeInvFreq() const {
                         (s.high_freq_factor - s.low_freq_factor);
         inv = (1 - smooth) * inv / s.factor + smooth * inv;
       }
+    } else if (rope_scaling.type == RopeScaling::Type::kFreqFactors &&
+               static_cast<size_t>(i) < rope_scaling.freq_factors.size()) {
+      inv = inv / rope_scaling.freq_factors[i];
     }
     out[i] = static_cast<float>(inv);
   }

@@ -9,11 +9,15 @@
 
 namespace kvfork {
 
-enum class Architecture { kLlama, kQwen3 };  // LlamaForCausalLM, Qwen3ForCausalLM
+// LlamaForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM; arch.h has the rest.
+enum class Architecture { kLlama, kQwen3, kQwen2 };
 
 struct RopeScaling {
-  enum class Type { kNone, kLlama3 };
+  // kFreqFactors: a GGUF's rope_freqs tensor, one divisor per frequency pair
+  // (how llama.cpp's converter stores llama3 scaling).
+  enum class Type { kNone, kLlama3, kFreqFactors };
   Type type = Type::kNone;
+  std::vector<float> freq_factors;  // [head_dim / 2], kFreqFactors only
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
@@ -38,8 +42,11 @@ struct ModelConfig {
   int32_t bos_token_id = -1;
   std::string torch_dtype;  // as written, for the log
 
-  // Rotary inverse frequencies [head_dim / 2], with llama3 scaling applied.
+  // Rotary inverse frequencies [head_dim / 2], with the scaling applied: the
+  // one RoPE-frequency function (export-gguf derives rope_freqs from it).
   std::vector<float> RopeInvFreq() const;
+  // The unscaled inverse frequency of pair i: rope_theta^(-2i / head_dim).
+  double RopeBaseInvFreq(int64_t i) const;
 };
 
 // Parses and validates config.json; errors name the file and the field.

@@ -1,5 +1,5 @@
-// Qwen3ForCausalLM: Llama's decoder plus a per-head RMSNorm of q and k
-// (self_attn.q_norm / k_norm, weight [head_dim]) before RoPE, and an
+// Qwen3ForCausalLM, GGUF "qwen3": Llama's decoder plus a per-head RMSNorm of
+// q and k (self_attn.q_norm / k_norm, weight [head_dim]) before RoPE, and an
 // explicit head_dim that need not be hidden_size / num_heads.
 #include "kernels/ops.h"
 #include "model/arch.h"
@@ -8,9 +8,11 @@
 namespace kvfork {
 namespace {
 
-void AddQkNorm(const ModelConfig& c, const std::string& prefix, std::vector<ExpectedTensor>* out) {
-  out->push_back({prefix + "self_attn.q_norm.weight", {c.head_dim}, true});
-  out->push_back({prefix + "self_attn.k_norm.weight", {c.head_dim}, true});
+void AddQkNorm(const ModelConfig& c, int64_t layer, std::vector<ExpectedTensor>* out) {
+  out->push_back(LayerTensor(layer, TensorRole::kQNorm, "self_attn.q_norm.weight",
+                             "attn_q_norm.weight", {c.head_dim}, true));
+  out->push_back(LayerTensor(layer, TensorRole::kKNorm, "self_attn.k_norm.weight",
+                             "attn_k_norm.weight", {c.head_dim}, true));
 }
 
 void QkNorm(const ModelConfig& c, const LayerWeights& w, int64_t num_tokens, float* q, float* k) {
@@ -23,7 +25,10 @@ void QkNorm(const ModelConfig& c, const LayerWeights& w, int64_t num_tokens, flo
 }  // namespace
 
 const ArchSpec& Qwen3Arch() {
-  static const ArchSpec spec = {"Qwen3ForCausalLM", AddQkNorm, QkNorm};
+  // transformers' Qwen3Config defaults head_dim to 128, not hidden/heads.
+  static const ArchSpec spec = {
+      Architecture::kQwen3,     "Qwen3ForCausalLM",           "qwen3",
+      /*default_head_dim=*/128, /*gguf_rope_permuted=*/false, AddQkNorm, QkNorm};
   return spec;
 }
 

@@ -86,6 +86,8 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 // (mean, std) of a tensor's values by its role.
 std::pair<double, double> Distribution(const ExpectedTensor& t, const ModelConfig& c) {
+  // Biases are small around 0; norm weights around 1.
+  if (EndsWith(t.name, ".bias")) return {0.0, 0.1};
   if (t.is_vector) return {1.0, 0.1};
   const double fan_in = static_cast<double>(t.shape[1]);
   if (EndsWith(t.name, "embed_tokens.weight") || EndsWith(t.name, "lm_head.weight"))
@@ -131,8 +133,9 @@ std::string SpecialTokenContent(const json& tc, const char* key) {
 json ConfigJson(const ModelConfig& c, DType dtype) {
   json j;
   const bool llama = c.arch == Architecture::kLlama;
-  j["architectures"] = {llama ? "LlamaForCausalLM" : "Qwen3ForCausalLM"};
-  j["model_type"] = llama ? "llama" : "qwen3";
+  const ArchSpec& arch = ArchFor(c.arch);
+  j["architectures"] = {arch.hf_name};
+  j["model_type"] = arch.gguf_name;
   j["hidden_size"] = c.hidden_size;
   j["intermediate_size"] = c.intermediate_size;
   j["num_hidden_layers"] = c.num_layers;

@@ -44,22 +44,6 @@ const char* DTypeTag(DType t) {
 
 }  // namespace
 
-StatusOr<int64_t> TensorInfo::NumElements() const {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0 || __builtin_mul_overflow(n, d, &n))
-      return DataLossError(file + ": tensor \"" + name + "\": shape " + ShapeString() +
-                           " has more elements than fit 64 bits");
-  }
-  return n;
-}
-
-std::string TensorInfo::ShapeString() const {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 SafetensorsFile::~SafetensorsFile() {
   if (map_ != nullptr) munmap(map_, map_size_);
 }
@@ -159,6 +143,7 @@ StatusOr<std::unique_ptr<SafetensorsCheckpoint>> SafetensorsCheckpoint::Open(
     const std::string& dir) {
   namespace fs = std::filesystem;
   std::unique_ptr<SafetensorsCheckpoint> ck(new SafetensorsCheckpoint());
+  ck->dir_ = dir;
   const std::string index_path = dir + "/model.safetensors.index.json";
   const std::string single_path = dir + "/model.safetensors";
   std::error_code ec;

@@ -16,23 +16,9 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "model/tensor_source.h"
 
 namespace kvfork {
-
-struct TensorInfo {
-  std::string name;
-  DType dtype = DType::kF32;
-  std::vector<int64_t> shape;
-  const uint8_t* data = nullptr;  // into the file's mmap
-  size_t num_bytes = 0;
-  std::string file;  // the file it came from, for error messages
-
-  // The product of the shape; an error naming the tensor when it does not
-  // fit int64 (a corrupt header). Open() checks it against the data bytes,
-  // so for a tensor of an open file it is always a value.
-  StatusOr<int64_t> NumElements() const;
-  std::string ShapeString() const;  // "[64, 128]"
-};
 
 // One mapped .safetensors file.
 class SafetensorsFile {
@@ -58,16 +44,18 @@ class SafetensorsFile {
 
 // All tensors of a model directory: model.safetensors, or the shards listed
 // by model.safetensors.index.json ("weight_map": tensor -> shard file).
-class SafetensorsCheckpoint {
+class SafetensorsCheckpoint final : public TensorSource {
  public:
   static StatusOr<std::unique_ptr<SafetensorsCheckpoint>> Open(const std::string& dir);
 
-  // nullptr if absent.
-  const TensorInfo* Find(const std::string& name) const;
-  const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
+  TensorNaming naming() const override { return TensorNaming::kHuggingFace; }
+  const std::string& path() const override { return dir_; }
+  const TensorInfo* Find(const std::string& name) const override;
+  const std::map<std::string, TensorInfo>& tensors() const override { return tensors_; }
   size_t TotalBytes() const;
 
  private:
+  std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, TensorInfo> tensors_;
 };

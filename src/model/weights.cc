@@ -49,7 +49,8 @@ class Binder {
       return m;
     }
     m.dtype = t.dtype;
-    const size_t align = DTypeSize(t.dtype);
+    // Block formats are read a block at a time with unaligned loads: in place.
+    const size_t align = IsQuantized(t.dtype) ? 1 : DTypeSize(t.dtype);
     if (reinterpret_cast<uintptr_t>(t.data) % align == 0) {
       m.data = t.data;
     } else {
@@ -80,6 +81,21 @@ class Binder {
     return dst;
   }
 
+  // A copy of m with its rows moved from llama.cpp's interleaved RoPE order
+  // back to Hugging Face's rotate-half order. Rows are whole blocks, so this
+  // works for every format.
+  MatrixView UnpermuteRope(const MatrixView& m, int64_t heads) {
+    const int64_t head_dim = m.rows / heads;
+    const std::vector<int64_t> hf_row = LlamaRopePermutation(heads, head_dim);
+    const size_t row_bytes = m.row_bytes();
+    uint8_t* dst = Alloc<uint8_t>(static_cast<int64_t>(row_bytes * m.rows));
+    for (int64_t g = 0; g < m.rows; ++g)
+      std::memcpy(dst + hf_row[g] * row_bytes, m.row(g), row_bytes);
+    MatrixView out = m;
+    out.data = dst;
+    return out;
+  }
+
   int f16_converted() const { return f16_converted_; }
 
  private:
@@ -99,47 +115,70 @@ class Binder {
   int f16_converted_ = 0;
 };
 
-size_t MatrixBytes(const MatrixView& m) {
-  return static_cast<size_t>(m.rows) * m.cols * DTypeSize(m.dtype);
+size_t MatrixBytes(const MatrixView& m) { return static_cast<size_t>(m.rows) * m.row_bytes(); }
+
+ExpectedTensor ModelTensor(TensorRole role, const char* hf_name, const char* gguf_name,
+                           std::vector<int64_t> shape, bool is_vector) {
+  ExpectedTensor t;
+  t.name = hf_name;
+  t.gguf_name = gguf_name;
+  t.shape = std::move(shape);
+  t.is_vector = is_vector;
+  t.role = role;
+  return t;
 }
 
 }  // namespace
 
+bool IsGgufConfigTensor(const std::string& name) { return name == "rope_freqs.weight"; }
+
 std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c, const ArchSpec& arch) {
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t f = c.intermediate_size;
+  using R = TensorRole;
   std::vector<ExpectedTensor> out;
-  out.push_back({"model.embed_tokens.weight", {c.vocab_size, h}, false});
+  out.push_back(ModelTensor(R::kEmbed, "model.embed_tokens.weight", "token_embd.weight",
+                            {c.vocab_size, h}, false));
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    out.push_back({p + "input_layernorm.weight", {h}, true});
-    out.push_back({p + "self_attn.q_proj.weight", {q, h}, false});
-    out.push_back({p + "self_attn.k_proj.weight", {kv, h}, false});
-    out.push_back({p + "self_attn.v_proj.weight", {kv, h}, false});
-    out.push_back({p + "self_attn.o_proj.weight", {h, q}, false});
-    if (arch.add_layer_tensors != nullptr) arch.add_layer_tensors(c, p, &out);
-    out.push_back({p + "post_attention_layernorm.weight", {h}, true});
-    out.push_back({p + "mlp.gate_proj.weight", {c.intermediate_size, h}, false});
-    out.push_back({p + "mlp.up_proj.weight", {c.intermediate_size, h}, false});
-    out.push_back({p + "mlp.down_proj.weight", {h, c.intermediate_size}, false});
+    out.push_back(
+        LayerTensor(l, R::kInputNorm, "input_layernorm.weight", "attn_norm.weight", {h}, true));
+    out.push_back(LayerTensor(l, R::kQ, "self_attn.q_proj.weight", "attn_q.weight", {q, h}));
+    if (arch.gguf_rope_permuted) out.back().gguf_rope_heads = c.num_heads;
+    out.push_back(LayerTensor(l, R::kK, "self_attn.k_proj.weight", "attn_k.weight", {kv, h}));
+    if (arch.gguf_rope_permuted) out.back().gguf_rope_heads = c.num_kv_heads;
+    out.push_back(LayerTensor(l, R::kV, "self_attn.v_proj.weight", "attn_v.weight", {kv, h}));
+    out.push_back(LayerTensor(l, R::kO, "self_attn.o_proj.weight", "attn_output.weight", {h, q}));
+    if (arch.add_layer_tensors != nullptr) arch.add_layer_tensors(c, l, &out);
+    out.push_back(LayerTensor(l, R::kPostAttnNorm, "post_attention_layernorm.weight",
+                              "ffn_norm.weight", {h}, true));
+    out.push_back(LayerTensor(l, R::kGate, "mlp.gate_proj.weight", "ffn_gate.weight", {f, h}));
+    out.push_back(LayerTensor(l, R::kUp, "mlp.up_proj.weight", "ffn_up.weight", {f, h}));
+    out.push_back(LayerTensor(l, R::kDown, "mlp.down_proj.weight", "ffn_down.weight", {h, f}));
   }
-  out.push_back({"model.norm.weight", {h}, true});
-  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, h}, false});
+  out.push_back(ModelTensor(R::kFinalNorm, "model.norm.weight", "output_norm.weight", {h}, true));
+  if (!c.tie_word_embeddings)
+    out.push_back(
+        ModelTensor(R::kLmHead, "lm_head.weight", "output.weight", {c.vocab_size, h}, false));
   return out;
 }
 
-StatusOr<std::unique_ptr<ModelWeights>> BindWeights(
-    const ModelConfig& c, const ArchSpec& arch, std::unique_ptr<SafetensorsCheckpoint> checkpoint,
-    const ModelLoadOptions& options) {
+StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const ArchSpec& arch,
+                                                    std::unique_ptr<TensorSource> source,
+                                                    const ModelLoadOptions& options) {
   auto w = std::make_unique<ModelWeights>();
-  const SafetensorsCheckpoint& ck = *checkpoint;
+  const TensorSource& ck = *source;
+  const bool gguf = ck.naming() == TensorNaming::kGguf;
+  // Where the expected shapes come from, for messages.
+  const std::string config_name = gguf ? ck.path() + " metadata" : "config.json";
   // Bound the config by what the files hold before building its tensor list:
   // a layer has at least 9 tensors, so num_hidden_layers 1000000000 is refused
   // here instead of after 9e9 tensor names have been built.
   constexpr int64_t kTensorsPerLayer = 9;
   const int64_t num_tensors = static_cast<int64_t>(ck.tensors().size());
   if (c.num_layers > num_tensors / kTensorsPerLayer)
-    return InvalidArgumentError("config.json: num_hidden_layers " + std::to_string(c.num_layers) +
-                                " needs at least " +
+    return InvalidArgumentError((gguf ? ck.path() + ": key " + arch.gguf_name + ".block_count "
+                                      : std::string("config.json: num_hidden_layers ")) +
+                                std::to_string(c.num_layers) + " needs at least " +
                                 std::to_string(c.num_layers * kTensorsPerLayer) +
                                 " tensors; the checkpoint has " + std::to_string(num_tensors));
   std::vector<ExpectedTensor> expected = ExpectedTensors(c, arch);
@@ -147,66 +186,124 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(
   // Check everything before binding anything, so errors come in a useful order.
   std::map<std::string, bool> wanted;
   for (const ExpectedTensor& e : expected) {
-    wanted[e.name] = true;
-    const TensorInfo* t = ck.Find(e.name);
+    const std::string& name = e.NameFor(gguf);
+    wanted[name] = true;
+    const TensorInfo* t = ck.Find(name);
     if (t == nullptr)
-      return NotFoundError("tensor \"" + e.name + "\" is missing (expected shape " +
-                           ShapeString(e.shape) + " from config.json)");
+      return NotFoundError((gguf ? ck.path() + ": " : std::string()) + "tensor \"" + name +
+                           "\" is missing (expected shape " + ShapeString(e.shape) + " from " +
+                           config_name + ")");
     if (t->shape != e.shape)
-      return InvalidArgumentError(t->file + ": tensor \"" + e.name + "\" has shape " +
-                                  t->ShapeString() + ", config.json implies " +
+      return InvalidArgumentError(t->file + ": tensor \"" + name + "\" has shape " +
+                                  t->ShapeString() + ", " + config_name + " implies " +
                                   ShapeString(e.shape));
+    if (e.is_vector && IsQuantized(t->dtype))
+      return InvalidArgumentError(t->file + ": tensor \"" + name + "\" is " + DTypeName(t->dtype) +
+                                  "; norm weights and biases must be f32, "
+                                  "f16 or bf16");
+    if (e.gguf_rope_heads > 0 && e.shape[0] % e.gguf_rope_heads != 0)
+      return InvalidArgumentError(t->file + ": tensor \"" + name + "\" rows do not split into " +
+                                  std::to_string(e.gguf_rope_heads) + " heads");
   }
   for (const auto& [name, t] : ck.tensors()) {
     if (wanted.count(name) || IsIgnored(name)) continue;
-    if (name == "lm_head.weight" && c.tie_word_embeddings) {
+    if (gguf && IsGgufConfigTensor(name)) continue;
+    if (!gguf && name == "lm_head.weight" && c.tie_word_embeddings) {
       // transformers overwrites a stored lm_head with embed_tokens when tied.
       KVFORK_LOG(kWarn) << t.file << ": lm_head.weight present but tie_word_embeddings is "
                         << "true; using model.embed_tokens.weight as transformers does";
       continue;
     }
-    return InvalidArgumentError(t.file + ": unexpected tensor \"" + name + "\" (shape " +
-                                t.ShapeString() + ") for " + arch.hf_name +
-                                " with this config.json");
+    return InvalidArgumentError(
+        t.file + ": unexpected tensor \"" + name + "\" (shape " + t.ShapeString() + ") for " +
+        (gguf ? arch.gguf_name : arch.hf_name) + " with this " + config_name);
   }
 
   const bool progress = options.show_progress && isatty(2);
   Binder b(w.get(), options);
   size_t done = 0;
-  auto tick = [&]() {
+  w->layers.resize(c.num_layers);
+  for (const ExpectedTensor& e : expected) {
+    const TensorInfo& t = *ck.Find(e.NameFor(gguf));
     ++done;
     if (progress && (done % 16 == 0 || done == expected.size()))
       std::fprintf(stderr, "\rloading weights: %zu/%zu tensors", done, expected.size());
-  };
-  auto get = [&](const std::string& name) -> const TensorInfo& {
-    tick();
-    return *ck.Find(name);
-  };
-  w->embed_tokens = b.Matrix(get("model.embed_tokens.weight"));
-  w->layers.resize(c.num_layers);
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    LayerWeights& L = w->layers[l];
-    L.input_norm = b.Vector(get(p + "input_layernorm.weight"));
-    L.q_proj = b.Matrix(get(p + "self_attn.q_proj.weight"));
-    L.k_proj = b.Matrix(get(p + "self_attn.k_proj.weight"));
-    L.v_proj = b.Matrix(get(p + "self_attn.v_proj.weight"));
-    L.o_proj = b.Matrix(get(p + "self_attn.o_proj.weight"));
-    if (ck.Find(p + "self_attn.q_norm.weight") && arch.after_qkv != nullptr) {
-      L.q_norm = b.Vector(get(p + "self_attn.q_norm.weight"));
-      L.k_norm = b.Vector(get(p + "self_attn.k_norm.weight"));
+    if (e.is_vector) {
+      const float* v = b.Vector(t);
+      if (e.layer < 0) {
+        w->final_norm = v;  // the only model-wide vector
+        continue;
+      }
+      LayerWeights& L = w->layers[e.layer];
+      switch (e.role) {
+        case TensorRole::kInputNorm:
+          L.input_norm = v;
+          break;
+        case TensorRole::kPostAttnNorm:
+          L.post_attn_norm = v;
+          break;
+        case TensorRole::kQNorm:
+          L.q_norm = v;
+          break;
+        case TensorRole::kKNorm:
+          L.k_norm = v;
+          break;
+        case TensorRole::kQBias:
+          L.q_bias = v;
+          break;
+        case TensorRole::kKBias:
+          L.k_bias = v;
+          break;
+        case TensorRole::kVBias:
+          L.v_bias = v;
+          break;
+        default:
+          KVFORK_CHECK_MSG(false, "vector tensor with a matrix role: " + e.name);
+      }
+      continue;
     }
-    L.post_attn_norm = b.Vector(get(p + "post_attention_layernorm.weight"));
-    L.gate_proj = b.Matrix(get(p + "mlp.gate_proj.weight"));
-    L.up_proj = b.Matrix(get(p + "mlp.up_proj.weight"));
-    L.down_proj = b.Matrix(get(p + "mlp.down_proj.weight"));
-    for (const MatrixView* m : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj,
-                                &L.up_proj, &L.down_proj})
-      w->decode_bytes_per_token += MatrixBytes(*m);
+    MatrixView m = b.Matrix(t);
+    if (gguf && e.gguf_rope_heads > 0) m = b.UnpermuteRope(m, e.gguf_rope_heads);
+    if (e.role == TensorRole::kEmbed) {
+      w->embed_tokens = m;
+      continue;
+    }
+    w->decode_bytes_per_token += MatrixBytes(m);
+    if (e.role == TensorRole::kLmHead) {
+      w->lm_head = m;
+      continue;
+    }
+    LayerWeights& L = w->layers[e.layer];
+    switch (e.role) {
+      case TensorRole::kQ:
+        L.q_proj = m;
+        break;
+      case TensorRole::kK:
+        L.k_proj = m;
+        break;
+      case TensorRole::kV:
+        L.v_proj = m;
+        break;
+      case TensorRole::kO:
+        L.o_proj = m;
+        break;
+      case TensorRole::kGate:
+        L.gate_proj = m;
+        break;
+      case TensorRole::kUp:
+        L.up_proj = m;
+        break;
+      case TensorRole::kDown:
+        L.down_proj = m;
+        break;
+      default:
+        KVFORK_CHECK_MSG(false, "matrix tensor with a vector role: " + e.name);
+    }
   }
-  w->final_norm = b.Vector(get("model.norm.weight"));
-  w->lm_head = c.tie_word_embeddings ? w->embed_tokens : b.Matrix(get("lm_head.weight"));
-  w->decode_bytes_per_token += MatrixBytes(w->lm_head);
+  if (c.tie_word_embeddings) {
+    w->lm_head = w->embed_tokens;
+    w->decode_bytes_per_token += MatrixBytes(w->lm_head);
+  }
   if (progress) std::fprintf(stderr, "\n");
   for (const ExpectedTensor& e : expected) {
     int64_t n = 1;
@@ -217,7 +314,7 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(
     KVFORK_LOG(kInfo) << "converted " << b.f16_converted() << " f16 tensors to "
                       << (options.f16_to_f32 ? "f32" : "bf16") << " at load";
   }
-  w->checkpoint = std::move(checkpoint);
+  w->source = std::move(source);
   return w;
 }
 

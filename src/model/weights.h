@@ -1,9 +1,12 @@
-// The checkpoint's tensors bound to a config: every expected tensor present
-// with the shape config.json implies, no extra ones, in a compute dtype.
+// A tensor source's tensors bound to a config: every expected tensor present
+// (by its Hugging Face or GGUF name, as the source's naming says) with the
+// shape the config implies, no extra ones, in a compute dtype.
 //
-// Ownership: ModelWeights owns the checkpoint (its mmaps) and any tensor it
-// had to convert (f16 -> bf16/f32, norm weights -> f32, misaligned data);
-// every view points into one of those and lives as long as ModelWeights.
+// Ownership: ModelWeights owns the source (its mmaps) and any tensor it had
+// to convert (f16 -> bf16/f32, norm weights -> f32, misaligned data, llama
+// Q/K rows un-permuted from GGUF); every view points into one of those and
+// lives as long as ModelWeights. Block-quantized matrices (q8_0, q4_k, ...)
+// are bound in place as MatrixView{dtype, data} of their ggml blocks.
 #pragma once
 
 #include <cstdint>
@@ -16,35 +19,38 @@
 #include "model/arch.h"
 #include "model/model.h"
 #include "model/model_config.h"
-#include "model/safetensors.h"
+#include "model/tensor_source.h"
 
 namespace kvfork {
 
 struct LayerWeights {
-  MatrixView q_proj;     // [num_heads * head_dim, hidden]
-  MatrixView k_proj;     // [num_kv_heads * head_dim, hidden]
-  MatrixView v_proj;     // [num_kv_heads * head_dim, hidden]
-  MatrixView o_proj;     // [hidden, num_heads * head_dim]
-  MatrixView gate_proj;  // [intermediate, hidden]
-  MatrixView up_proj;    // [intermediate, hidden]
-  MatrixView down_proj;  // [hidden, intermediate]
+  MatrixView q_proj;                      // [num_heads * head_dim, hidden]
+  MatrixView k_proj;                      // [num_kv_heads * head_dim, hidden]
+  MatrixView v_proj;                      // [num_kv_heads * head_dim, hidden]
+  MatrixView o_proj;                      // [hidden, num_heads * head_dim]
+  MatrixView gate_proj;                   // [intermediate, hidden]
+  MatrixView up_proj;                     // [intermediate, hidden]
+  MatrixView down_proj;                   // [hidden, intermediate]
   const float* input_norm = nullptr;      // [hidden]
   const float* post_attn_norm = nullptr;  // [hidden]
   const float* q_norm = nullptr;          // [head_dim], Qwen3 only
   const float* k_norm = nullptr;          // [head_dim], Qwen3 only
+  const float* q_bias = nullptr;          // [num_heads * head_dim], Qwen2 only
+  const float* k_bias = nullptr;          // [num_kv_heads * head_dim], Qwen2 only
+  const float* v_bias = nullptr;          // [num_kv_heads * head_dim], Qwen2 only
 };
 
 struct ModelWeights {
-  MatrixView embed_tokens;  // [vocab, hidden]
-  MatrixView lm_head;       // [vocab, hidden]; embed_tokens when tied
+  MatrixView embed_tokens;            // [vocab, hidden]
+  MatrixView lm_head;                 // [vocab, hidden]; embed_tokens when tied
   const float* final_norm = nullptr;  // [hidden]
   std::vector<LayerWeights> layers;
-  // Bytes of weights one decode step reads (every matrix once, the
-  // embedding row aside): the numerator of the bandwidth limit.
+  // Bytes of weights one decode step reads (every matrix once at its
+  // row_bytes, the embedding row aside): the numerator of the bandwidth limit.
   size_t decode_bytes_per_token = 0;
   int64_t num_params = 0;
 
-  std::unique_ptr<SafetensorsCheckpoint> checkpoint;
+  std::unique_ptr<TensorSource> source;
   std::vector<std::vector<uint8_t>> owned;  // converted copies
 };
 
@@ -52,8 +58,12 @@ struct ModelWeights {
 std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c, const ArchSpec& arch);
 
 // Validates and binds; errors name the tensor, the expected and actual shape.
-StatusOr<std::unique_ptr<ModelWeights>> BindWeights(
-    const ModelConfig& c, const ArchSpec& arch, std::unique_ptr<SafetensorsCheckpoint> checkpoint,
-    const ModelLoadOptions& options);
+StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const ArchSpec& arch,
+                                                    std::unique_ptr<TensorSource> source,
+                                                    const ModelLoadOptions& options);
+
+// Tensors a GGUF holds beside the weights, which the loader reads into the
+// config instead of binding (llama3 scaling's rope_freqs).
+bool IsGgufConfigTensor(const std::string& name);
 
 }  // namespace kvfork

@@ -27,6 +27,7 @@ std::optional<ApiError> RenderChatPrompt(const Tokenizer& tokenizer, const ChatT
       input.chat_template_kwargs.is_object() ? input.chat_template_kwargs : ordered_json::object();
   ctx["messages"] = input.messages;
   if (input.tools.is_array()) ctx["tools"] = input.tools;
+  if (!input.reasoning_effort.empty()) ctx["reasoning_effort"] = input.reasoning_effort;
   SpecialTokenShield shield(tokenizer);
   if (mode == SpecialTokensInContent::kText) shield.Shield(&ctx);
   ctx["add_generation_prompt"] = input.add_generation_prompt;

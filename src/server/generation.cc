@@ -7,6 +7,8 @@
 
 #include "core/logging.h"
 #include "core/timer.h"
+#include "server/structured_output.h"
+#include "server/tool_choice_grammar.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -124,6 +126,56 @@ std::optional<ApiError> TokenizeChatBodyText(const GenerationEnv& env, std::stri
   return std::nullopt;
 }
 
+namespace {
+
+// Which parsers read the reply: tool calls when the request offers tools
+// and lets the model call them, reasoning when the template uses <think>.
+// tool_choice required / named: a grammar forces one call.
+std::optional<ApiError> SetUpParsing(const GenerationEnv& env, const ChatInput& chat,
+                                     std::string_view prompt, PreparedGeneration* out) {
+  AssistantParsing& parsing = out->parsing;
+  const bool offers_tools = chat.tools.is_array() && !chat.tools.empty();
+  if (offers_tools && chat.tool_choice != "none") {
+    parsing.tool_format = env.tool_call_format;
+    parsing.max_tool_calls = chat.parallel_tool_calls ? SIZE_MAX : 1;
+  }
+  if (chat.tool_choice == "required" || chat.tool_choice == "function") {
+    if (out->parsed.sampling.grammar != nullptr)
+      return InvalidField("tool_choice",
+                          "'tool_choice' = \"" + chat.tool_choice +
+                              "\" cannot be combined with a structured-output constraint "
+                              "(response_format, guided_*): both would constrain the reply");
+    if (!offers_tools)
+      return InvalidField("tool_choice", "'tool_choice' = \"" + chat.tool_choice +
+                                             "\" needs at least one tool in 'tools'");
+    StatusOr<std::string> gbnf =
+        ForcedToolCallGbnf(env.tool_call_format, chat.tools, chat.forced_tool);
+    if (!gbnf.ok()) {
+      const bool schema_error = gbnf.status().message().find("'tools[") != std::string::npos;
+      return FromStatus(gbnf.status(), schema_error ? "tools" : "tool_choice");
+    }
+    if (auto err = ConstrainToGbnf(*gbnf, "tool_choice", &out->parsed.sampling)) return err;
+    parsing.max_tool_calls = 1;
+  }
+  if (chat.continue_final_message) {
+    const nlohmann::ordered_json& last = chat.messages.back();
+    out->prefill = last.value("content", "");
+    // Where the reply starts is before the prefill the prompt ends with.
+    const std::string_view trimmed = out->prefill;
+    if (prompt.size() >= trimmed.size() && prompt.substr(prompt.size() - trimmed.size()) == trimmed)
+      prompt.remove_suffix(trimmed.size());
+  }
+  parsing.reasoning = env.reasoning_parser;
+  parsing.reasoning_starts_inside = parsing.reasoning && PromptOpensReasoning(prompt);
+  // A forced call starts at once: the grammar leaves no room for <think>.
+  if (out->parsed.sampling.grammar != nullptr && parsing.tool_format != ToolCallFormat::kNone &&
+      (chat.tool_choice == "required" || chat.tool_choice == "function"))
+    parsing.reasoning = false;
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint endpoint,
                                           const std::string& body, const std::string& key_salt,
                                           PreparedGeneration* out) {
@@ -156,6 +208,7 @@ std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint end
     // The template writes the BOS itself when the model wants one
     // (add_special_tokens is false unless the request says otherwise).
     out->prompt_tokens.push_back(EncodeChatPrompt(*env.tokenizer, prompt, p.add_special_tokens));
+    if (auto err = SetUpParsing(env, p.chat, prompt.text, out)) return err;
   } else {
     for (const PromptInput& in : p.prompts) {
       if (in.is_tokens) {
@@ -222,20 +275,43 @@ GenerationRun::GenerationRun(const GenerationEnv& env, PreparedGeneration prepar
     prompt_logprobs_.resize(prepared_.prompt_tokens.size());
     for (size_t s = 0; s < prompt_logprobs_.size(); ++s) {
       LogprobEntry first;
-      first.chosen.token = env_.tokenizer->TokenBytes(prepared_.prompt_tokens[s].front());
+      first.chosen.token = TokenText(prepared_.prompt_tokens[s].front());
       first.no_logprob = true;
       prompt_logprobs_[s].push_back(std::move(first));
     }
   }
+  if (meta_.endpoint == Endpoint::kChat) {
+    formatter_ = prepared_.formatter ? prepared_.formatter(meta_) : MakeOpenAiChatFormatter(meta_);
+    if (prepared_.parsing.enabled()) {
+      for (Choice& c : choices_) {
+        c.parser.emplace(prepared_.parsing);
+        // The prefill's own text was the client's; only its calls count.
+        c.calls = c.parser->Feed(prepared_.prefill).calls;
+      }
+    }
+  }
+}
+
+AssistantDelta GenerationRun::ParseOutput(Choice& c, std::string_view text, bool finish) {
+  AssistantDelta d;
+  if (c.parser) {
+    d = finish ? c.parser->Finish() : c.parser->Feed(text);
+  } else {
+    d.content = std::string(text);
+  }
+  c.text += d.content;
+  c.reasoning += d.reasoning;
+  c.calls.insert(c.calls.end(), d.calls.begin(), d.calls.end());
+  return d;
 }
 
 void GenerationRun::AddPromptLogprobs(size_t s, const RequestEvent& e) {
   if (s >= prompt_logprobs_.size()) return;
   for (const PromptTokenLogprob& p : e.prompt_logprobs) {
     LogprobEntry entry;
-    entry.chosen = {env_.tokenizer->TokenBytes(p.chosen.token), p.chosen.logprob};
+    entry.chosen = {TokenText(p.chosen.token), p.chosen.logprob};
     for (const TokenLogprob& t : p.top)
-      entry.top.push_back({env_.tokenizer->TokenBytes(t.token), t.logprob});
+      entry.top.push_back({TokenText(t.token), t.logprob});
     prompt_logprobs_[s].push_back(std::move(entry));
   }
 }
@@ -288,15 +364,19 @@ void GenerationRun::CancelAll(bool disconnected) {
   Finish();
 }
 
+std::string GenerationRun::TokenText(int32_t token) const {
+  if (prepared_.parsed.tokens_as_ids) return "token_id:" + std::to_string(token);
+  return env_.tokenizer->TokenBytes(token);
+}
+
 LogprobEntry GenerationRun::ToEntry(const RequestEvent& e) const {
   LogprobEntry entry;
   if (e.logprob) {
-    entry.chosen = {env_.tokenizer->TokenBytes(e.logprob->token), e.logprob->logprob};
+    entry.chosen = {TokenText(e.logprob->token), e.logprob->logprob};
   } else {
-    entry.chosen = {env_.tokenizer->TokenBytes(e.token), 0.0f};
+    entry.chosen = {TokenText(e.token), 0.0f};
   }
-  for (const TokenLogprob& t : e.top_logprobs)
-    entry.top.push_back({env_.tokenizer->TokenBytes(t.token), t.logprob});
+  for (const TokenLogprob& t : e.top_logprobs) entry.top.push_back({TokenText(t.token), t.logprob});
   return entry;
 }
 
@@ -325,6 +405,18 @@ void GenerationRun::Handle(size_t s, RequestEvent e, std::vector<std::string>* c
       c.last_token_ns = now;
       LogprobEntry entry;
       if (want_logprobs) entry = ToEntry(e);
+      if (chat) {
+        const size_t calls_before = c.calls.size();
+        AssistantDelta d = ParseOutput(c, e.text_delta, /*finish=*/false);
+        if (chunks == nullptr) {
+          if (want_logprobs) c.logprobs.push_back(std::move(entry));
+          return;
+        }
+        if (d.empty() && !want_logprobs) return;
+        json lp = want_logprobs ? ChatLogprobsJson({entry}) : json(nullptr);
+        formatter_->Delta(index, d, calls_before, lp, chunks);
+        return;
+      }
       if (chunks == nullptr) {
         c.text += e.text_delta;
         if (want_logprobs) c.logprobs.push_back(std::move(entry));
@@ -333,11 +425,10 @@ void GenerationRun::Handle(size_t s, RequestEvent e, std::vector<std::string>* c
       if (e.text_delta.empty() && !want_logprobs) return;
       json lp = nullptr;
       if (want_logprobs) {
-        lp = chat ? ChatLogprobsJson({entry}) : CompletionLogprobsJson({entry}, c.text_offset);
+        lp = CompletionLogprobsJson({entry}, c.text_offset);
         c.text_offset += static_cast<int64_t>(entry.chosen.token.size());
       }
-      chunks->push_back(SseData(chat ? ChatDeltaChunk(meta_, index, e.text_delta, lp)
-                                     : CompletionChunk(meta_, index, e.text_delta, lp, "")));
+      chunks->push_back(SseData(CompletionChunk(meta_, index, e.text_delta, lp, "")));
       return;
     }
     case RequestEvent::Kind::kFinish: {
@@ -347,10 +438,19 @@ void GenerationRun::Handle(size_t s, RequestEvent e, std::vector<std::string>* c
       c.finished = true;
       c.finish_reason = FinishName(e.finish_reason);
       env_.metrics->CountFinished(c.finish_reason);
-      if (chunks != nullptr) {
-        chunks->push_back(SseData(chat ? ChatFinishChunk(meta_, index, c.finish_reason)
-                                       : CompletionChunk(meta_, index, "", nullptr, c.finish_reason)));
+      if (chat) {
+        const size_t calls_before = c.calls.size();
+        AssistantDelta d = ParseOutput(c, "", /*finish=*/true);
+        // OpenAI: a reply that called a tool ends with "tool_calls".
+        if (!c.calls.empty() && c.finish_reason != "abort") c.finish_reason = "tool_calls";
+        if (chunks != nullptr) {
+          if (!d.empty()) formatter_->Delta(index, d, calls_before, nullptr, chunks);
+          formatter_->Finish(index, c.finish_reason, chunks);
+        }
+        return;
       }
+      if (chunks != nullptr)
+        chunks->push_back(SseData(CompletionChunk(meta_, index, "", nullptr, c.finish_reason)));
       return;
     }
     case RequestEvent::Kind::kDone:
@@ -365,7 +465,9 @@ void GenerationRun::Handle(size_t s, RequestEvent e, std::vector<std::string>* c
         error_ = FromStatus(e.error);
         KVFORK_LOG(kWarn) << meta_.id << ": engine error: " << e.error.ToString();
         env_.metrics->CountFinished("error");
-        if (chunks != nullptr) chunks->push_back("data: " + error_->ToJson() + "\n\n");
+        if (chunks != nullptr)
+          chunks->push_back(formatter_ ? formatter_->ErrorEvent(*error_)
+                                       : "data: " + error_->ToJson() + "\n\n");
       }
       return;
     }
@@ -410,7 +512,7 @@ int GenerationRun::CollectAll(std::string* body, const std::function<bool()>& cl
   env_.metrics->ObserveRequestLatency((NowNanos() - arrival_ns_) * 1e-9);
   Finish();
   if (error_) {
-    *body = error_->ToJson();
+    *body = formatter_ ? formatter_->ErrorBody(*error_) : error_->ToJson();
     return error_->http_status;
   }
   std::vector<ChoiceResult> results;
@@ -422,6 +524,8 @@ int GenerationRun::CollectAll(std::string* body, const std::function<bool()>& cl
                  ? prepared_.echo_texts[prompt] + c.text
                  : c.text;
     r.finish_reason = c.finish_reason.empty() ? "stop" : c.finish_reason;
+    r.reasoning = std::move(c.reasoning);
+    r.tool_calls = std::move(c.calls);
     r.has_logprobs = prepared_.parsed.sampling.top_logprobs >= 0;
     if (prompt < prompt_logprobs_.size()) {
       r.logprobs = prompt_logprobs_[prompt];  // the echoed prompt's tokens come first
@@ -434,9 +538,8 @@ int GenerationRun::CollectAll(std::string* body, const std::function<bool()>& cl
   }
   // text_offset counts from the start of the text: with echo the prompt's
   // tokens (echo + logprobs means prompt logprobs) come first.
-  *body = DumpJson(meta_.endpoint == Endpoint::kChat
-                       ? ChatResponseJson(meta_, results, usage_)
-                       : CompletionResponseJson(meta_, results, usage_, /*first_offset=*/0));
+  *body = DumpJson(formatter_ ? formatter_->Body(results, usage_)
+                              : CompletionResponseJson(meta_, results, usage_, /*first_offset=*/0));
   return 200;
 }
 
@@ -446,17 +549,27 @@ bool GenerationRun::StreamSome(const std::function<bool(const std::string&)>& wr
   std::vector<std::string> chunks;
   if (!preamble_sent_) {
     preamble_sent_ = true;
-    if (meta_.endpoint == Endpoint::kChat) {
-      for (size_t i = 0; i < choices_.size(); ++i)
-        chunks.push_back(SseData(ChatRoleChunk(meta_, static_cast<int64_t>(i))));
+    if (formatter_) {
+      formatter_->Begin(choices_.size(), &chunks);
+      // Calls the prefill completed.
+      for (size_t i = 0; i < choices_.size(); ++i) {
+        if (choices_[i].calls.empty()) continue;
+        AssistantDelta d;
+        d.calls = choices_[i].calls;
+        formatter_->Delta(static_cast<int64_t>(i), d, 0, nullptr, &chunks);
+      }
     } else if (!WantsPromptLogprobs()) {
       for (size_t s = 0; s < prepared_.echo_texts.size(); ++s) SendEcho(s, &chunks);
     }
   }
   const bool more = Pump(wait_ms, &chunks);
   if (!more) {
-    if (!error_ && meta_.include_usage) chunks.push_back(SseData(UsageChunk(meta_, usage_)));
-    chunks.push_back(kSseDone);
+    if (formatter_) {
+      formatter_->End(usage_, error_.has_value(), &chunks);
+    } else {
+      if (!error_ && meta_.include_usage) chunks.push_back(SseData(UsageChunk(meta_, usage_)));
+      chunks.push_back(kSseDone);
+    }
   }
   for (const std::string& c : chunks) {
     if (!write(c)) {
@@ -475,7 +588,10 @@ std::optional<ApiError> SubmitGeneration(const GenerationEnv& env, PreparedGener
                                          std::shared_ptr<GenerationRun>* run) {
   ResponseMeta meta;
   meta.endpoint = prepared.parsed.endpoint;
-  meta.id = (meta.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + RandomHex(24);
+  meta.id = (!prepared.id_prefix.empty()        ? prepared.id_prefix
+             : meta.endpoint == Endpoint::kChat ? "chatcmpl-"
+                                                : "cmpl-") +
+            RandomHex(24);
   meta.created = static_cast<int64_t>(std::time(nullptr));
   meta.model = env.model_name;
   meta.include_usage = prepared.parsed.include_usage;

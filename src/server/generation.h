@@ -22,6 +22,8 @@
 
 #include "engine/engine.h"
 #include "server/api_error.h"
+#include "server/assistant_output.h"
+#include "server/chat_formatter.h"
 #include "server/chat_prompt.h"
 #include "server/metrics.h"
 #include "server/openai_schema.h"
@@ -69,7 +71,16 @@ struct GenerationEnv {
   // --special-tokens-in-content: whether special-token strings inside chat
   // messages (and tools, chat_template_kwargs) stay text.
   SpecialTokensInContent special_tokens_in_content = SpecialTokensInContent::kText;
+  // The model's tool-call format (--tool-call-parser, else from its chat
+  // template); kNone: tool calls stay in the content.
+  ToolCallFormat tool_call_format = ToolCallFormat::kNone;
+  // Split <think>...</think> into reasoning (--reasoning-parser, else on
+  // when the chat template uses the tags).
+  bool reasoning_parser = false;
 };
+
+// Makes the formatter of a chat run once its id is known (null: OpenAI chat).
+using ChatFormatterFactory = std::function<std::unique_ptr<ChatFormatter>(const ResponseMeta&)>;
 
 struct PreparedGeneration {
   ParsedRequest parsed;
@@ -77,6 +88,14 @@ struct PreparedGeneration {
   std::vector<int64_t> max_tokens;                  // per prompt, capped by the context
   std::vector<std::string> echo_texts;              // completions with echo
   std::string cache_salt;                           // key salt + request salt
+  // Chat: what the reply's parsers look for, and the final message's text
+  // when continue_final_message (the parsers read it first, so a tool call
+  // it opens or completes is returned; its text is not repeated).
+  AssistantParsing parsing;
+  std::string prefill;
+  // Chat: another API's formatter and id prefix ("msg_", "resp_").
+  ChatFormatterFactory formatter;
+  std::string id_prefix;
 };
 
 // key_salt: the API key's salt ("" without auth).
@@ -130,7 +149,13 @@ class GenerationRun {
     int64_t last_token_ns = 0;
     int64_t text_offset = 0;  // completions streams: bytes of the tokens with logprobs sent
     bool finished = false;
+    // Chat: the reply's parsers and what they found (text holds the content).
+    std::optional<AssistantOutputParser> parser;
+    std::string reasoning;
+    std::vector<ToolCall> calls;
   };
+  // Chat: the parsed output of text, added to c (returned for the stream).
+  AssistantDelta ParseOutput(Choice& c, std::string_view text, bool finish);
 
   // Pops what is ready (waiting up to wait_ms) and handles it; stream chunks
   // go to *chunks when streaming. Returns false once every stream is done.
@@ -138,6 +163,8 @@ class GenerationRun {
   void Handle(size_t stream_index, RequestEvent event, std::vector<std::string>* chunks);
   void Finish();
   LogprobEntry ToEntry(const RequestEvent& event) const;
+  // A logprob entry's token: its bytes, or "token_id:N" when asked.
+  std::string TokenText(int32_t token) const;
   // Echo with logprobs (prompt_logprobs): the entries of prompt `s` so far,
   // the first token's (null) included.
   bool WantsPromptLogprobs() const { return prepared_.parsed.sampling.prompt_logprobs >= 0; }
@@ -149,6 +176,7 @@ class GenerationRun {
   GenerationEnv env_;
   PreparedGeneration prepared_;
   ResponseMeta meta_;
+  std::unique_ptr<ChatFormatter> formatter_;  // chat only
   int64_t arrival_ns_ = 0;
   std::vector<std::string> engine_ids_;
   std::vector<std::shared_ptr<RequestStream>> streams_;

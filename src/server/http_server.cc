@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <ctime>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -12,6 +13,7 @@
 #include "core/timer.h"
 #include "engine/engine.h"
 #include "server/access_log.h"
+#include "server/anthropic_messages.h"
 #include "server/api_error.h"
 #include "server/auth.h"
 #include "server/cors.h"
@@ -20,7 +22,11 @@
 #include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/openai_schema.h"
+#include "server/reasoning_parser.h"
+#include "server/response_store.h"
 #include "server/response_writer.h"
+#include "server/responses_api.h"
+#include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -43,6 +49,14 @@ void ReplyError(HttpResponse& res, const ApiError& err) {
   if (err.http_status == 429) res.SetHeader("Retry-After", "1");
   Reply(res, err.http_status, err.ToJson());
 }
+
+void ReplyAnthropicError(HttpResponse& res, const ApiError& err) {
+  if (err.http_status == 429) res.SetHeader("Retry-After", "1");
+  Reply(res, err.http_status, AnthropicErrorJson(err));
+}
+
+// Anthropic's routes answer errors in Anthropic's shape.
+bool IsAnthropicPath(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
 
 ApiError Forbidden(const std::string& message) {
   return ApiError{403, message, "invalid_request_error", "", "insufficient_permissions"};
@@ -72,20 +86,113 @@ struct HttpServer::Impl {
   ServingBackend backend;
   ServerMetrics metrics;
   ActiveRequests active;
+  ResponseStore responses;                                  // /v1/responses with store
+  ToolCallFormat tool_call_format = ToolCallFormat::kNone;  // set by Attach
+  bool reasoning_parser = false;                            // set by Attach
 
   static std::vector<std::string> AllKeys(const ServerOptions& o) {
     std::vector<std::string> all = o.api_keys;
     all.insert(all.end(), o.admin_api_keys.begin(), o.admin_api_keys.end());
     return all;
   }
-  explicit Impl(const ServerOptions& o) : options(o), keys(AllKeys(o)), cors(o.cors_origins) {}
+  explicit Impl(const ServerOptions& o)
+      : options(o),
+        keys(AllKeys(o)),
+        cors(o.cors_origins),
+        responses(ResponseStoreLimits{o.responses_store_max_entries,
+                                      static_cast<size_t>(o.responses_store_max_mib) << 20}) {}
 
   // Which key a request used; nullopt when auth is on and it has none valid.
+  // The key comes as "Authorization: Bearer KEY" or, as Anthropic's clients
+  // send it, "x-api-key: KEY".
   std::optional<size_t> KeyOf(const HttpRequest& req) const {
     if (!keys.enabled()) return size_t{0};
     size_t idx = 0;
-    if (!keys.Check(req.Header("authorization"), &idx)) return std::nullopt;
-    return idx;
+    if (req.HasHeader("authorization")) {
+      if (!keys.Check(req.Header("authorization"), &idx)) return std::nullopt;
+      return idx;
+    }
+    if (req.HasHeader("x-api-key") && keys.Check("Bearer " + req.Header("x-api-key"), &idx))
+      return idx;
+    return std::nullopt;
+  }
+
+  // POST /v1/responses (responses_api.h). Errors from the chat parser name
+  // the Responses field the chat field came from.
+  void HandleResponses(const HttpRequest& req, HttpResponse& res) {
+    if (auto err = CheckReady()) return ReplyError(res, *err);
+    nlohmann::ordered_json body;
+    if (auto err = ParseJsonBody(req.body, &body)) return ReplyError(res, *err);
+    if (!body.is_object()) return ReplyError(res, BadRequest("request body must be a JSON object"));
+    const std::string salt = SaltOf(req);
+    std::optional<StoredResponse> previous;
+    auto prev = body.find("previous_response_id");
+    if (prev != body.end() && !prev->is_null()) {
+      if (!prev->is_string())
+        return ReplyError(
+            res, InvalidField("previous_response_id", "'previous_response_id' must be a string"));
+      previous = responses.Get(salt, prev->get<std::string>());
+      if (!previous) {
+        ApiError err = NotFound("previous response '" + prev->get<std::string>().substr(0, 100) +
+                                    "' not found (never stored, or dropped from the store's "
+                                    "LRU bound)",
+                                "previous_response_not_found");
+        err.param = "previous_response_id";
+        return ReplyError(res, err);
+      }
+    }
+    ResponsesRequest request;
+    if (auto err = ResponsesToChatBody(body, previous ? &previous->messages : nullptr, &request))
+      return ReplyError(res, *err);
+    GenerationEnv env = Env();
+    PreparedGeneration prepared;
+    const std::string chat_text =
+        request.chat_body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    if (auto err = PrepareGeneration(env, Endpoint::kChat, chat_text, salt, &prepared)) {
+      static const std::map<std::string, std::string> kNames = {
+          {"max_tokens", "max_output_tokens"},
+          {"messages", "input"},
+          {"reasoning_effort", "reasoning.effort"}};
+      auto renamed = kNames.find(err->param);
+      if (renamed != kNames.end()) err->param = renamed->second;
+      if (err->param.rfind("response_format", 0) == 0)
+        err->param = "text.format" + err->param.substr(std::string("response_format").size());
+      return ReplyError(res, *err);
+    }
+    prepared.id_prefix = "resp_";
+    ResponseStore* store = &responses;
+    prepared.formatter = [request, store, salt](const ResponseMeta& meta) {
+      return MakeResponsesFormatter(meta, request, store, salt);
+    };
+    RunGeneration(env, std::move(prepared), req, res, ReplyError);
+  }
+
+  // POST /v1/messages and /v1/messages/count_tokens (anthropic_messages.h).
+  void HandleAnthropic(bool count_tokens, const HttpRequest& req, HttpResponse& res) {
+    if (auto err = CheckReady()) return ReplyAnthropicError(res, *err);
+    nlohmann::ordered_json body, chat;
+    if (auto err = ParseJsonBody(req.body, &body)) return ReplyAnthropicError(res, *err);
+    if (auto err = AnthropicToChatBody(body, count_tokens, &chat))
+      return ReplyAnthropicError(res, *err);
+    GenerationEnv env = Env();
+    const std::string chat_text =
+        chat.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    if (count_tokens) {
+      std::vector<int32_t> ids;
+      if (auto err = TokenizeChatBodyText(env, chat_text, &ids))
+        return ReplyAnthropicError(res, *err);
+      Reply(res, 200, DumpJson(json{{"input_tokens", static_cast<int64_t>(ids.size())}}));
+      return;
+    }
+    PreparedGeneration prepared;
+    if (auto err = PrepareGeneration(env, Endpoint::kChat, chat_text, SaltOf(req), &prepared))
+      return ReplyAnthropicError(res, *err);
+    const int64_t input_tokens = static_cast<int64_t>(prepared.prompt_tokens[0].size());
+    prepared.id_prefix = "msg_";
+    prepared.formatter = [input_tokens](const ResponseMeta& meta) {
+      return MakeAnthropicFormatter(meta, input_tokens);
+    };
+    RunGeneration(env, std::move(prepared), req, res, ReplyAnthropicError);
   }
 
   // The cache routes act on every tenant's prefixes: with keys configured,
@@ -114,19 +221,32 @@ struct HttpServer::Impl {
     env.max_prompt_tokens = options.max_prompt_tokens;
     env.log_prompts = options.log_prompts;
     env.special_tokens_in_content = options.special_tokens_in_content;
+    env.tool_call_format = tool_call_format;
+    env.reasoning_parser = reasoning_parser;
     return env;
   }
 
   void HandleGenerate(Endpoint endpoint, const HttpRequest& req, HttpResponse& res) {
     if (auto err = CheckReady()) return ReplyError(res, *err);
-    std::optional<size_t> key = KeyOf(req);
-    const std::string salt = key ? keys.SaltFor(*key) : "";
     GenerationEnv env = Env();
     PreparedGeneration prepared;
-    if (auto err = PrepareGeneration(env, endpoint, req.body, salt, &prepared))
+    if (auto err = PrepareGeneration(env, endpoint, req.body, SaltOf(req), &prepared))
       return ReplyError(res, *err);
+    RunGeneration(env, std::move(prepared), req, res, ReplyError);
+  }
+
+  std::string SaltOf(const HttpRequest& req) const {
+    std::optional<size_t> key = KeyOf(req);
+    return key ? keys.SaltFor(*key) : "";
+  }
+
+  // Submits a prepared run and answers with its body or its stream; errors
+  // go through reply_error (each API has its error shape).
+  void RunGeneration(const GenerationEnv& env, PreparedGeneration prepared, const HttpRequest& req,
+                     HttpResponse& res,
+                     const std::function<void(HttpResponse&, const ApiError&)>& reply_error) {
     std::shared_ptr<GenerationRun> run;
-    if (auto err = SubmitGeneration(env, std::move(prepared), &run)) return ReplyError(res, *err);
+    if (auto err = SubmitGeneration(env, std::move(prepared), &run)) return reply_error(res, *err);
     res.log_fields = [run] {
       const Usage& u = run->usage();
       return TokenFields(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
@@ -318,6 +438,31 @@ struct HttpServer::Impl {
                [this](const HttpRequest& req, HttpResponse& res) { HandleTokenize(req, res); });
     router.Add("POST", "/detokenize",
                [this](const HttpRequest& req, HttpResponse& res) { HandleDetokenize(req, res); });
+    router.Add("POST", "/v1/responses",
+               [this](const HttpRequest& req, HttpResponse& res) { HandleResponses(req, res); });
+    // A stored response (store: true), by id; DELETE drops it.
+    router.AddPrefix("GET", "/v1/responses/", [this](const HttpRequest& req, HttpResponse& res) {
+      const std::string id = req.path.substr(std::string("/v1/responses/").size());
+      std::optional<StoredResponse> stored = responses.Get(SaltOf(req), id);
+      if (!stored)
+        return ReplyError(
+            res, NotFound("response '" + id.substr(0, 100) + "' not found", "response_not_found"));
+      Reply(res, 200, DumpJson(stored->response));
+    });
+    router.AddPrefix("DELETE", "/v1/responses/", [this](const HttpRequest& req, HttpResponse& res) {
+      const std::string id = req.path.substr(std::string("/v1/responses/").size());
+      if (!responses.Delete(SaltOf(req), id))
+        return ReplyError(
+            res, NotFound("response '" + id.substr(0, 100) + "' not found", "response_not_found"));
+      Reply(res, 200, DumpJson(json{{"id", id}, {"object", "response"}, {"deleted", true}}));
+    });
+    router.Add("POST", "/v1/messages", [this](const HttpRequest& req, HttpResponse& res) {
+      HandleAnthropic(/*count_tokens=*/false, req, res);
+    });
+    router.Add("POST", "/v1/messages/count_tokens",
+               [this](const HttpRequest& req, HttpResponse& res) {
+                 HandleAnthropic(/*count_tokens=*/true, req, res);
+               });
     router.Add("POST", "/apply-template", [this](const HttpRequest& req, HttpResponse& res) {
       HandleApplyTemplate(req, res);
     });
@@ -329,10 +474,11 @@ struct HttpServer::Impl {
     if (cors.IsPreflight(req)) return cors.AnswerPreflight(req, res);
     cors.Apply(req, res);
     if (req.path.rfind("/v1/", 0) == 0 && keys.enabled() && !KeyOf(req)) {
-      return ReplyError(res,
-                        Unauthorized(req.HasHeader("authorization")
-                                         ? "invalid API key"
-                                         : "missing API key: send 'Authorization: Bearer KEY'"));
+      ApiError err = Unauthorized(
+          req.HasHeader("authorization") || req.HasHeader("x-api-key")
+              ? "invalid API key"
+              : "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
+      return IsAnthropicPath(req.path) ? ReplyAnthropicError(res, err) : ReplyError(res, err);
     }
     const RouteHandler* handler = nullptr;
     std::string allow;
@@ -439,6 +585,16 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerOptions& opt
 void HttpServer::Attach(const ServingBackend& backend) {
   KVFORK_CHECK(backend.engine != nullptr && backend.tokenizer != nullptr);
   impl_->backend = backend;
+  const std::string& source = backend.tokenizer->chat_template();
+  const ServerOptions& o = impl_->options;
+  impl_->tool_call_format =
+      o.tool_call_parser == "auto"
+          ? DetectToolCallFormat(source)
+          : ParseToolCallFormat(o.tool_call_parser).value_or(ToolCallFormat::kNone);
+  impl_->reasoning_parser = o.reasoning_parser == "think" ||
+                            (o.reasoning_parser == "auto" && TemplateUsesReasoning(source));
+  KVFORK_LOG(kInfo) << "tool-call parser: " << ToolCallFormatName(impl_->tool_call_format)
+                    << ", reasoning parser: " << (impl_->reasoning_parser ? "think" : "none");
   impl_->ready.store(true);
 }
 

@@ -8,7 +8,9 @@
 // GET /metrics (Prometheus text); GET /v1/cache/stats (?check=1 adds the KV
 // integrity check); POST /v1/cache/reset (both admin-only with API keys);
 // POST /tokenize (llama.cpp's and vLLM's bodies), /detokenize,
-// /apply-template. A known path under another method is a 405 with Allow.
+// /apply-template; POST /v1/messages, /v1/messages/count_tokens (Anthropic,
+// anthropic_messages.h); POST /v1/responses, GET|DELETE /v1/responses/{id}
+// (responses_api.h). A known path under another method is a 405 with Allow.
 //
 // Transport: the server's own strict HTTP/1.1 front (http_transport.h), with
 // header, body and time limits; one line per request goes to the access log.
@@ -62,6 +64,15 @@ struct ServerOptions {
   // (chat_prompt.h). GenerationEnv::special_tokens_in_content takes it.
   SpecialTokensInContent special_tokens_in_content = SpecialTokensInContent::kText;
   std::string model_name;             // the id /v1/models reports and requests may name
+  // --tool-call-parser: auto (from the chat template), hermes, llama3_json,
+  // mistral, none. --reasoning-parser: auto (on when the template uses
+  // <think>), think, none.
+  std::string tool_call_parser = "auto";
+  std::string reasoning_parser = "auto";
+  // /v1/responses with store: at most this many responses and MiB of their
+  // JSON are kept for previous_response_id, least recently used dropped first.
+  size_t responses_store_max_entries = 1024;
+  int64_t responses_store_max_mib = 256;
 };
 
 // What the server serves once loading is done. Everything must outlive the

@@ -382,6 +382,59 @@ std::optional<ApiError> ParseMessages(const json& messages, json* out) {
   return std::nullopt;
 }
 
+namespace {
+
+// tool_choice, parallel_tool_calls and reasoning_effort.
+std::optional<ApiError> ParseToolOptions(const json& body, ChatInput* out) {
+  auto tc = body.find("tool_choice");
+  if (tc != body.end() && !tc->is_null()) {
+    if (tc->is_string() && (*tc == "auto" || *tc == "none")) {
+      out->tool_choice = tc->get<std::string>();
+    } else if (tc->is_string() && *tc == "required") {
+      out->tool_choice = "required";
+    } else if (tc->is_object()) {
+      // {"type": "function", "function": {"name": ...}}
+      auto fn = tc->find("function");
+      const json* name = nullptr;
+      if (fn != tc->end() && fn->is_object() && fn->contains("name")) name = &(*fn)["name"];
+      if (tc->value("type", json()) != "function" || name == nullptr || !name->is_string())
+        return InvalidField("tool_choice",
+                            "'tool_choice' as an object must be {\"type\": \"function\", "
+                            "\"function\": {\"name\": ...}}");
+      out->tool_choice = "function";
+      out->forced_tool = name->get<std::string>();
+    } else {
+      return InvalidField("tool_choice",
+                          "'tool_choice' must be \"auto\", \"none\", \"required\" or "
+                          "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+  }
+  if (out->tool_choice == "required" || out->tool_choice == "function") {
+    if (!out->tools.is_array() || out->tools.empty())
+      return InvalidField("tool_choice", "'tool_choice' = \"" + out->tool_choice +
+                                             "\" needs at least one tool in 'tools'");
+    if (out->tool_choice == "function") {
+      bool found = false;
+      for (const json& t : out->tools)
+        if (t.is_object() && t.contains("function") && t["function"].is_object() &&
+            t["function"].value("name", json()) == out->forced_tool)
+          found = true;
+      if (!found)
+        return InvalidField("tool_choice", "'tool_choice' names function '" + out->forced_tool +
+                                               "', which is not in 'tools'");
+    }
+  }
+  KVFORK_API_TRY(GetBool(body, "parallel_tool_calls", &out->parallel_tool_calls));
+  KVFORK_API_TRY(GetString(body, "reasoning_effort", &out->reasoning_effort));
+  static const std::set<std::string> kEfforts = {"none", "minimal", "low", "medium", "high"};
+  if (!out->reasoning_effort.empty() && kEfforts.count(out->reasoning_effort) == 0)
+    return InvalidField("reasoning_effort", "'reasoning_effort' = '" + out->reasoning_effort +
+                                                "' is not one of none, minimal, low, medium, high");
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> ParseChatInput(const json& body, ChatInput* out) {
   auto m = body.find("messages");
   if (m == body.end() || m->is_null()) return InvalidField("messages", "'messages' is required");
@@ -399,6 +452,7 @@ std::optional<ApiError> ParseChatInput(const json& body, ChatInput* out) {
       return WrongType("chat_template_kwargs.enable_thinking", "a boolean", *think);
     out->chat_template_kwargs = *kw;
   }
+  KVFORK_API_TRY(ParseToolOptions(body, out));
   KVFORK_API_TRY(GetBool(body, "continue_final_message", &out->continue_final_message));
   // add_generation_prompt: the body's field, else chat_template_kwargs' (older
   // clients put it there), else true; with continue_final_message, false.
@@ -453,6 +507,7 @@ std::optional<ApiError> ParseRequestBody(Endpoint endpoint, std::string_view bod
       KVFORK_API_TRY(GetBool(j, "echo", &out->echo));
     }
     KVFORK_API_TRY(GetBool(j, "add_special_tokens", &out->add_special_tokens));
+    KVFORK_API_TRY(GetBool(j, "return_tokens_as_token_ids", &out->tokens_as_ids));
     KVFORK_API_TRY(ParseSampling(j, endpoint, limits, out));
     KVFORK_API_TRY(ParseStructuredOutput(j, &out->sampling));
     if (out->max_tokens_given && out->sampling.max_tokens == 0 && !AllowsZeroMaxTokens(*out)) {

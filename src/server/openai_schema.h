@@ -46,6 +46,16 @@ struct ChatInput {
   // and add_generation_prompt absent, the latter defaults to false.
   bool add_generation_prompt = true;
   bool continue_final_message = false;
+  // tool_choice: "auto" (the default), "none" (tools stay in the prompt,
+  // the reply is not parsed for calls), "required" or "function" (a named
+  // one: forced_tool); the last two are enforced with a grammar
+  // (tool_choice_grammar.h).
+  std::string tool_choice = "auto";
+  std::string forced_tool;
+  bool parallel_tool_calls = true;  // false: at most one call is returned
+  // OpenAI's reasoning_effort ("" = absent): passed to the template as
+  // reasoning_effort (gpt-oss-style templates read it).
+  std::string reasoning_effort;
 };
 
 // One prompt of /v1/completions: text to tokenize or token ids as given.
@@ -65,6 +75,9 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: prepend the prompt text
+  // vLLM's return_tokens_as_token_ids: logprob tokens as "token_id:N", so a
+  // client can match them by id (byte pieces of a split character do not).
+  bool tokens_as_ids = false;
   // Let the tokenizer's post-processor add BOS/EOS to the prompt text (vLLM's
   // add_special_tokens: chat false, since the template writes BOS itself;
   // completions true).

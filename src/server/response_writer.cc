@@ -99,6 +99,15 @@ json CompletionLogprobsJson(const std::vector<LogprobEntry>& entries, int64_t fi
               {"text_offset", std::move(offsets)}};
 }
 
+json ToolCallsJson(const std::vector<ToolCall>& calls) {
+  json arr = json::array();
+  for (const ToolCall& t : calls)
+    arr.push_back({{"id", t.id},
+                   {"type", "function"},
+                   {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+  return arr;
+}
+
 json ChatResponseJson(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices,
                       const Usage& usage) {
   json j = Base(meta, "chat.completion");
@@ -107,7 +116,12 @@ json ChatResponseJson(const ResponseMeta& meta, const std::vector<ChoiceResult>&
     const ChoiceResult& c = choices[i];
     json choice = json::object();
     choice["index"] = static_cast<int64_t>(i);
-    choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+    json message = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+    // OpenAI: a message that only calls tools has null content.
+    if (!c.tool_calls.empty() && c.text.empty()) message["content"] = nullptr;
+    if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
+    if (!c.tool_calls.empty()) message["tool_calls"] = ToolCallsJson(c.tool_calls);
+    choice["message"] = std::move(message);
     choice["logprobs"] = c.has_logprobs ? ChatLogprobsJson(c.logprobs) : json(nullptr);
     choice["finish_reason"] = FinishValue(c.finish_reason);
     arr.push_back(std::move(choice));
@@ -144,6 +158,10 @@ json ChatRoleChunk(const ResponseMeta& meta, int64_t index) {
 json ChatDeltaChunk(const ResponseMeta& meta, int64_t index, const std::string& delta_text,
                     const json& logprobs) {
   return StreamChunk(meta, ChatChoiceChunk(index, {{"content", delta_text}}, logprobs, ""));
+}
+
+json ChatDeltaChunkWith(const ResponseMeta& meta, int64_t index, json delta, const json& logprobs) {
+  return StreamChunk(meta, ChatChoiceChunk(index, std::move(delta), logprobs, ""));
 }
 
 json ChatFinishChunk(const ResponseMeta& meta, int64_t index, const std::string& finish_reason) {

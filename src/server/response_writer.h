@@ -14,6 +14,7 @@
 
 #include "engine/request.h"
 #include "server/openai_schema.h"
+#include "server/tool_call_parser.h"
 
 namespace kvfork::server {
 
@@ -41,8 +42,10 @@ struct LogprobEntry {
 
 // One finished choice of a non-streaming response.
 struct ChoiceResult {
-  std::string text;
-  std::string finish_reason;  // "stop" | "length"
+  std::string text;           // chat: the content, without reasoning and tool calls
+  std::string finish_reason;  // "stop" | "length" | "tool_calls"
+  std::string reasoning;      // chat: reasoning_content ("" = none)
+  std::vector<ToolCall> tool_calls;  // chat
   bool has_logprobs = false;
   std::vector<LogprobEntry> logprobs;
 };
@@ -65,6 +68,9 @@ nlohmann::json ChatLogprobsJson(const std::vector<LogprobEntry>& entries);
 nlohmann::json CompletionLogprobsJson(const std::vector<LogprobEntry>& entries,
                                       int64_t first_offset);
 
+// A message's "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}].
+nlohmann::json ToolCallsJson(const std::vector<ToolCall>& calls);
+
 // Non-streaming bodies; choices in index order.
 nlohmann::json ChatResponseJson(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices,
                                 const Usage& usage);
@@ -77,6 +83,10 @@ nlohmann::json CompletionResponseJson(const ResponseMeta& meta,
 nlohmann::json ChatRoleChunk(const ResponseMeta& meta, int64_t index);
 nlohmann::json ChatDeltaChunk(const ResponseMeta& meta, int64_t index, const std::string& delta_text,
                               const nlohmann::json& logprobs);
+// A delta with another member than content: {"reasoning_content": "..."} or
+// {"tool_calls": [...]}.
+nlohmann::json ChatDeltaChunkWith(const ResponseMeta& meta, int64_t index, nlohmann::json delta,
+                                  const nlohmann::json& logprobs);
 nlohmann::json ChatFinishChunk(const ResponseMeta& meta, int64_t index,
                                const std::string& finish_reason);
 nlohmann::json CompletionChunk(const ResponseMeta& meta, int64_t index, const std::string& text,

@@ -3,6 +3,7 @@
 #include <memory>
 #include <utility>
 
+#include "tokenizer/byte_level.h"
 #include "tokenizer/scratch_vector.h"
 
 namespace kvfork {
@@ -14,7 +15,8 @@ constexpr std::string_view kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 StatusOr<PreTokenizer::Behavior> ParseBehavior(const nlohmann::json& json) {
-  if (!json.is_string()) return InvalidArgumentError("pre_tokenizer Split: \"behavior\" must be a string");
+  if (!json.is_string())
+    return InvalidArgumentError("pre_tokenizer Split: \"behavior\" must be a string");
   const std::string b = json.get<std::string>();
   if (b == "Removed") return PreTokenizer::Behavior::kRemoved;
   if (b == "Isolated") return PreTokenizer::Behavior::kIsolated;
@@ -37,6 +39,7 @@ Status PreTokenizer::AddSteps(const nlohmann::json& json, PreTokenizer* out) {
     return OkStatus();
   }
   Step step;
+  step.sees_byte_alphabet = out->byte_level_;
   if (type == "Split") {
     step.kind = Step::Kind::kSplit;
     if (!json.contains("pattern") || !json["pattern"].is_object())
@@ -52,7 +55,8 @@ Status PreTokenizer::AddSteps(const nlohmann::json& json, PreTokenizer* out) {
     } else {
       return InvalidArgumentError("pre_tokenizer Split: \"pattern\" needs \"Regex\" or \"String\"");
     }
-    KVFORK_ASSIGN_OR_RETURN(step.behavior, ParseBehavior(json.value("behavior", nlohmann::json("Isolated"))));
+    KVFORK_ASSIGN_OR_RETURN(step.behavior,
+                            ParseBehavior(json.value("behavior", nlohmann::json("Isolated"))));
     if (step.behavior == Behavior::kRemoved) out->removes_text_ = true;
     step.invert = json.value("invert", false);
   } else if (type == "ByteLevel") {
@@ -161,6 +165,27 @@ void PreTokenizer::ApplySplit(const Step& step, std::string_view piece,
   ReleaseLargeScratch(&segs);
 }
 
+// The split of the piece's alphabet spelling, cut back into raw bytes: each
+// alphabet character is one byte, so every cut falls between bytes.
+void PreTokenizer::ApplySplitToAlphabet(const Step& step, std::string_view piece,
+                                        std::vector<std::string_view>* out) {
+  const std::string spelled = ByteLevelEncode(piece);
+  std::vector<uint32_t> raw_offset(spelled.size() + 1, 0);
+  for (size_t i = 0, raw = 0; i < spelled.size(); ++raw) {
+    const size_t len = (static_cast<uint8_t>(spelled[i]) < 0x80) ? 1 : 2;  // U+0021..U+0143
+    raw_offset[i] = static_cast<uint32_t>(raw);
+    i += len;
+    raw_offset[i] = static_cast<uint32_t>(raw + 1);
+  }
+  std::vector<std::string_view> parts;
+  ApplySplit(step, spelled, &parts);
+  for (std::string_view p : parts) {
+    const size_t b = raw_offset[static_cast<size_t>(p.data() - spelled.data())];
+    const size_t e = raw_offset[static_cast<size_t>(p.data() - spelled.data()) + p.size()];
+    out->push_back(piece.substr(b, e - b));
+  }
+}
+
 void PreTokenizer::Split(std::string_view text, std::vector<std::string_view>* pieces,
                          std::deque<std::string>* arena) const {
   if (text.empty()) return;
@@ -174,7 +199,9 @@ void PreTokenizer::Split(std::string_view text, std::vector<std::string_view>* p
         piece.copy(spaced.data() + 1, piece.size());
         piece = spaced;
       }
-      if (step.regex != nullptr) {
+      if (step.regex != nullptr && step.sees_byte_alphabet) {
+        ApplySplitToAlphabet(step, piece, &next);
+      } else if (step.regex != nullptr) {
         ApplySplit(step, piece, &next);
       } else {
         next.push_back(piece);

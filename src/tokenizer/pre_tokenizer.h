@@ -1,7 +1,10 @@
 // tokenizer.json "pre_tokenizer": cuts normalized text into the pieces BPE
 // runs on. Supports Split (regex or literal, every SplitDelimiterBehavior,
 // invert), ByteLevel (add_prefix_space; use_regex applies GPT-2's pattern, the
-// one Hugging Face's ByteLevel carries itself) and Sequence of them.
+// one Hugging Face's ByteLevel carries itself) and Sequence of them. As in
+// Hugging Face, a step after ByteLevel sees the text in GPT-2's byte
+// alphabet (Falcon's Digits step splits at the byte 0xBD of "½", whose
+// alphabet character is '½'); pieces stay raw bytes.
 //
 // Thread safety: immutable after FromJson; Split may run on many threads.
 // Cost: one regex pass per Split step, O(n).
@@ -45,8 +48,11 @@ class PreTokenizer {
     std::unique_ptr<Regex> regex;  // kSplit, or kByteLevel with use_regex
     Behavior behavior = Behavior::kIsolated;
     bool invert = false;
-    bool add_prefix_space = false;  // kByteLevel
+    bool add_prefix_space = false;    // kByteLevel
+    bool sees_byte_alphabet = false;  // a ByteLevel step came before
   };
+  static void ApplySplitToAlphabet(const Step& step, std::string_view piece,
+                                   std::vector<std::string_view>* out);
   static Status AddSteps(const nlohmann::json& json, PreTokenizer* out);
   static void ApplySplit(const Step& step, std::string_view piece,
                          std::vector<std::string_view>* out);

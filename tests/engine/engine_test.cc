@@ -1,6 +1,8 @@
 // End-to-end engine tests on a tiny random-weight Qwen3 with the real Qwen3
 // tokenizer: batch invariance under chunking and preemption, seeded
-// sampling, cancellation at every stage, stop strings, bad requests.
+// sampling, cancellation at every stage, stop strings, bad requests. The
+// parity tests (cold = warm = batched = preempted, bitwise) run on the bf16
+// model and on a Q4_K_M GGUF of a small Qwen3 (EngineFormatTest).
 #include "engine/engine.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +18,8 @@
 #include <random>
 #include <thread>
 
+#include "engine/model_tokenizer.h"
+#include "model/gguf_quantize.h"
 #include "model/model.h"
 #include "model/model_test_util.h"
 #include "model/random_model.h"
@@ -97,6 +101,9 @@ class EngineTest : public ::testing::Test {
     delete model_;
     delete tokenizer_;
     delete model_dir_;
+    model_ = nullptr;
+    tokenizer_ = nullptr;
+    model_dir_ = nullptr;
   }
 
   static EngineOptions SmallOptions() {
@@ -138,6 +145,75 @@ testing::TempDir* EngineTest::model_dir_ = nullptr;
 Model* EngineTest::model_ = nullptr;
 Tokenizer* EngineTest::tokenizer_ = nullptr;
 
+// The parity tests once per weight format: "bf16" is the fixture's tiny
+// model; "q4_k_m" a Qwen3 with rows of 256 (the K formats' block) written by
+// kvfork quantize with llama-quantize's Q4_K_M mix (q4_K and q6_K matrices,
+// the tied embedding q6_K), loaded from the GGUF file with its tokenizer.
+class EngineFormatTest : public EngineTest, public ::testing::WithParamInterface<const char*> {
+ protected:
+  static void SetUpTestSuite() {
+    EngineTest::SetUpTestSuite();
+    bf16_model_ = model_;
+    bf16_tokenizer_ = tokenizer_;
+    const std::string dir = model_dir_->Sub("q4km-src");
+    RandomModelOptions o;
+    o.shape = "tiny";
+    o.hidden_size = 256;
+    o.intermediate_size = 512;
+    o.num_heads = 4;
+    o.num_kv_heads = 2;
+    o.head_dim = 64;
+    o.seed = 6;
+    o.tokenizer_dir = testing::QwenTokenizerDir();
+    Status w = WriteRandomModel(o, dir);
+    ASSERT_TRUE(w.ok()) << w.ToString();
+    const std::string gguf = model_dir_->Sub("q4km.gguf");
+    QuantizeOptions qo;
+    qo.mix = QuantizeMix::kQ4_K_M;
+    auto q = QuantizeModel(dir, gguf, qo);
+    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    ASSERT_GT(q->tensors_by_type.count("Q4_K"), 0u);
+    ModelLoadOptions lo;
+    lo.show_progress = false;
+    auto m = Model::Load(gguf, lo);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    q4km_model_ = std::move(m).value().release();
+    auto t = LoadModelTokenizer(gguf);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    q4km_tokenizer_ = std::move(t).value().release();
+  }
+  static void TearDownTestSuite() {
+    model_ = bf16_model_;
+    tokenizer_ = bf16_tokenizer_;
+    delete q4km_model_;
+    delete q4km_tokenizer_;
+    q4km_model_ = nullptr;
+    q4km_tokenizer_ = nullptr;
+    EngineTest::TearDownTestSuite();
+  }
+  void SetUp() override {
+    const bool q4km = std::string(GetParam()) == "q4_k_m";
+    model_ = q4km ? q4km_model_ : bf16_model_;
+    tokenizer_ = q4km ? q4km_tokenizer_ : bf16_tokenizer_;
+    ASSERT_NE(model_, nullptr);
+  }
+
+  static Model* bf16_model_;
+  static Tokenizer* bf16_tokenizer_;
+  static Model* q4km_model_;
+  static Tokenizer* q4km_tokenizer_;
+};
+
+Model* EngineFormatTest::bf16_model_ = nullptr;
+Tokenizer* EngineFormatTest::bf16_tokenizer_ = nullptr;
+Model* EngineFormatTest::q4km_model_ = nullptr;
+Tokenizer* EngineFormatTest::q4km_tokenizer_ = nullptr;
+
+INSTANTIATE_TEST_SUITE_P(Formats, EngineFormatTest, ::testing::Values("bf16", "q4_k_m"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
+
 // Records every logits row per (request, choice) and the KV Check() of every step.
 struct Recorder {
   std::mutex mu;
@@ -164,7 +240,7 @@ bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-TEST_F(EngineTest, BatchInvarianceUnderChunkingPrefixSharingAndPreemption) {
+TEST_P(EngineFormatTest, BatchInvarianceUnderChunkingPrefixSharingAndPreemption) {
   std::mt19937 rng(1234);
   std::vector<Request> reqs;
   const std::vector<int32_t> shared = RandomPrompt(rng, 40);
@@ -240,7 +316,7 @@ TEST_F(EngineTest, BatchInvarianceUnderChunkingPrefixSharingAndPreemption) {
   e->Shutdown();
 }
 
-TEST_F(EngineTest, PreemptionLosesNothing) {
+TEST_P(EngineFormatTest, PreemptionLosesNothing) {
   std::mt19937 rng(99);
   std::vector<Request> reqs;
   for (int i = 0; i < 4; ++i) {
@@ -283,7 +359,7 @@ TEST_F(EngineTest, PreemptionLosesNothing) {
   }
 }
 
-TEST_F(EngineTest, SeededSamplingSameAloneAndBatched) {
+TEST_P(EngineFormatTest, SeededSamplingSameAloneAndBatched) {
   std::mt19937 rng(7);
   Request target;
   target.id = "seeded";
@@ -327,7 +403,7 @@ TEST_F(EngineTest, SeededSamplingSameAloneAndBatched) {
   ExpectAllReleased(*e2);
 }
 
-TEST_F(EngineTest, ParallelSamplingSameAsSequential) {
+TEST_P(EngineFormatTest, ParallelSamplingSameAsSequential) {
   // Requests that sample every way at once, on a 3-thread pool (choices of a
   // step sampled in parallel), against each alone on one thread.
   std::mt19937 rng(21);
@@ -386,7 +462,7 @@ TEST_F(EngineTest, ParallelSamplingSameAsSequential) {
   ExpectAllReleased(*e);
 }
 
-TEST_F(EngineTest, CachedTokensCountReusedPrompt) {
+TEST_P(EngineFormatTest, CachedTokensCountReusedPrompt) {
   std::mt19937 rng(3);
   auto e = Make(SmallOptions());
   Request a;

@@ -2,16 +2,17 @@
 // tests/data/fuzz/<target>/ (inputs that once crashed it, kept after the fix)
 // and tests/fuzz/seeds/<target>/ (hand-written seeds), so a fixed crash stays
 // fixed in every build, sanitized or not, without libFuzzer.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
 
-#include <gtest/gtest.h>
-
 #include "fuzz/fuzz_targets.h"
 #include "model/gguf_reader.h"
+#include "model/model.h"
 #include "server/openai_schema.h"
 #include "test_env.h"
 
@@ -52,6 +53,24 @@ TEST(FuzzRegression, Sampling) { EXPECT_GT(Replay("sampling", FuzzSampling), 0);
 // The crashes found, each also checked for the error it must now give.
 std::string FuzzData(const std::string& file) {
   return testing::SourceDir() + "/tests/data/fuzz/" + file;
+}
+
+// The seeds model_llama/qwen2/qwen3 are whole models (make-model --shape tiny
+// --hidden-size 8 --intermediate-size 16 --layers 1 --heads 2 --kv-heads 1
+// --head-dim 4 --vocab-size 16 --dtype bf16, exported by export-gguf), so the
+// fuzzer starts from inputs that reach the end of the model loader.
+TEST(FuzzRegression, GgufModelSeedsLoad) {
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+    ModelLoadOptions lo;
+    lo.show_progress = false;
+    const std::string seed = testing::SourceDir() + "/tests/fuzz/seeds/gguf/model_" + arch;
+    const std::string path = WriteScratchFile(std::string(arch) + ".gguf", [&] {
+      std::ifstream in(seed, std::ios::binary);
+      return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    }());
+    StatusOr<std::unique_ptr<Model>> m = Model::Load(path, lo);
+    EXPECT_TRUE(m.ok()) << arch << ": " << m.status().ToString();
+  }
 }
 
 TEST(FuzzRegression, GgufTensorLargerThanFileIsAnError) {

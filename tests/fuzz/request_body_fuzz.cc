@@ -6,7 +6,11 @@
 #include "fuzz/fuzz_targets.h"
 #include "model/model.h"
 #include "model/random_model.h"
+#include "server/anthropic_messages.h"
+#include "server/assistant_output.h"
 #include "server/generation.h"
+#include "server/json_body.h"
+#include "server/responses_api.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -69,8 +73,68 @@ const Server& GetServer() {
 
 }  // namespace
 
+// The Anthropic and Responses bodies become chat bodies: any input is a
+// 4xx or a chat body the chat path answers with a 4xx or accepts.
+void FuzzAgentRoutes(const Server& s, std::string_view input) {
+  nlohmann::ordered_json body;
+  if (server::ParseJsonBody(input, &body)) return;
+  auto check_error = [](const server::ApiError& err) {
+    KVFORK_CHECK(err.http_status >= 400 && err.http_status < 500);
+    KVFORK_CHECK(!err.message.empty());
+    (void)server::AnthropicErrorJson(err);
+  };
+  auto run_chat = [&](const nlohmann::ordered_json& chat) {
+    server::PreparedGeneration p;
+    if (auto err = server::PrepareGeneration(s.env, server::Endpoint::kChat, chat.dump(), "", &p))
+      check_error(*err);
+  };
+  for (bool count_tokens : {false, true}) {
+    nlohmann::ordered_json chat;
+    if (auto err = server::AnthropicToChatBody(body, count_tokens, &chat)) {
+      check_error(*err);
+    } else {
+      run_chat(chat);
+    }
+  }
+  server::ResponsesRequest r;
+  if (auto err = server::ResponsesToChatBody(body, nullptr, &r)) {
+    check_error(*err);
+  } else {
+    run_chat(r.chat_body);
+  }
+}
+
+// The reply parsers on any text: reading it whole or byte by byte gives the
+// same reasoning, content and calls.
+void FuzzReplyParsers(std::string_view input) {
+  if (input.size() > 4096) return;
+  for (server::ToolCallFormat format :
+       {server::ToolCallFormat::kHermes, server::ToolCallFormat::kLlama3Json,
+        server::ToolCallFormat::kMistral}) {
+    server::AssistantParsing parsing;
+    parsing.reasoning = true;
+    parsing.tool_format = format;
+    parsing.max_tool_calls = SIZE_MAX;
+    server::AssistantOutputParser whole(parsing), bytes(parsing);
+    server::AssistantDelta a = whole.Feed(input);
+    a.Append(whole.Finish());
+    server::AssistantDelta b;
+    for (char c : input) b.Append(bytes.Feed(std::string_view(&c, 1)));
+    b.Append(bytes.Finish());
+    KVFORK_CHECK(a.reasoning == b.reasoning);
+    KVFORK_CHECK(a.content == b.content);
+    KVFORK_CHECK(a.calls.size() == b.calls.size());
+    for (size_t i = 0; i < a.calls.size(); ++i) {
+      KVFORK_CHECK(a.calls[i].name == b.calls[i].name);
+      KVFORK_CHECK(a.calls[i].arguments == b.calls[i].arguments);
+    }
+  }
+}
+
 void FuzzRequestBody(std::string_view input) {
   const Server& s = GetServer();
+  FuzzAgentRoutes(s, input);
+  FuzzReplyParsers(input);
   const std::string body(input);
   for (server::Endpoint endpoint : {server::Endpoint::kChat, server::Endpoint::kCompletion}) {
     server::PreparedGeneration p;

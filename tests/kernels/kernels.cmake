@@ -12,6 +12,6 @@ kvfork_test(kernels_test
 # keep out-of-line copies that this check would flag, and run only here.
 if(NOT KVFORK_SANITIZE)
   kvfork_script_test(kernels_isa_objects_have_no_weak_symbols
-    COMMAND sh -c "nm -C -A $<TARGET_FILE:kvfork_kernels> | grep -E '_(avx2|avx512|amx)\\.cc\\.o:.* [WV] ' && exit 1 || exit 0"
+    COMMAND sh -c "nm -C -A $<TARGET_FILE:kvfork_kernels> | grep -E '_(avx2|avx512|avx512vnni|amx)\\.cc\\.o:.* [WV] ' && exit 1 || exit 0"
     LABELS unit)
 endif()

@@ -85,7 +85,8 @@ TEST(ModelBatchInvariance, AloneBatchedChunkedThreads) {
   // attention kernel (head_dim a multiple of 32), 16 needs the avx512 one.
   for (auto [arch, head_dim] : {std::pair{Architecture::kLlama, int64_t{0}},
                                 {Architecture::kQwen3, int64_t{0}},
-                                {Architecture::kQwen3, int64_t{32}}}) {
+                                {Architecture::kQwen3, int64_t{32}},
+                                {Architecture::kQwen2, int64_t{0}}}) {
     testing::TempDir tmp;
     RandomModelOptions options =
         testing::TinyOptions(arch, DType::kBf16, arch == Architecture::kQwen3, true, kVocab, 5);

@@ -166,5 +166,22 @@ TEST(ChatPromptToolOrder, ToolSchemaInTheClientsOrder) {
       << prompt;
 }
 
+// reasoning_effort reaches templates that read it (gpt-oss-style); absent,
+// the template sees it undefined.
+TEST(ChatPromptReasoningEffort, ReachesTheTemplate) {
+  StatusOr<ChatTemplate> reads = ChatTemplate::Parse(
+      "{{ messages[0].content }}|{% if reasoning_effort is defined %}{{ reasoning_effort }}"
+      "{% else %}unset{% endif %}");
+  ASSERT_TRUE(reads.ok());
+  ChatPrompt out;
+  ASSERT_FALSE(RenderChatPrompt(
+      Qwen(), &*reads, SpecialTokensInContent::kText,
+      Input(R"({"messages":[{"role":"user","content":"q"}],"reasoning_effort":"high"})"), &out));
+  EXPECT_EQ(out.text, "q|high");
+  ASSERT_FALSE(RenderChatPrompt(Qwen(), &*reads, SpecialTokensInContent::kText,
+                                Input(R"({"messages":[{"role":"user","content":"q"}]})"), &out));
+  EXPECT_EQ(out.text, "q|unset");
+}
+
 }  // namespace
 }  // namespace kvfork::server

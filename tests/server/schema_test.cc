@@ -250,7 +250,7 @@ TEST(SchemaTest, BadRequestsNameTheField) {
        "tool_choice"},
       {Endpoint::kChat,
        R"({"messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]})", "functions"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"low"})",
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"extreme"})",
        "reasoning_effort"},
       {Endpoint::kChat,
        R"({"messages":[{"role":"user","content":"x"}],"modalities":["text","audio"]})",

@@ -219,6 +219,32 @@ TEST(TinyTokenizer, MergesByRankInBothForms) {
   }
 }
 
+// A Split after ByteLevel runs on the GPT-2 alphabet spelling, as in Hugging
+// Face (Falcon's Digits step): "½" is C2 BD, spelled "Â½", and '½' is numeric,
+// so the piece breaks between the two bytes. On raw text the regex would keep
+// the character whole (or, for [0-9] on "9", agree).
+TEST(TinyTokenizer, StepsAfterByteLevelSeeTheByteAlphabet) {
+  json j = TinyTokenizer({{"\xC2", "\xBD"}}, false);
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}},
+                          {{"type", "Split"},
+                           {"pattern", {{"Regex", "\\p{N}"}}},
+                           {"behavior", "Isolated"},
+                           {"invert", false}}}}};
+  auto t = Make(j);
+  ASSERT_NE(t, nullptr);
+  // Bytes are ids 0..255 in order; the merge C2+BD is id 256 and never
+  // applies, because the pieces are "\xC2" and "\xBD".
+  EXPECT_EQ(t->Encode("\xC2\xBD", false), (std::vector<int32_t>{0xC2, 0xBD}));
+  EXPECT_EQ(t->Encode("a9\xC2\xBD", false), (std::vector<int32_t>{'a', '9', 0xC2, 0xBD}));
+  // Without the digit split the merge applies.
+  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+  auto plain = Make(j);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(plain->Encode("\xC2\xBD", false), (std::vector<int32_t>{256}));
+}
+
 TEST(TinyTokenizer, AddedTokenFlags) {
   json j = TinyTokenizer({}, true);
   j["added_tokens"] = json::array({

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 reference for LlamaForCausalLM and Qwen3ForCausalLM.
+"""Independent float64 reference for LlamaForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM.
 
 Written from the Hugging Face transformers definitions (modeling_llama.py,
 modeling_qwen3.py, modeling_rope_utils.py), not from kvfork's C++: it reads
@@ -115,7 +115,7 @@ def forward(cfg, w, ids, matmul_input_bf16=False):
         return h @ w[name].T
 
     arch = cfg["architectures"][0]
-    if arch not in ("LlamaForCausalLM", "Qwen3ForCausalLM"):
+    if arch not in ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"):
         raise ValueError(f"architecture {arch} not supported")
     qwen3 = arch == "Qwen3ForCausalLM"
     hidden = cfg["hidden_size"]
@@ -139,9 +139,16 @@ def forward(cfg, w, ids, matmul_input_bf16=False):
     for l in range(n_layers):
         p = f"model.layers.{l}."
         h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
-        q = mm(h, p + "self_attn.q_proj.weight").reshape(T, nh, hd)
-        k = mm(h, p + "self_attn.k_proj.weight").reshape(T, nkv, hd)
-        v = mm(h, p + "self_attn.v_proj.weight").reshape(T, nkv, hd)
+        q = mm(h, p + "self_attn.q_proj.weight")
+        k = mm(h, p + "self_attn.k_proj.weight")
+        v = mm(h, p + "self_attn.v_proj.weight")
+        if arch == "Qwen2ForCausalLM":  # Qwen2Attention: bias on q, k, v
+            q = q + w[p + "self_attn.q_proj.bias"]
+            k = k + w[p + "self_attn.k_proj.bias"]
+            v = v + w[p + "self_attn.v_proj.bias"]
+        q = q.reshape(T, nh, hd)
+        k = k.reshape(T, nkv, hd)
+        v = v.reshape(T, nkv, hd)
         if qwen3:
             q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
             k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)

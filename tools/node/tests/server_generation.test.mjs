@@ -140,6 +140,22 @@ test('prompt logprobs equal the logprobs of the same tokens generated (teacher f
   assert.deepEqual(echo.choices[0].logprobs.top_logprobs, tf.top_logprobs);
 });
 
+test('return_tokens_as_token_ids names logprob tokens by id, the values unchanged', async () => {
+  const t = await postJson(server.url + '/tokenize', { content: 'Ids, not bytes.' });
+  const prompt = t.json.tokens;
+  const base = { model, prompt, echo: true, logprobs: 2, max_tokens: 3, temperature: 0 };
+  const bytes = (await client.completions.create(base)).choices[0].logprobs;
+  const ids = (await client.completions.create({ ...base, return_tokens_as_token_ids: true }))
+    .choices[0].logprobs;
+  assert.deepEqual(ids.tokens.slice(0, prompt.length), prompt.map((id) => `token_id:${id}`));
+  assert.deepEqual(ids.token_logprobs, bytes.token_logprobs);
+  for (let i = 1; i < ids.tokens.length; i++) {
+    assert.match(ids.tokens[i], /^token_id:\d+$/);
+    assert.deepEqual(Object.values(ids.top_logprobs[i]).sort(), Object.values(bytes.top_logprobs[i]).sort());
+    for (const k of Object.keys(ids.top_logprobs[i])) assert.match(k, /^token_id:\d+$/);
+  }
+});
+
 test('echo + logprobs with generated tokens: prompt entries first, then the generated', async () => {
   const prompt = 'Count: one two three';
   const r = await client.completions.create({ model, prompt, echo: true, logprobs: 1, max_tokens: 4,

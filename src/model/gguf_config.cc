@@ -1,0 +1,185 @@
+#include "model/gguf_config.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/ops.h"
+#include "model/arch.h"
+
+namespace kvfork {
+namespace {
+
+// The {arch}.* keys of one file, each accessor naming the key on error.
+class Keys {
+ public:
+  Keys(const GgufReader& r, std::string arch) : r_(r), arch_(std::move(arch)) {}
+
+  std::string Name(const char* key) const { return arch_ + "." + key; }
+
+  Status Error(const char* key, const std::string& what) const {
+    return InvalidArgumentError(r_.path() + ": key " + Name(key) + " " + what);
+  }
+
+  // An integer in [min_value, INT32_MAX]: no real model's size is larger,
+  // and keeping them there keeps the product of two inside int64.
+  StatusOr<int64_t> Int(const char* key, bool required, int64_t default_value,
+                        int64_t min_value) const {
+    const std::string name = Name(key);
+    if (r_.Find(name) == nullptr) {
+      if (required) return NotFoundError(r_.path() + ": key " + name + " is missing");
+      return default_value;
+    }
+    KVFORK_ASSIGN_OR_RETURN(uint64_t v, r_.GetUInt(name));
+    if (v > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
+      return Error(key, "is " + std::to_string(v) + ", above 2147483647");
+    if (static_cast<int64_t>(v) < min_value)
+      return Error(key, "must be >= " + std::to_string(min_value) + ", got " + std::to_string(v));
+    return static_cast<int64_t>(v);
+  }
+
+  StatusOr<double> Float(const char* key, bool required, double default_value) const {
+    const std::string name = Name(key);
+    if (r_.Find(name) == nullptr) {
+      if (required) return NotFoundError(r_.path() + ": key " + name + " is missing");
+      return default_value;
+    }
+    KVFORK_ASSIGN_OR_RETURN(float v, r_.GetF32(name));
+    if (!std::isfinite(v)) return Error(key, "must be finite");
+    return static_cast<double>(v);
+  }
+
+ private:
+  const GgufReader& r_;
+  std::string arch_;
+};
+
+// The optional tokenizer.ggml.*_token_id keys: ids checked against the vocab.
+Status SpecialTokens(const GgufReader& r, ModelConfig* c) {
+  auto id = [&](const char* key) -> StatusOr<int64_t> {
+    if (r.Find(key) == nullptr) return int64_t{-1};
+    KVFORK_ASSIGN_OR_RETURN(uint64_t v, r.GetUInt(key));
+    if (v >= static_cast<uint64_t>(c->vocab_size))
+      return InvalidArgumentError(r.path() + ": key " + key + " has token id " + std::to_string(v) +
+                                  ", outside the vocabulary [0, " + std::to_string(c->vocab_size) +
+                                  ")");
+    return static_cast<int64_t>(v);
+  };
+  KVFORK_ASSIGN_OR_RETURN(int64_t bos, id("tokenizer.ggml.bos_token_id"));
+  c->bos_token_id = static_cast<int32_t>(bos);
+  // llama.cpp stops at every end-of-generation token: eos and eot.
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
+    KVFORK_ASSIGN_OR_RETURN(int64_t e, id(key));
+    if (e >= 0 && (c->eos_token_ids.empty() || c->eos_token_ids[0] != e))
+      c->eos_token_ids.push_back(static_cast<int32_t>(e));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<ModelConfig> ModelConfigFromGguf(const GgufCheckpoint& gguf) {
+  const GgufReader& r = gguf.metadata();
+  const std::string& path = r.path();
+  if (r.Find("general.architecture") == nullptr)
+    return NotFoundError(path + ": key general.architecture is missing");
+  KVFORK_ASSIGN_OR_RETURN(std::string arch_name, r.GetString("general.architecture"));
+  const ArchSpec* arch = ArchForGgufName(arch_name);
+  if (arch == nullptr)
+    return UnimplementedError(path + ": key general.architecture is \"" + arch_name +
+                              "\", which is not supported (" + SupportedArchNames(true) + ")");
+  ModelConfig c;
+  c.arch = arch->id;
+  Keys k(r, arch_name);
+  KVFORK_ASSIGN_OR_RETURN(c.max_position_embeddings, k.Int("context_length", true, 0, 1));
+  KVFORK_ASSIGN_OR_RETURN(c.hidden_size, k.Int("embedding_length", true, 0, 1));
+  KVFORK_ASSIGN_OR_RETURN(c.num_layers, k.Int("block_count", true, 0, 1));
+  KVFORK_ASSIGN_OR_RETURN(c.intermediate_size, k.Int("feed_forward_length", true, 0, 1));
+  KVFORK_ASSIGN_OR_RETURN(c.num_heads, k.Int("attention.head_count", true, 0, 1));
+  KVFORK_ASSIGN_OR_RETURN(c.num_kv_heads, k.Int("attention.head_count_kv", false, c.num_heads, 1));
+  if (c.num_heads % c.num_kv_heads != 0)
+    return k.Error("attention.head_count_kv", "(" + std::to_string(c.num_kv_heads) +
+                                                  ") must divide attention.head_count (" +
+                                                  std::to_string(c.num_heads) + ")");
+  if (r.Find(k.Name("attention.key_length")) != nullptr) {
+    KVFORK_ASSIGN_OR_RETURN(c.head_dim, k.Int("attention.key_length", true, 0, 2));
+  } else {
+    if (c.hidden_size % c.num_heads != 0)
+      return k.Error("embedding_length",
+                     "must be a multiple of attention.head_count when attention.key_length is "
+                     "absent");
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  KVFORK_ASSIGN_OR_RETURN(int64_t value_length,
+                          k.Int("attention.value_length", false, c.head_dim, 1));
+  if (value_length != c.head_dim)
+    return k.Error("attention.value_length", "(" + std::to_string(value_length) +
+                                                 ") must equal attention.key_length (" +
+                                                 std::to_string(c.head_dim) + ")");
+  KVFORK_ASSIGN_OR_RETURN(int64_t rope_dims, k.Int("rope.dimension_count", false, c.head_dim, 1));
+  if (rope_dims != c.head_dim)
+    return UnimplementedError(path + ": key " + k.Name("rope.dimension_count") + " is " +
+                              std::to_string(rope_dims) + ": partial rotary (not head_dim " +
+                              std::to_string(c.head_dim) + ") is not supported");
+  if (c.head_dim % 2 != 0)
+    return k.Error("attention.key_length", "must be even for rotary embeddings");
+  if (c.head_dim > kMaxAttentionHeadDim)
+    return k.Error("attention.key_length", "(head_dim) is " + std::to_string(c.head_dim) +
+                                               ", above the attention kernels' limit of " +
+                                               std::to_string(kMaxAttentionHeadDim));
+  if (c.num_heads / c.num_kv_heads > kMaxAttentionGroup)
+    return k.Error("attention.head_count_kv",
+                   "(" + std::to_string(c.num_kv_heads) + ") gives " +
+                       std::to_string(c.num_heads / c.num_kv_heads) +
+                       " query heads per KV head, above the attention kernels' limit of " +
+                       std::to_string(kMaxAttentionGroup));
+  KVFORK_ASSIGN_OR_RETURN(c.rms_norm_eps, k.Float("attention.layer_norm_rms_epsilon", true, 0));
+  if (c.rms_norm_eps <= 0) return k.Error("attention.layer_norm_rms_epsilon", "must be > 0");
+  KVFORK_ASSIGN_OR_RETURN(c.rope_theta, k.Float("rope.freq_base", false, 10000.0));
+  if (c.rope_theta <= 1) return k.Error("rope.freq_base", "must be > 1");
+
+  // Rope scaling: llama.cpp's converter writes llama3 scaling as a
+  // rope_freqs tensor; the other kinds (linear, yarn, ...) are not supported.
+  if (r.Find(k.Name("rope.scaling.type")) != nullptr) {
+    KVFORK_ASSIGN_OR_RETURN(std::string type, r.GetString(k.Name("rope.scaling.type")));
+    if (type != "none")
+      return UnimplementedError(path + ": key " + k.Name("rope.scaling.type") + " is \"" + type +
+                                "\", which is not supported (none, or llama3 as rope_freqs)");
+  }
+  if (const TensorInfo* f = gguf.Find("rope_freqs.weight")) {
+    if (f->dtype != DType::kF32 || f->shape != std::vector<int64_t>{c.head_dim / 2})
+      return InvalidArgumentError(f->file + ": tensor \"rope_freqs.weight\" is " +
+                                  DTypeName(f->dtype) + " " + f->ShapeString() +
+                                  ", expected f32 [" + std::to_string(c.head_dim / 2) + "]");
+    c.rope_scaling.type = RopeScaling::Type::kFreqFactors;
+    c.rope_scaling.freq_factors.resize(c.head_dim / 2);
+    std::memcpy(c.rope_scaling.freq_factors.data(), f->data, f->num_bytes);
+    for (float x : c.rope_scaling.freq_factors)
+      if (!(x > 0) || !std::isfinite(x))
+        return InvalidArgumentError(f->file + ": tensor \"rope_freqs.weight\" has factor " +
+                                    std::to_string(x) + "; every factor must be finite and > 0");
+  }
+
+  const TensorInfo* embd = gguf.Find("token_embd.weight");
+  if (embd == nullptr)
+    return NotFoundError(path +
+                         ": tensor \"token_embd.weight\" is missing (it gives the vocab size)");
+  if (embd->shape.size() != 2)
+    return InvalidArgumentError(embd->file + ": tensor \"token_embd.weight\" has shape " +
+                                embd->ShapeString() + ", expected [vocab, " +
+                                std::to_string(c.hidden_size) + "]");
+  c.vocab_size = embd->shape[0];
+  if (c.vocab_size > std::numeric_limits<int32_t>::max())
+    return InvalidArgumentError(embd->file + ": tensor \"token_embd.weight\" has " +
+                                std::to_string(c.vocab_size) + " rows, above 2147483647");
+  KVFORK_ASSIGN_OR_RETURN(int64_t vocab_key, k.Int("vocab_size", false, c.vocab_size, 1));
+  if (vocab_key != c.vocab_size)
+    return k.Error("vocab_size", "is " + std::to_string(vocab_key) + " but token_embd.weight has " +
+                                     std::to_string(c.vocab_size) + " rows");
+  c.tie_word_embeddings = gguf.Find("output.weight") == nullptr;
+  KVFORK_RETURN_IF_ERROR(SpecialTokens(r, &c));
+  c.torch_dtype = DTypeName(embd->dtype);
+  return c;
+}
+
+}  // namespace kvfork

@@ -1,0 +1,341 @@
+// The block-quantized weight formats in the kernels (kernels/quant.h):
+//  - DequantizeRow against a per-element statement of ggml's layouts,
+//  - the int8 activation rows (q8_0 / q8_K),
+//  - MatMul with quantized weights on every ISA, every format: against the
+//    dequantized weights, and bit for bit across M, threads, MatMulShared
+//    runs, MatMulSiluMul and MatMulAddTo (DESIGN.md invariant 1).
+// Weights are random valid blocks: random code bytes, small finite scales.
+#include "kernels/quant.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/bf16.h"
+#include "kernel_test_util.h"
+#include "kernels/ops.h"
+
+namespace kvfork {
+namespace {
+
+using testing::SameBits;
+using testing::ScopedIsa;
+using testing::SupportedIsas;
+
+constexpr DType kFormats[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                              DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+void PutF16(uint8_t* p, float v) {
+  const f16_t h = F32ToF16(v);
+  std::memcpy(p, &h, 2);
+}
+float GetF16(const uint8_t* p) {
+  f16_t h;
+  std::memcpy(&h, p, 2);
+  return F16ToF32(h);
+}
+
+// rows x cols of random blocks; scales in [0.002, 0.02), *_1 mins and K dmins
+// of either sign up to 0.05.
+std::vector<uint8_t> RandomBlocks(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  const DTypeTraits& f = Traits(t);
+  std::vector<uint8_t> out(RowBytes(t, cols) * static_cast<size_t>(rows));
+  std::mt19937 rng(seed);
+  for (uint8_t& b : out) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(0.002f, 0.02f), min(-0.05f, 0.05f);
+  for (size_t off = 0; off < out.size(); off += f.block_bytes) {
+    uint8_t* b = out.data() + off;
+    switch (t) {
+      case DType::kQ6_K:
+        PutF16(b + 208, scale(rng));
+        break;
+      case DType::kQ4_1:
+      case DType::kQ5_1:
+      case DType::kQ4_K:
+      case DType::kQ5_K:
+        PutF16(b, scale(rng));
+        PutF16(b + 2, min(rng));
+        break;
+      default:
+        PutF16(b, scale(rng));
+        break;
+    }
+  }
+  return out;
+}
+
+// Element e of one block, computed element by element from ggml's layout
+// description (ggml-common.h / dequantize_row_*), independently of
+// quant_dequant.cc's loops and its scale decoder.
+float Element(DType t, const uint8_t* b, int e) {
+  auto nib4 = [](const uint8_t* qs, int e) { return e < 16 ? qs[e] & 15 : qs[e - 16] >> 4; };
+  auto bit5 = [](const uint8_t* qh, int e) { return (qh[e / 8] >> (e % 8)) & 1; };
+  auto k_scale_min = [](const uint8_t* q, int j, int* sc, int* m) {
+    if (j < 4) {
+      *sc = q[j] & 63;
+      *m = q[j + 4] & 63;
+    } else {
+      *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+      *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+  };
+  switch (t) {
+    case DType::kQ8_0:
+      return static_cast<int8_t>(b[2 + e]) * GetF16(b);
+    case DType::kQ4_0:
+      return (nib4(b + 2, e) - 8) * GetF16(b);
+    case DType::kQ4_1:
+      return nib4(b + 4, e) * GetF16(b) + GetF16(b + 2);
+    case DType::kQ5_0:
+      return ((nib4(b + 6, e) | bit5(b + 2, e) << 4) - 16) * GetF16(b);
+    case DType::kQ5_1:
+      return (nib4(b + 8, e) | bit5(b + 4, e) << 4) * GetF16(b) + GetF16(b + 2);
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const bool q5 = t == DType::kQ5_K;
+      const uint8_t* qs = b + (q5 ? 48 : 16);
+      const int j = e / 32, l = e % 32;
+      int sc, m;
+      k_scale_min(b + 4, j, &sc, &m);
+      int q = j % 2 ? qs[32 * (j / 2) + l] >> 4 : qs[32 * (j / 2) + l] & 15;
+      if (q5) q += ((b[16 + l] >> j) & 1) * 16;
+      return GetF16(b) * sc * q - GetF16(b + 2) * m;
+    }
+    case DType::kQ6_K: {
+      const uint8_t *ql = b, *qh = b + 128;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+      const int h = e / 128, s = e % 128 / 32, l = e % 32;
+      const uint8_t lo = ql[64 * h + 32 * (s & 1) + l];
+      const int q = ((s < 2 ? lo & 15 : lo >> 4) | ((qh[32 * h + l] >> (2 * s)) & 3) << 4) - 32;
+      return GetF16(b + 208) * sc[8 * h + 2 * s + l / 16] * q;
+    }
+    default:
+      return NAN;
+  }
+}
+
+std::vector<float> Dequantized(DType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    DequantizeRow(t, w.data() + r * RowBytes(t, cols), cols, out.data() + r * cols);
+  return out;
+}
+
+class QuantTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(QuantTest, DequantizeRowFollowsGgmlLayout) {
+  const DType t = GetParam();
+  const int64_t cols = 512;
+  const std::vector<uint8_t> w = RandomBlocks(t, 3, cols, 7);
+  const std::vector<float> got = Dequantized(t, w, 3, cols);
+  const int be = Traits(t).block_elems, bb = Traits(t).block_bytes;
+  for (int64_t i = 0; i < 3 * cols; ++i) {
+    const float want = Element(t, w.data() + i / be * bb, static_cast<int>(i % be));
+    ASSERT_FLOAT_EQ(got[i], want) << DTypeName(t) << " element " << i;
+  }
+}
+
+TEST(QuantActivationTest, RoundsToNearestWithinHalfAStep) {
+  const int64_t cols = 512;
+  std::vector<float> x = testing::RandomFloats(cols, 3, -2.0f, 2.0f);
+  for (int j = 0; j < 32; ++j) x[64 + j] = 0.0f;  // an all-zero block of 32
+  for (int block : {32, 256}) {
+    std::vector<uint8_t> mem(Q8RowBytes(cols, block));
+    QuantizeQ8Row(x.data(), cols, block, mem.data());
+    const Q8Row r = Q8RowAt(mem.data(), cols, block);
+    for (int64_t b = 0; b < cols / block; ++b) {
+      int max_q = 0;
+      for (int j = 0; j < block; ++j) {
+        const int64_t c = b * block + j;
+        max_q = std::max(max_q, std::abs(static_cast<int>(r.qs[c])));
+        EXPECT_LE(std::fabs(r.d[b] * r.qs[c] - x[c]), r.d[b] * 0.5f * 1.0001f) << block << " " << c;
+      }
+      if (block == 32 && b == 2) {
+        EXPECT_EQ(r.d[b], 0.0f);
+        EXPECT_EQ(max_q, 0);
+      } else {
+        EXPECT_EQ(max_q, 127);
+      }
+    }
+    for (int64_t i = 0; i < cols / 4; ++i)
+      ASSERT_EQ(r.nsum4[i], -(r.qs[4 * i] + r.qs[4 * i + 1] + r.qs[4 * i + 2] + r.qs[4 * i + 3]));
+    for (int64_t i = 0; i < cols / 32; ++i) {
+      int s = 0;
+      for (int j = 0; j < 32; ++j) s += r.qs[32 * i + j];
+      ASSERT_EQ(r.sum32[i], s);
+    }
+  }
+}
+
+// MatMul of quantized weights on every ISA, against the dequantized weights:
+//  (1) times the quantized activations in double: the kernel's sums are exact
+//      integers, so only the float scaling and the block sums round: within
+//      1e-5 of sum |w x_q| (one wrong code among 512 moves y by ~2e-3 of it);
+//  (2) times x itself: the activation's rounding adds at most half a q8 step
+//      per element, sum_c |w_c| d_x(c) / 2.
+TEST_P(QuantTest, MatMulMatchesDequantizedWeightsOnEveryIsa) {
+  const DType t = GetParam();
+  const int64_t n = 37, k = 512, m = 5;
+  const std::vector<uint8_t> wq = RandomBlocks(t, n, k, 11);
+  const std::vector<float> wf = Dequantized(t, wq, n, k);
+  const std::vector<float> x = testing::RandomFloats(static_cast<size_t>(m * k), 5);
+  const int block = ActivationBlockElems(t);
+  std::vector<float> xq(static_cast<size_t>(m * k));
+  std::vector<float> step(static_cast<size_t>(m * k));
+  for (int64_t i = 0; i < m; ++i) {
+    std::vector<uint8_t> mem(Q8RowBytes(k, block));
+    QuantizeQ8Row(x.data() + i * k, k, block, mem.data());
+    const Q8Row r = Q8RowAt(mem.data(), k, block);
+    for (int64_t c = 0; c < k; ++c) {
+      xq[i * k + c] = r.d[c / block] * r.qs[c];
+      step[i * k + c] = r.d[c / block];
+    }
+  }
+  ThreadPool pool(2);
+  for (Isa isa : SupportedIsas()) {
+    ScopedIsa scoped(isa);
+    std::vector<float> y(static_cast<size_t>(m * n));
+    MatMul(x.data(), m, MatrixView{t, wq.data(), n, k}, y.data(), pool);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double exact_q = 0, abs_q = 0, exact = 0, bound = 0;
+        for (int64_t c = 0; c < k; ++c) {
+          const double w = wf[j * k + c];
+          exact_q += w * xq[i * k + c];
+          abs_q += std::fabs(w * xq[i * k + c]);
+          exact += w * x[i * k + c];
+          bound += std::fabs(w) * step[i * k + c] * 0.5;
+        }
+        const double got = y[i * n + j];
+        ASSERT_NEAR(got, exact_q, 1e-5 * abs_q + 1e-7)
+            << DTypeName(t) << " on " << IsaName(isa) << " y[" << i << "," << j << "]";
+        ASSERT_NEAR(got, exact, bound + 1e-5 * abs_q + 1e-7)
+            << DTypeName(t) << " on " << IsaName(isa) << " y[" << i << "," << j << "]";
+      }
+    }
+  }
+}
+
+// Row i of an M-row call equals the M=1 call on row i, and 1 thread equals 2,
+// for M on both sides of the decode/prefill switch and enough W rows for
+// several tasks per thread.
+TEST_P(QuantTest, BatchAndThreadInvariantOnEveryIsa) {
+  const DType t = GetParam();
+  const int64_t n = 301, k = 768, m = 7;
+  const std::vector<uint8_t> wq = RandomBlocks(t, n, k, 13);
+  const MatrixView w{t, wq.data(), n, k};
+  const std::vector<float> x = testing::RandomFloats(static_cast<size_t>(m * k), 9);
+  ThreadPool one(1), two(2);
+  for (Isa isa : SupportedIsas()) {
+    ScopedIsa scoped(isa);
+    std::vector<float> batched(static_cast<size_t>(m * n)), threaded(batched.size());
+    MatMul(x.data(), m, w, batched.data(), one);
+    MatMul(x.data(), m, w, threaded.data(), two);
+    EXPECT_TRUE(SameBits(batched.data(), threaded.data(), batched.size()))
+        << DTypeName(t) << " on " << IsaName(isa) << ": 1 vs 2 threads";
+    // Each W row alone (a one-row view) gives its bits in the full call: the
+    // kernels' groups of rows change nothing.
+    std::vector<float> alone(static_cast<size_t>(m));
+    for (int64_t j : {int64_t{0}, int64_t{5}, n - 1}) {
+      const MatrixView row{t, w.row(j), 1, k};
+      MatMul(x.data(), m, row, alone.data(), two);
+      for (int64_t i = 0; i < m; ++i)
+        ASSERT_EQ(std::memcmp(&alone[i], &batched[i * n + j], sizeof(float)), 0)
+            << DTypeName(t) << " on " << IsaName(isa) << ": W row " << j << " alone, x row " << i;
+    }
+    for (int64_t rows : {1, 2, 4}) {
+      for (int64_t i = 0; i + rows <= m; i += rows) {
+        std::vector<float> y(static_cast<size_t>(rows * n));
+        MatMul(x.data() + i * k, rows, w, y.data(), two);
+        ASSERT_TRUE(SameBits(y.data(), batched.data() + i * n, y.size()))
+            << DTypeName(t) << " on " << IsaName(isa) << ": M=" << rows << " at row " << i
+            << " vs M=" << m;
+      }
+    }
+  }
+}
+
+TEST_P(QuantTest, EmbeddingLookupDequantizesRows) {
+  const DType t = GetParam();
+  const int64_t vocab = 9, dim = 256;
+  const std::vector<uint8_t> wq = RandomBlocks(t, vocab, dim, 17);
+  const std::vector<float> wf = Dequantized(t, wq, vocab, dim);
+  const int32_t ids[] = {4, 0, 8, 4};
+  for (Isa isa : SupportedIsas()) {
+    ScopedIsa scoped(isa);
+    std::vector<float> out(4 * dim);
+    EmbeddingLookup(MatrixView{t, wq.data(), vocab, dim}, ids, 4, out.data());
+    for (int r = 0; r < 4; ++r)
+      ASSERT_TRUE(SameBits(out.data() + r * dim, wf.data() + ids[r] * dim, dim)) << IsaName(isa);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, QuantTest, ::testing::ValuesIn(kFormats),
+                         [](const ::testing::TestParamInfo<DType>& p) {
+                           return std::string(DTypeName(p.param));
+                         });
+
+// One MatMulShared call over mixed formats (more targets than one ISA-level
+// pass takes), MatMulSiluMul and MatMulAddTo give the bits of MatMul per
+// matrix followed by SiluMul / AddInPlace, on every ISA.
+TEST(QuantFusedTest, SharedSiluAndAddToMatchMatMul) {
+  const int64_t k = 512;
+  const DType types[] = {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0,
+                         DType::kQ4_K, DType::kQ5_0, DType::kF32};
+  const int64_t rows[] = {40, 24, 16, 64, 8, 8};
+  std::vector<std::vector<uint8_t>> data;
+  for (int i = 0; i < 6; ++i) {
+    if (types[i] == DType::kF32) {
+      const std::vector<float> f = testing::RandomFloats(static_cast<size_t>(rows[i] * k), 30 + i);
+      data.emplace_back(reinterpret_cast<const uint8_t*>(f.data()),
+                        reinterpret_cast<const uint8_t*>(f.data() + f.size()));
+    } else {
+      data.push_back(RandomBlocks(types[i], rows[i], k, 20 + i));
+    }
+  }
+  ThreadPool pool(2);
+  for (int64_t m : {1, 6}) {
+    const std::vector<float> x = testing::RandomFloats(static_cast<size_t>(m * k), 4);
+    for (Isa isa : SupportedIsas()) {
+      ScopedIsa scoped(isa);
+      std::vector<std::vector<float>> shared(6), alone(6);
+      std::vector<MatMulTarget> targets;
+      for (int i = 0; i < 6; ++i) {
+        shared[i].resize(static_cast<size_t>(m * rows[i]));
+        alone[i].resize(shared[i].size());
+        const MatrixView w{types[i], data[i].data(), rows[i], k};
+        targets.push_back({w, shared[i].data()});
+        MatMul(x.data(), m, w, alone[i].data(), pool);
+      }
+      MatMulShared(x.data(), m, targets, pool);
+      for (int i = 0; i < 6; ++i)
+        EXPECT_TRUE(SameBits(shared[i].data(), alone[i].data(), alone[i].size()))
+            << "target " << i << " m=" << m << " on " << IsaName(isa);
+
+      // gate = target 0, up = target 3 (both q4_k, 40 and 64 rows: use 40 of up's).
+      const MatrixView gate{DType::kQ4_K, data[0].data(), 40, k};
+      const MatrixView up{DType::kQ4_K, data[3].data(), 40, k};
+      std::vector<float> g(static_cast<size_t>(m * 40)), u(g.size()), want(g.size());
+      std::vector<float> gw(g.size()), uw(g.size());
+      MatMul(x.data(), m, gate, gw.data(), pool);
+      MatMul(x.data(), m, up, uw.data(), pool);
+      SiluMul(gw.data(), uw.data(), static_cast<int64_t>(gw.size()), want.data());
+      MatMulSiluMul(x.data(), m, {gate, g.data()}, {up, u.data()}, pool);
+      EXPECT_TRUE(SameBits(g.data(), want.data(), want.size())) << "silu m=" << m << IsaName(isa);
+
+      std::vector<float> sum = testing::RandomFloats(g.size(), 8), sum_want = sum;
+      AddInPlace(sum_want.data(), gw.data(), static_cast<int64_t>(gw.size()));
+      std::vector<float> scratch(g.size());
+      MatMulAddTo(x.data(), m, {gate, scratch.data()}, sum.data(), pool);
+      EXPECT_TRUE(SameBits(sum.data(), sum_want.data(), sum.size()))
+          << "add m=" << m << IsaName(isa);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvfork

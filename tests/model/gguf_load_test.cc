@@ -1,0 +1,488 @@
+// Loading GGUF models: a random HF directory exported by export-gguf loads
+// from the .gguf (single and split) with bitwise the logits of the directory,
+// for every architecture and f32/bf16; every kind of bad file is an error
+// naming the file and the key or tensor, never a crash.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <tuple>
+
+#include "model/decoder.h"
+#include "model/gguf_checkpoint.h"
+#include "model/gguf_export.h"
+#include "model/gguf_writer.h"
+#include "model/model.h"
+#include "model_test_util.h"
+
+namespace kvfork {
+namespace {
+
+using testing::TempDir;
+using testing::TinyOptions;
+namespace fs = std::filesystem;
+
+constexpr int64_t kVocab = 256;
+
+ModelLoadOptions Quiet() {
+  ModelLoadOptions o;
+  o.show_progress = false;
+  return o;
+}
+
+// export-gguf needs a tokenizer.json: a BPE vocabulary "t0".."t255", no merges.
+void WriteTokenizer(const std::string& dir) {
+  std::ostringstream j;
+  j << R"({"model": {"type": "BPE", "vocab": {)";
+  for (int64_t i = 0; i < kVocab; ++i) j << (i ? ", " : "") << "\"t" << i << "\": " << i;
+  j << R"(}, "merges": []}})";
+  std::ofstream(dir + "/tokenizer.json") << j.str();
+}
+
+struct Exported {
+  std::string dir;   // the HF directory
+  std::string gguf;  // dir/model.gguf
+};
+
+Exported ExportTiny(const TempDir& tmp, Architecture arch, DType dtype, bool tie = false,
+                    bool rope_scaling = false) {
+  Exported e{tmp.Sub("m"), tmp.Sub("m") + "/model.gguf"};
+  Status s = WriteRandomModel(TinyOptions(arch, dtype, tie, rope_scaling, kVocab), e.dir);
+  KVFORK_CHECK_MSG(s.ok(), s.ToString());
+  WriteTokenizer(e.dir);
+  GgufExportOptions o;
+  o.dtype = dtype == DType::kF32 ? GgmlType::kF32 : GgmlType::kBf16;
+  s = ExportGguf(e.dir, e.gguf, o);
+  KVFORK_CHECK_MSG(s.ok(), s.ToString());
+  return e;
+}
+
+// Logits of every position of a 7-token prompt.
+std::vector<float> AllLogits(Model& m) {
+  const std::vector<int32_t> ids = {1, 17, 200, 3, 99, 4, 255};
+  KvLayout layout = m.MakeKvLayout(KvDType::kF32, 16);
+  testing::LocalKv kv(layout, static_cast<int64_t>(ids.size()));
+  ForwardBatch b;
+  b.tokens = ids;
+  b.seqs = {{static_cast<int64_t>(ids.size()), 0, kv.blocks.data(), true}};
+  ThreadPool pool(2);
+  std::vector<float> logits;
+  Status s = m.Forward(b, layout, pool, &logits);
+  KVFORK_CHECK_MSG(s.ok(), s.ToString());
+  return logits;
+}
+
+bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::unique_ptr<Model> MustLoad(const std::string& path) {
+  auto m = Model::Load(path, Quiet());
+  KVFORK_CHECK_MSG(m.ok(), m.status().ToString());
+  return std::move(m).value();
+}
+
+void ExpectLoadError(const std::string& path, StatusCode code,
+                     const std::vector<std::string>& needles) {
+  auto m = Model::Load(path, Quiet());
+  ASSERT_FALSE(m.ok()) << path << " loaded";
+  EXPECT_EQ(m.status().code(), code) << m.status().ToString();
+  for (const std::string& n : needles)
+    EXPECT_NE(m.status().message().find(n), std::string::npos)
+        << "missing \"" << n << "\" in " << m.status().ToString();
+}
+
+GgmlType GgmlOf(DType t) {
+  return t == DType::kF32 ? GgmlType::kF32 : t == DType::kF16 ? GgmlType::kF16 : GgmlType::kBf16;
+}
+
+// Writes a copy of a GGUF's metadata (edited by `edit_kv`) and of the
+// tensors `keep` accepts, for the bad-file and split cases.
+using KvList = std::vector<std::pair<std::string, GgufValue>>;
+void Rewrite(const std::string& in, const std::string& out,
+             const std::function<void(KvList*)>& edit_kv,
+             const std::function<bool(const std::string&)>& keep = nullptr) {
+  auto src = GgufCheckpoint::Open(in);
+  KVFORK_CHECK_MSG(src.ok(), src.status().ToString());
+  KvList kv = (*src)->metadata().metadata();
+  if (edit_kv) edit_kv(&kv);
+  GgufWriter w;
+  for (auto& [k, v] : kv) w.Set(k, v);
+  for (const auto& [name, t] : (*src)->tensors()) {
+    if (keep && !keep(name)) continue;
+    std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());
+    const TensorInfo* p = &t;
+    Status s = w.AddTensor(name, GgmlOf(t.dtype), ne, [p](uint8_t* dst) {
+      std::memcpy(dst, p->data, p->num_bytes);
+      return OkStatus();
+    });
+    KVFORK_CHECK_MSG(s.ok(), s.ToString());
+  }
+  Status s = w.Write(out);
+  KVFORK_CHECK_MSG(s.ok(), s.ToString());
+}
+
+void SetKey(KvList* kv, const std::string& key, GgufValue v) {
+  for (auto& [k, value] : *kv)
+    if (k == key) {
+      value = std::move(v);
+      return;
+    }
+  kv->emplace_back(key, std::move(v));
+}
+
+void DropKey(KvList* kv, const std::string& key) {
+  std::erase_if(*kv, [&](const auto& p) { return p.first == key; });
+}
+
+GgufValue U16(uint16_t v) {
+  GgufValue g;
+  g.type = GgufType::kUint16;
+  g.payload.resize(2);
+  std::memcpy(g.payload.data(), &v, 2);
+  return g;
+}
+
+// The tensor directory entry of `name` in a GGUF file's bytes:
+// u64 length, name, u32 n_dims, u64 ne[n_dims], u32 type, u64 offset.
+struct DirEntry {
+  size_t ne_pos = 0, type_pos = 0, offset_pos = 0;
+};
+DirEntry FindEntry(const std::string& bytes, const std::string& name) {
+  std::string key(8, '\0');
+  const uint64_t n = name.size();
+  std::memcpy(key.data(), &n, 8);
+  key += name;
+  const size_t at = bytes.rfind(key);  // the directory follows the metadata
+  KVFORK_CHECK_MSG(at != std::string::npos, "no directory entry for " + name);
+  DirEntry e;
+  size_t p = at + key.size();
+  uint32_t n_dims;
+  std::memcpy(&n_dims, bytes.data() + p, 4);
+  e.ne_pos = p + 4;
+  e.type_pos = e.ne_pos + 8 * n_dims;
+  e.offset_pos = e.type_pos + 4;
+  return e;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+template <typename T>
+void Poke(std::string* bytes, size_t pos, T v) {
+  std::memcpy(bytes->data() + pos, &v, sizeof(T));
+}
+
+const char* ArchLabel(Architecture a) {
+  return a == Architecture::kLlama ? "llama" : a == Architecture::kQwen2 ? "qwen2" : "qwen3";
+}
+
+TEST(GgufLoad, SameLogitsAsTheHfDirectory) {
+  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3, Architecture::kQwen2}) {
+    for (DType dtype : {DType::kF32, DType::kBf16}) {
+      for (bool tie : {false, true}) {
+        const std::string where =
+            std::string(ArchLabel(arch)) + " " + DTypeName(dtype) + (tie ? " tied" : " untied");
+        TempDir tmp;
+        Exported e = ExportTiny(tmp, arch, dtype, tie);
+        std::unique_ptr<Model> hf = MustLoad(e.dir);
+        std::unique_ptr<Model> gguf = MustLoad(e.gguf);
+        const ModelConfig& a = hf->config();
+        const ModelConfig& b = gguf->config();
+        EXPECT_EQ(b.arch, arch) << where;
+        EXPECT_EQ(b.vocab_size, a.vocab_size) << where;
+        EXPECT_EQ(b.hidden_size, a.hidden_size) << where;
+        EXPECT_EQ(b.intermediate_size, a.intermediate_size) << where;
+        EXPECT_EQ(b.num_layers, a.num_layers) << where;
+        EXPECT_EQ(b.num_heads, a.num_heads) << where;
+        EXPECT_EQ(b.num_kv_heads, a.num_kv_heads) << where;
+        EXPECT_EQ(b.head_dim, a.head_dim) << where;
+        EXPECT_EQ(b.max_position_embeddings, a.max_position_embeddings) << where;
+        EXPECT_EQ(b.tie_word_embeddings, tie) << where;
+        EXPECT_EQ(static_cast<float>(b.rms_norm_eps), static_cast<float>(a.rms_norm_eps)) << where;
+        EXPECT_EQ(b.RopeInvFreq(), a.RopeInvFreq()) << where;
+        const auto& wa = dynamic_cast<Decoder&>(*hf).weights();
+        const auto& wb = dynamic_cast<Decoder&>(*gguf).weights();
+        EXPECT_EQ(wb.decode_bytes_per_token, wa.decode_bytes_per_token) << where;
+        EXPECT_EQ(wb.num_params, wa.num_params) << where;
+        EXPECT_EQ(wb.embed_tokens.dtype, dtype) << where;
+        const std::vector<float> want = AllLogits(*hf);
+        ASSERT_EQ(want.size(), 7u * kVocab);
+        EXPECT_TRUE(BitEqual(AllLogits(*gguf), want)) << where;
+      }
+    }
+  }
+}
+
+// export-gguf writes llama's Q and K rows in llama.cpp's interleaved order
+// (what its converter does), and the loader puts them back.
+TEST(GgufLoad, LlamaQkRowsArePermutedOnDiskAndRestoredOnLoad) {
+  TempDir tmp;
+  Exported e = ExportTiny(tmp, Architecture::kLlama, DType::kF32);
+  auto gguf = GgufCheckpoint::Open(e.gguf);
+  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+  auto hf = SafetensorsCheckpoint::Open(e.dir);
+  ASSERT_TRUE(hf.ok());
+  std::unique_ptr<Model> loaded = MustLoad(e.gguf);
+  const LayerWeights& L = dynamic_cast<Decoder&>(*loaded).weights().layers[0];
+  for (const auto& [hf_name, gguf_name, view] :
+       {std::tuple{"model.layers.0.self_attn.q_proj.weight", "blk.0.attn_q.weight", &L.q_proj},
+        {"model.layers.0.self_attn.k_proj.weight", "blk.0.attn_k.weight", &L.k_proj}}) {
+    const TensorInfo* h = (*hf)->Find(hf_name);
+    const TensorInfo* g = (*gguf)->Find(gguf_name);
+    ASSERT_TRUE(h && g);
+    ASSERT_EQ(h->num_bytes, g->num_bytes);
+    EXPECT_NE(std::memcmp(h->data, g->data, h->num_bytes), 0) << gguf_name << " not permuted";
+    EXPECT_EQ(std::memcmp(h->data, view->data, h->num_bytes), 0) << gguf_name << " not restored";
+  }
+}
+
+// llama3 rope scaling travels as llama.cpp's rope_freqs tensor (one factor
+// per pair): the frequencies agree to float rounding, not bit for bit, as the
+// factors are rounded to f32 once on the way.
+TEST(GgufLoad, Llama3RopeScalingFromRopeFreqs) {
+  TempDir tmp;
+  Exported e = ExportTiny(tmp, Architecture::kLlama, DType::kF32, false, /*rope_scaling=*/true);
+  std::unique_ptr<Model> hf = MustLoad(e.dir);
+  std::unique_ptr<Model> gguf = MustLoad(e.gguf);
+  EXPECT_EQ(gguf->config().rope_scaling.type, RopeScaling::Type::kFreqFactors);
+  const std::vector<float> a = hf->config().RopeInvFreq(), b = gguf->config().RopeInvFreq();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 3e-7 * a[i]) << "pair " << i;
+  const std::vector<float> x = AllLogits(*hf), y = AllLogits(*gguf);
+  ASSERT_EQ(x.size(), y.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    max_diff = std::max(max_diff, std::fabs(double(x[i]) - y[i]));
+  EXPECT_LT(max_diff, 1e-4);
+}
+
+TEST(GgufLoad, SplitFiles) {
+  TempDir tmp;
+  Exported e = ExportTiny(tmp, Architecture::kQwen3, DType::kBf16);
+  const std::vector<float> want = AllLogits(*MustLoad(e.gguf));
+  // Three parts as gguf-split writes them: the model's keys in the first,
+  // split.no / split.count in each, the tensors shared out in order.
+  const std::string prefix = tmp.Sub("split");
+  auto src = GgufCheckpoint::Open(e.gguf);
+  ASSERT_TRUE(src.ok());
+  std::vector<std::string> names;
+  for (const auto& [name, t] : (*src)->tensors()) names.push_back(name);
+  const int kParts = 3;
+  for (int part = 0; part < kParts; ++part) {
+    auto in_part = [&](const std::string& name) {
+      const size_t i = std::find(names.begin(), names.end(), name) - names.begin();
+      return static_cast<int>(i * kParts / names.size()) == part;
+    };
+    Rewrite(
+        e.gguf, GgufSplitPath(prefix, part, kParts),
+        [&](KvList* kv) {
+          if (part > 0) kv->clear();
+          SetKey(kv, "split.no", U16(static_cast<uint16_t>(part)));
+          SetKey(kv, "split.count", U16(kParts));
+          GgufValue n = GgufValue::I32(static_cast<int32_t>(names.size()));
+          SetKey(kv, "split.tensors.count", n);
+        },
+        in_part);
+  }
+  const std::string first = prefix + "-00001-of-00003.gguf";
+  auto opened = GgufCheckpoint::Open(first);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ((*opened)->files().size(), 3u);
+  EXPECT_EQ((*opened)->tensors().size(), names.size());
+  EXPECT_TRUE(BitEqual(AllLogits(*MustLoad(first)), want));
+  // Any part names the model.
+  EXPECT_TRUE(BitEqual(AllLogits(*MustLoad(prefix + "-00002-of-00003.gguf")), want));
+
+  // A missing part names its file.
+  fs::rename(prefix + "-00003-of-00003.gguf", tmp.Sub("away.gguf"));
+  ExpectLoadError(first, StatusCode::kNotFound, {"split-00003-of-00003.gguf", "split 3 of 3"});
+  fs::rename(tmp.Sub("away.gguf"), prefix + "-00003-of-00003.gguf");
+  // A part that is not what its name says.
+  fs::copy_file(prefix + "-00001-of-00003.gguf", prefix + "-00003-of-00003.gguf",
+                fs::copy_options::overwrite_existing);
+  ExpectLoadError(first, StatusCode::kDataLoss, {"split-00003-of-00003.gguf", "split.no"});
+  // split.count without the NAME-0000K-of-0000N.gguf name.
+  fs::copy_file(first, tmp.Sub("renamed.gguf"));
+  ExpectLoadError(tmp.Sub("renamed.gguf"), StatusCode::kInvalidArgument,
+                  {"renamed.gguf", "split.count"});
+}
+
+TEST(GgufLoad, TruncatedFileNamesTheFile) {
+  TempDir tmp;
+  Exported e = ExportTiny(tmp, Architecture::kQwen3, DType::kF32);
+  const std::string bytes = ReadFile(e.gguf);
+  const std::string cut = tmp.Sub("cut.gguf");
+  // In the header, in the tensor directory, in the data, one byte short.
+  for (size_t size : {size_t{0}, size_t{7}, size_t{100}, bytes.size() / 2, bytes.size() - 1}) {
+    WriteFile(cut, bytes.substr(0, size));
+    auto m = Model::Load(cut, Quiet());
+    ASSERT_FALSE(m.ok()) << size;
+    EXPECT_EQ(m.status().code(), StatusCode::kDataLoss) << size << ": " << m.status().ToString();
+    EXPECT_NE(m.status().message().find("cut.gguf"), std::string::npos) << m.status().ToString();
+  }
+  // Cut in the data: the error names the tensor that runs past the end.
+  WriteFile(cut, bytes.substr(0, bytes.size() - 1));
+  ExpectLoadError(cut, StatusCode::kDataLoss, {"cut.gguf", "tensor \"", "past the end"});
+}
+
+TEST(GgufLoad, UnknownTensorTypeNamesTensorAndId) {
+  TempDir tmp;
+  Exported e = ExportTiny(tmp, Architecture::kQwen3, DType::kF32);
+  std::string bytes = ReadFile(e.gguf);
+  Poke<uint32_t>(&bytes, FindEntry(bytes, "blk.1.attn_v.weight").type_pos, 99);
+  const std::string bad = tmp.Sub("type.gguf");
+  WriteFile(bad, bytes);
+  ExpectLoadError(bad, StatusCode::kUnimplemented, {"type.gguf", "blk.1.attn_v.weight", "99"});
+}
+
+TEST(GgufLoad, TensorOffsetPastTheEnd) {
+  TempDir tmp;
+  Exported e = ExportTiny(tmp, Architecture::kLlama, DType::kF32);
+  std::string bytes = ReadFile(e.gguf);
+  const DirEntry d = FindEntry(bytes, "blk.0.ffn_up.weight");
+  const std::string bad = tmp.Sub("offset.gguf");
+  for (uint64_t offset : {uint64_t{1} << 40, ~uint64_t{0} - 31, uint64_t{bytes.size()} / 32 * 32}) {
+    Poke<uint64_t>(&bytes, d.offset_pos, offset);
+    WriteFile(bad, bytes);
+    ExpectLoadError(bad, StatusCode::kDataLoss, {"offset.gguf", "blk.0.ffn_up.weight"});
+  }
+  // A huge shape is refused before anything is read or allocated.
+  bytes = ReadFile(e.gguf);
+  Poke<uint64_t>(&bytes, FindEntry(bytes, "blk.0.ffn_up.weight").ne_pos + 8, uint64_t{1} << 62);
+  WriteFile(bad, bytes);
+  ExpectLoadError(bad, StatusCode::kDataLoss, {"blk.0.ffn_up.weight", "larger than the file"});
+}
+
+TEST(GgufLoad, MissingOrBadMetadata) {
+  TempDir tmp;
+  Exported e = ExportTiny(tmp, Architecture::kQwen3, DType::kF32);
+  const std::string bad = tmp.Sub("bad.gguf");
+  for (const char* key : {"qwen3.block_count", "qwen3.embedding_length", "qwen3.context_length",
+                          "qwen3.attention.head_count", "qwen3.feed_forward_length",
+                          "qwen3.attention.layer_norm_rms_epsilon", "general.architecture"}) {
+    Rewrite(e.gguf, bad, [&](KvList* kv) { DropKey(kv, key); });
+    ExpectLoadError(bad, StatusCode::kNotFound, {"bad.gguf", key});
+  }
+  Rewrite(e.gguf, bad,
+          [](KvList* kv) { SetKey(kv, "general.architecture", GgufValue::String("mamba")); });
+  ExpectLoadError(bad, StatusCode::kUnimplemented, {"general.architecture", "mamba", "qwen3"});
+  Rewrite(e.gguf, bad, [](KvList* kv) { SetKey(kv, "qwen3.block_count", GgufValue::F32(2)); });
+  ExpectLoadError(bad, StatusCode::kInvalidArgument, {"qwen3.block_count"});
+  Rewrite(e.gguf, bad, [](KvList* kv) { SetKey(kv, "qwen3.vocab_size", GgufValue::U32(7)); });
+  ExpectLoadError(bad, StatusCode::kInvalidArgument, {"qwen3.vocab_size", "token_embd"});
+  Rewrite(e.gguf, bad,
+          [](KvList* kv) { SetKey(kv, "qwen3.rope.scaling.type", GgufValue::String("yarn")); });
+  ExpectLoadError(bad, StatusCode::kUnimplemented, {"qwen3.rope.scaling.type", "yarn"});
+  Rewrite(e.gguf, bad, nullptr, [](const std::string& n) { return n != "blk.1.ffn_up.weight"; });
+  ExpectLoadError(bad, StatusCode::kNotFound, {"bad.gguf", "blk.1.ffn_up.weight"});
+  Rewrite(e.gguf, bad,
+          [](KvList* kv) { SetKey(kv, "qwen3.feed_forward_length", GgufValue::U32(96)); });
+  ExpectLoadError(bad, StatusCode::kInvalidArgument,
+                  {"blk.0.ffn_gate.weight", "[128, 64]", "[96, 64]"});
+  Rewrite(e.gguf, bad,
+          [](KvList* kv) { SetKey(kv, "tokenizer.ggml.eos_token_id", GgufValue::U32(256)); });
+  ExpectLoadError(bad, StatusCode::kInvalidArgument, {"tokenizer.ggml.eos_token_id", "256"});
+}
+
+// The attention kernels' limits are refused at load, naming the limit.
+TEST(GgufLoad, KernelLimitsRejectedAtLoad) {
+  TempDir tmp;
+  Exported e = ExportTiny(tmp, Architecture::kQwen3, DType::kF32);
+  const std::string bad = tmp.Sub("limits.gguf");
+  Rewrite(e.gguf, bad, [](KvList* kv) {
+    SetKey(kv, "qwen3.attention.key_length", GgufValue::U32(1024));
+    SetKey(kv, "qwen3.attention.value_length", GgufValue::U32(1024));
+  });
+  ExpectLoadError(bad, StatusCode::kInvalidArgument, {"qwen3.attention.key_length", "1024", "512"});
+  Rewrite(e.gguf, bad, [](KvList* kv) {
+    SetKey(kv, "qwen3.attention.head_count", GgufValue::U32(34));
+    SetKey(kv, "qwen3.attention.head_count_kv", GgufValue::U32(2));
+  });
+  ExpectLoadError(bad, StatusCode::kInvalidArgument, {"qwen3.attention.head_count_kv", "17", "16"});
+}
+
+// A block-quantized tensor binds in place as a MatrixView of its ggml
+// blocks (the kernels that multiply it are another slice); decode bytes
+// count its row bytes.
+TEST(GgufLoad, QuantizedTensorBindsInPlace) {
+  TempDir tmp;
+  Exported e = ExportTiny(tmp, Architecture::kQwen3, DType::kF32);
+  // blk.0.attn_v.weight is [32, 64] f32. Rewrite it as f16 [32, 34] (68 bytes
+  // a row), then relabel it q8_0 [32, 64]: two 34-byte blocks a row.
+  const std::string mid = tmp.Sub("mid.gguf"), q8 = tmp.Sub("q8.gguf");
+  {
+    auto src = GgufCheckpoint::Open(e.gguf);
+    ASSERT_TRUE(src.ok());
+    GgufWriter w;
+    for (const auto& [k, v] : (*src)->metadata().metadata()) w.Set(k, v);
+    for (const auto& [name, t] : (*src)->tensors()) {
+      const TensorInfo* p = &t;
+      if (name == "blk.0.attn_v.weight") {
+        ASSERT_TRUE(w.AddTensor(name, GgmlType::kF16, {34, 32}, [](uint8_t* dst) {
+                       for (int i = 0; i < 32 * 68; ++i) dst[i] = static_cast<uint8_t>(i * 7);
+                       return OkStatus();
+                     }).ok());
+        continue;
+      }
+      ASSERT_TRUE(
+          w.AddTensor(name, GgmlOf(t.dtype), {t.shape.rbegin(), t.shape.rend()}, [p](uint8_t* dst) {
+             std::memcpy(dst, p->data, p->num_bytes);
+             return OkStatus();
+           }).ok());
+    }
+    ASSERT_TRUE(w.Write(mid).ok());
+  }
+  std::string bytes = ReadFile(mid);
+  const DirEntry d = FindEntry(bytes, "blk.0.attn_v.weight");
+  Poke<uint64_t>(&bytes, d.ne_pos, 64);
+  Poke<uint32_t>(&bytes, d.type_pos, Traits(DType::kQ8_0).ggml_type);
+  WriteFile(q8, bytes);
+
+  std::unique_ptr<Model> m = MustLoad(q8);
+  const ModelWeights& w = dynamic_cast<Decoder&>(*m).weights();
+  const MatrixView& v = w.layers[0].v_proj;
+  EXPECT_EQ(v.dtype, DType::kQ8_0);
+  EXPECT_EQ(v.rows, 32);
+  EXPECT_EQ(v.cols, 64);
+  EXPECT_EQ(v.row_bytes(), 68u);
+  const uint8_t* row1 = v.row(1);
+  for (int i = 0; i < 68; ++i) ASSERT_EQ(row1[i], static_cast<uint8_t>((68 + i) * 7)) << i;
+  std::unique_ptr<Model> f32 = MustLoad(e.gguf);
+  EXPECT_EQ(w.decode_bytes_per_token,
+            dynamic_cast<Decoder&>(*f32).weights().decode_bytes_per_token - 32 * 64 * 4 + 32 * 68);
+
+  // A row that is not whole blocks is refused, naming the tensor.
+  Poke<uint64_t>(&bytes, d.ne_pos, 48);
+  WriteFile(q8, bytes);
+  ExpectLoadError(q8, StatusCode::kDataLoss, {"blk.0.attn_v.weight", "q8_0"});
+  // A quantized norm weight is refused.
+  std::string norm = ReadFile(e.gguf);
+  Poke<uint32_t>(&norm, FindEntry(norm, "blk.0.attn_norm.weight").type_pos,
+                 Traits(DType::kQ8_0).ggml_type);
+  Poke<uint64_t>(&norm, FindEntry(norm, "blk.0.attn_norm.weight").ne_pos, 64);
+  WriteFile(q8, norm);
+  ExpectLoadError(q8, StatusCode::kInvalidArgument, {"blk.0.attn_norm.weight", "q8_0"});
+}
+
+TEST(GgufLoad, NotAGgufFile) {
+  TempDir tmp;
+  WriteFile(tmp.Sub("junk.gguf"), std::string(4096, 'x'));
+  ExpectLoadError(tmp.Sub("junk.gguf"), StatusCode::kInvalidArgument, {"junk.gguf", "not a GGUF"});
+  ExpectLoadError(tmp.Sub("absent.gguf"), StatusCode::kNotFound, {"absent.gguf"});
+}
+
+}  // namespace
+}  // namespace kvfork
