@@ -16,6 +16,7 @@ APT_PACKAGES=(
   libdnnl-dev                                  # oneDNN: the GEMM yardstick in `bench kernels`
   clang-14 libclang-rt-14-dev                  # libFuzzer, sanitizer runtimes
   python3-matplotlib                           # serving benchmark charts (bench/serve)
+  python3-jsonschema                           # structured output e2e: outputs validate
 )
 
 SUDO=""

@@ -21,9 +21,9 @@ namespace kvfork {
 
 class Tokenizer;
 
-// TokenGrammars kept for requests to come (each holds up to
-// grammar::kMaxCachedMasks masks).
-inline constexpr size_t kMaxCachedGrammars = 32;
+// TokenGrammars kept for requests to come (each caches up to
+// grammar::kMaxMaskCacheBytes of masks: 256 MiB at most in all).
+inline constexpr size_t kMaxCachedGrammars = 16;
 
 class ConstraintCache {
  public:

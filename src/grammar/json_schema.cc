@@ -46,14 +46,14 @@ const std::set<std::string>& Annotations() {
 
 class SchemaConverter {
  public:
-  SchemaConverter(const json& root, std::string_view field) : root_(root), field_(field) {}
+  // rules: shared by the schemas of one grammar; prefix: this schema's
+  // rule names (its $refs and optional-property chains).
+  SchemaConverter(const json& root, std::string_view field,
+                  std::map<std::string, std::string>* rules, std::string prefix)
+      : root_(root), field_(field), rules_(*rules), prefix_(std::move(prefix)) {}
 
-  StatusOr<std::string> Convert() {
-    KVFORK_ASSIGN_OR_RETURN(std::string expr, Visit(root_, ""));
-    std::string out = "root ::= " + expr + "\n";
-    for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
-    return out;
-  }
+  // The GBNF expression for the schema's documents; its rules go to `rules`.
+  StatusOr<std::string> Convert() { return Visit(root_, ""); }
 
  private:
   Status Error(const std::string& path, const std::string& what) const {
@@ -112,7 +112,7 @@ class SchemaConverter {
       return Error(path, "'$ref' \"" + ref +
                              "\" is not supported (only \"#\", \"#/$defs/NAME\" and "
                              "\"#/definitions/NAME\" of this schema)");
-    const std::string rule = "ref-" + std::to_string(ref_rules_.size());
+    const std::string rule = prefix_ + "ref-" + std::to_string(ref_rules_.size());
     ref_rules_[ref] = rule;  // before visiting: the definition may refer to itself
     KVFORK_ASSIGN_OR_RETURN(std::string body, Visit(*target, ref));
     rules_[rule] = body;
@@ -330,7 +330,7 @@ class SchemaConverter {
       // subset of the optional properties from k on.
       std::string next;
       for (size_t k = opt.size(); k-- > 0;) {
-        const std::string name = "opt-" + std::to_string(opt_rules_++);
+        const std::string name = prefix_ + "opt-" + std::to_string(opt_rules_++);
         std::string rule = opt[k];
         if (!next.empty()) rule = "(" + rule + " (\",\" space " + next + ")?) | " + next;
         rules_[name] = rule;
@@ -343,7 +343,8 @@ class SchemaConverter {
 
   const json& root_;
   std::string_view field_;
-  std::map<std::string, std::string> rules_;
+  std::map<std::string, std::string>& rules_;
+  std::string prefix_;
   std::map<std::string, std::string> ref_rules_;
   int opt_rules_ = 0;
   int depth_ = 0;
@@ -351,12 +352,25 @@ class SchemaConverter {
 
 }  // namespace
 
-StatusOr<std::string> JsonSchemaGrammar(std::string_view schema_json, std::string_view field) {
+StatusOr<std::string> JsonSchemaGrammarBuilder::Add(std::string_view schema_json,
+                                                    std::string_view field) {
   json schema = json::parse(schema_json, nullptr, /*allow_exceptions=*/false);
   if (schema.is_discarded())
     return InvalidArgumentError("'" + std::string(field) + "' is not JSON");
-  SchemaConverter c(schema, field);
+  SchemaConverter c(schema, field, &rules_, "s" + std::to_string(schemas_++) + "-");
   return c.Convert();
+}
+
+std::string JsonSchemaGrammarBuilder::Build(const std::string& root_expr) const {
+  std::string out = "root ::= " + root_expr + "\n";
+  for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+  return out;
+}
+
+StatusOr<std::string> JsonSchemaGrammar(std::string_view schema_json, std::string_view field) {
+  JsonSchemaGrammarBuilder b;
+  KVFORK_ASSIGN_OR_RETURN(std::string expr, b.Add(schema_json, field));
+  return b.Build(expr);
 }
 
 std::string JsonObjectGrammar() {

@@ -13,6 +13,7 @@
 // is, never silently dropped.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -24,6 +25,28 @@ namespace kvfork::grammar {
 // text). `field` names the request field in errors
 // ("response_format.json_schema.schema").
 StatusOr<std::string> JsonSchemaGrammar(std::string_view schema_json, std::string_view field);
+
+// Several schemas in one grammar (a tool call: one alternative per tool,
+// each `{"name": "f", "arguments": <f's parameters>}` between the
+// template's markers). Add returns the GBNF expression for one schema's
+// documents (ends with optional whitespace); Build makes the grammar whose
+// root is `root_expr` (built from Add's expressions and literals:
+// GbnfLiteral in grammar.h) with every rule the schemas need.
+//
+//   JsonSchemaGrammarBuilder b;
+//   auto args = b.Add(parameters_json, "tools[0].function.parameters");
+//   std::string gbnf = b.Build(GbnfLiteral("<tool_call>\n{\"name\": \"f\", \"arguments\": ") +
+//                              " " + *args + " " + GbnfLiteral("}\n</tool_call>"));
+//   // then server::ConstrainToGbnf(gbnf, "tool_choice", &sampling)
+class JsonSchemaGrammarBuilder {
+ public:
+  StatusOr<std::string> Add(std::string_view schema_json, std::string_view field);
+  std::string Build(const std::string& root_expr) const;
+
+ private:
+  std::map<std::string, std::string> rules_;  // name -> body, shared by the schemas
+  int schemas_ = 0;
+};
 
 // A complete GBNF grammar for any JSON object (response_format json_object).
 std::string JsonObjectGrammar();

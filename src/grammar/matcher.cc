@@ -19,6 +19,8 @@ int32_t Push(std::vector<StackNode>* arena, uint32_t pos, int32_t parent) {
   return static_cast<int32_t>(arena->size() - 1);
 }
 
+}  // namespace
+
 bool SameStack(const std::vector<StackNode>& arena, int32_t a, int32_t b) {
   while (a != b) {
     if (a < 0 || b < 0) return false;
@@ -29,51 +31,94 @@ bool SameStack(const std::vector<StackNode>& arena, int32_t a, int32_t b) {
   return true;
 }
 
+namespace {
+
 void AddHead(const std::vector<StackNode>& arena, int32_t head, std::vector<int32_t>* out) {
   for (int32_t h : *out)
     if (SameStack(arena, h, head)) return;
-  out->push_back(head);
+  if (out->size() < kMaxHeads) out->push_back(head);
 }
 
 // Continues a stack whose next element is `pos`, until every path stops at
 // a kBytes element (a head) or at the end of the whole grammar.
+// Returns from finished rules iteratively (a stack may end in any number of
+// frames whose rest is empty: an input cannot make this recurse); recurses
+// only into rule alternatives, which a grammar nests to a bounded depth.
+// Paths nested past kMaxExpandDepth rules without a byte are dropped.
 void Expand(const Grammar& g, std::vector<StackNode>* arena, uint32_t pos, int32_t parent,
-            std::vector<int32_t>* out, bool* accepting) {
-  const Element& e = g.elements()[pos];
-  switch (e.kind) {
-    case Element::Kind::kBytes:
-      AddHead(*arena, Push(arena, pos, parent), out);
-      return;
-    case Element::Kind::kEnd:
-      if (parent < 0) {
-        *accepting = true;
-      } else {
-        const StackNode frame = (*arena)[parent];
-        Expand(g, arena, frame.pos, frame.parent, out, accepting);
+            std::vector<int32_t>* out, bool* accepting, int depth, int64_t* budget) {
+  for (;;) {
+    if (--*budget < 0) return;
+    const Element& e = g.elements()[pos];
+    switch (e.kind) {
+      case Element::Kind::kBytes:
+        AddHead(*arena, Push(arena, pos, parent), out);
+        return;
+      case Element::Kind::kEnd:
+        if (parent < 0) {
+          *accepting = true;
+          return;
+        }
+        pos = (*arena)[parent].pos;
+        parent = (*arena)[parent].parent;
+        continue;
+      case Element::Kind::kRef: {
+        if (depth >= kMaxExpandDepth) return;
+        // A reference in tail position returns straight to our caller: no
+        // frame, so right recursion (x*, a string's characters) keeps the
+        // stack flat.
+        const int32_t ret = g.elements()[pos + 1].kind == Element::Kind::kEnd
+                                ? parent
+                                : Push(arena, pos + 1, parent);
+        // The last alternative continues this loop (no recursion), so a
+        // chain of optional tails (")"?")"?...) closes at any depth.
+        const std::vector<uint32_t>& alts = g.alternatives(e.value);
+        for (size_t i = 0; i + 1 < alts.size(); ++i)
+          Expand(g, arena, alts[i], ret, out, accepting, depth + 1, budget);
+        pos = alts.back();
+        parent = ret;
+        continue;
       }
-      return;
-    case Element::Kind::kRef: {
-      // A reference in tail position returns straight to our caller: no
-      // frame, so right recursion (x*, a string's characters) keeps the
-      // stack flat.
-      const int32_t ret =
-          g.elements()[pos + 1].kind == Element::Kind::kEnd ? parent : Push(arena, pos + 1, parent);
-      for (uint32_t alt : g.alternatives(e.value)) Expand(g, arena, alt, ret, out, accepting);
-      return;
     }
   }
 }
 
 }  // namespace
 
+void CopyStacks(const std::vector<StackNode>& from, std::vector<int32_t>* heads,
+                std::vector<StackNode>* to) {
+  std::unordered_map<int32_t, int32_t> moved;
+  std::vector<int32_t> chain;
+  for (int32_t& h : *heads) {
+    // Down to the bottom or a node copied already, then copy bottom-first so
+    // a parent is always in `to` before its child (stacks may be deep: no
+    // recursion).
+    chain.clear();
+    int32_t n = h;
+    while (n >= 0 && !moved.count(n)) {
+      chain.push_back(n);
+      n = from[n].parent;
+    }
+    int32_t parent = n < 0 ? -1 : moved[n];
+    for (size_t i = chain.size(); i-- > 0;) {
+      const StackNode& s = from[chain[i]];
+      to->push_back({s.pos, parent, s.hash});
+      parent = static_cast<int32_t>(to->size() - 1);
+      moved[chain[i]] = parent;
+    }
+    h = parent;
+  }
+}
+
 bool StepByte(const Grammar& g, std::vector<StackNode>* arena, std::span<const int32_t> heads,
               uint8_t byte, std::vector<int32_t>* out) {
   out->clear();
   bool accepting = false;
+  int64_t budget = kMaxExpandSteps;
   for (int32_t h : heads) {
     const StackNode node = (*arena)[h];
     if (!g.byte_set(g.elements()[node.pos].value).Test(byte)) continue;
-    Expand(g, arena, node.pos + 1, node.parent, out, &accepting);
+    Expand(g, arena, node.pos + 1, node.parent, out, &accepting, 0, &budget);
   }
   return accepting;
 }
@@ -87,8 +132,9 @@ ByteSet NextBytes(const Grammar& g, const std::vector<StackNode>& arena,
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar)
     : grammar_(std::move(grammar)) {
+  int64_t budget = kMaxExpandSteps;
   for (uint32_t alt : grammar_->alternatives(grammar_->root()))
-    Expand(*grammar_, &arena_, alt, -1, &heads_, &accepting_);
+    Expand(*grammar_, &arena_, alt, -1, &heads_, &accepting_, 0, &budget);
   Compact();
 }
 
@@ -113,19 +159,7 @@ bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
 
 void GrammarMatcher::Compact() {
   std::vector<StackNode> packed;
-  std::unordered_map<int32_t, int32_t> moved;
-  // Copies a chain bottom-first so parents keep lower indices.
-  auto copy = [&](auto&& self, int32_t id) -> int32_t {
-    if (id < 0) return -1;
-    auto it = moved.find(id);
-    if (it != moved.end()) return it->second;
-    const int32_t parent = self(self, arena_[id].parent);
-    packed.push_back({arena_[id].pos, parent, arena_[id].hash});
-    const int32_t n = static_cast<int32_t>(packed.size() - 1);
-    moved[id] = n;
-    return n;
-  };
-  for (int32_t& h : heads_) h = copy(copy, h);
+  CopyStacks(arena_, &heads_, &packed);
   arena_.swap(packed);
 }
 

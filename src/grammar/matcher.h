@@ -35,6 +35,23 @@ struct StackNode {
 bool StepByte(const Grammar& g, std::vector<StackNode>* arena, std::span<const int32_t> heads,
               uint8_t byte, std::vector<int32_t>* out);
 
+// Bounds on one step's work, which only a pathological grammar reaches
+// (("a"?){0,100000} is ambiguous 100,000 ways): the rules it may enter
+// nested before consuming a byte, the elements it may visit, and the parse
+// stacks a state may hold. Paths past them are dropped, so such a grammar is
+// enforced more strictly than written, and a request never stalls the engine.
+inline constexpr int kMaxExpandDepth = 1000;
+inline constexpr int64_t kMaxExpandSteps = 1 << 18;
+inline constexpr size_t kMaxHeads = 256;
+
+// Appends the stacks of *heads (nodes of `from`) to *to, sharing common
+// bottoms, and points *heads at the copies.
+void CopyStacks(const std::vector<StackNode>& from, std::vector<int32_t>* heads,
+                std::vector<StackNode>* to);
+
+// Whether two stacks in one arena hold the same positions top to bottom.
+bool SameStack(const std::vector<StackNode>& arena, int32_t a, int32_t b);
+
 // Union of the bytes the heads accept next.
 ByteSet NextBytes(const Grammar& g, const std::vector<StackNode>& arena,
                   std::span<const int32_t> heads);

@@ -35,7 +35,32 @@ std::shared_ptr<const Vocabulary> Vocabulary::FromTokenBytes(std::vector<std::st
     tokens[path[s.size()]].push_back(id);
     prev = s;
   }
+  // Renumber the nodes in depth-first order, so that a subtree's nodes (and
+  // the tokens listed with them) are contiguous.
+  std::vector<uint32_t> dfs;
+  dfs.reserve(children.size());
+  std::vector<uint32_t> todo = {0};
+  while (!todo.empty()) {
+    const uint32_t n = todo.back();
+    todo.pop_back();
+    dfs.push_back(n);
+    for (auto it = children[n].rbegin(); it != children[n].rend(); ++it) todo.push_back(it->second);
+  }
+  std::vector<uint32_t> new_id(children.size());
+  for (size_t i = 0; i < dfs.size(); ++i) new_id[dfs[i]] = static_cast<uint32_t>(i);
+  {
+    std::vector<std::vector<std::pair<uint8_t, uint32_t>>> c2(children.size());
+    std::vector<std::vector<int32_t>> t2(children.size());
+    for (size_t old = 0; old < children.size(); ++old) {
+      for (auto& [b, c] : children[old]) c = new_id[c];
+      c2[new_id[old]] = std::move(children[old]);
+      t2[new_id[old]] = std::move(tokens[old]);
+    }
+    children.swap(c2);
+    tokens.swap(t2);
+  }
   v->nodes_.resize(children.size());
+  v->subtree_bytes_.resize(children.size());
   for (size_t n = 0; n < children.size(); ++n) {
     Node& node = v->nodes_[n];
     node.child_begin = static_cast<uint32_t>(v->child_byte_.size());
@@ -47,6 +72,17 @@ std::shared_ptr<const Vocabulary> Vocabulary::FromTokenBytes(std::vector<std::st
     node.token_begin = static_cast<uint32_t>(v->node_tokens_.size());
     v->node_tokens_.insert(v->node_tokens_.end(), tokens[n].begin(), tokens[n].end());
     node.token_end = static_cast<uint32_t>(v->node_tokens_.size());
+  }
+  // Children come after their parent: fold subtrees bottom-up.
+  for (size_t n = children.size(); n-- > 0;) {
+    Node& node = v->nodes_[n];
+    node.subtree_end = node.token_end;
+    for (uint32_t c = node.child_begin; c < node.child_end; ++c) {
+      const uint32_t child = v->child_node_[c];
+      v->subtree_bytes_[n].Set(v->child_byte_[c]);
+      v->subtree_bytes_[n].Or(v->subtree_bytes_[child]);
+      node.subtree_end = std::max(node.subtree_end, v->nodes_[child].subtree_end);
+    }
   }
   return v;
 }
@@ -86,8 +122,12 @@ std::shared_ptr<const TokenMask> TokenGrammar::Lookup(const std::string& key) co
 
 void TokenGrammar::Insert(const std::string& key, std::shared_ptr<const TokenMask> mask) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (cache_.size() >= kMaxCachedMasks) cache_.clear();
-  cache_.emplace(key, std::move(mask));
+  const size_t bytes = key.size() + mask->bits.size() * sizeof(uint64_t);
+  if (cache_bytes_ + bytes > kMaxMaskCacheBytes) {
+    cache_.clear();
+    cache_bytes_ = 0;
+  }
+  if (cache_.emplace(key, std::move(mask)).second) cache_bytes_ += bytes;
 }
 
 MaskCacheStats TokenGrammar::cache_stats() const {
@@ -111,10 +151,20 @@ std::shared_ptr<const TokenMask> TokenConstraint::ComputeMask() {
   auto mask = std::make_shared<TokenMask>();
   mask->bits.assign(static_cast<size_t>((vocab.size() + 63) / 64), 0);
   if (!ended_ && !matcher_.Complete()) {
-    arena_ = matcher_.arena();
-    if (levels_.empty()) levels_.resize(1);
-    levels_[0] = matcher_.heads();
-    Walk(0, 0, mask.get());
+    if (dfa_.size() > kMaxDfaStates || dfa_arena_.size() > kMaxDfaNodes) {
+      dfa_.clear();
+      dfa_arena_.clear();
+      dfa_index_.clear();
+    }
+    // The matcher's stacks, copied into the DFA's arena (shared bottoms stay
+    // shared), make the walk's starting state.
+    const size_t mark = dfa_arena_.size();
+    std::vector<int32_t> heads = matcher_.heads();
+    CopyStacks(matcher_.arena(), &heads, &dfa_arena_);
+    const size_t states = dfa_.size();
+    const int32_t start = Intern(std::move(heads), matcher_.CanEnd());
+    if (static_cast<size_t>(start) < states) dfa_arena_.resize(mark);
+    Walk(0, start, mask.get());
   }
   // After an end token only end tokens may follow (ignore_eos keeps going).
   if (ended_ || matcher_.CanEnd())
@@ -129,34 +179,91 @@ std::shared_ptr<const TokenMask> TokenConstraint::ComputeMask() {
   return mask;
 }
 
-void TokenConstraint::Walk(uint32_t node_id, size_t depth, TokenMask* mask) {
-  const Vocabulary& vocab = grammar_->vocab();
-  const Grammar& g = *grammar_->grammar();
-  const Vocabulary::Node& node = vocab.nodes()[node_id];
-  if (levels_.size() < depth + 2) levels_.resize(depth + 2);
-  const ByteSet next = NextBytes(g, arena_, levels_[depth]);
-  for (uint32_t c = node.child_begin; c < node.child_end; ++c) {
-    const uint8_t byte = vocab.child_byte()[c];
-    if (!next.Test(byte)) continue;
-    const size_t mark = arena_.size();
-    // Deeper calls may grow levels_ (moving the buffers, not their
-    // contents): index it again after each call, never hold a reference.
-    std::vector<int32_t> heads;
-    heads.swap(levels_[depth + 1]);
-    const bool accepting = StepByte(g, &arena_, levels_[depth], byte, &heads);
-    levels_[depth + 1].swap(heads);
-    if (levels_[depth + 1].empty() && !accepting) {
-      arena_.resize(mark);
-      continue;
+int32_t TokenConstraint::Intern(std::vector<int32_t> heads, bool accepting) {
+  uint64_t hash = accepting ? 0x9e3779b97f4a7c15ull : 0;
+  for (int32_t h : heads) hash += dfa_arena_[h].hash * 0xbf58476d1ce4e5b9ull + 1;  // order-free
+  auto [lo, hi] = dfa_index_.equal_range(hash);
+  for (auto it = lo; it != hi; ++it) {
+    const DfaState& d = dfa_[it->second];
+    if (d.accepting != accepting || d.heads.size() != heads.size()) continue;
+    bool same = true;
+    for (size_t i = 0; same && i < heads.size(); ++i) {
+      bool found = false;
+      for (int32_t h : d.heads) found = found || SameStack(dfa_arena_, heads[i], h);
+      same = found;
     }
-    const uint32_t child = vocab.child_node()[c];
-    const Vocabulary::Node& cn = vocab.nodes()[child];
-    for (uint32_t t = cn.token_begin; t < cn.token_end; ++t) {
+    if (same) return it->second;
+  }
+  DfaState d;
+  d.next = NextBytes(*grammar_->grammar(), dfa_arena_, heads);
+  d.heads = std::move(heads);
+  d.accepting = accepting;
+  d.hash = hash;
+  d.to.fill(kUnknown);
+  dfa_.push_back(std::move(d));
+  const int32_t id = static_cast<int32_t>(dfa_.size() - 1);
+  dfa_index_.emplace(hash, id);
+  return id;
+}
+
+int32_t TokenConstraint::Next(int32_t state, uint8_t byte) {
+  if (dfa_[state].to[byte] != kUnknown) return dfa_[state].to[byte];
+  if (!dfa_[state].next.Test(byte)) return dfa_[state].to[byte] = kDead;
+  const size_t mark = dfa_arena_.size();
+  const bool accepting =
+      StepByte(*grammar_->grammar(), &dfa_arena_, dfa_[state].heads, byte, &scratch_);
+  if (scratch_.empty() && !accepting) {
+    dfa_arena_.resize(mark);
+    return dfa_[state].to[byte] = kDead;
+  }
+  const size_t states = dfa_.size();
+  const int32_t to = Intern(scratch_, accepting);
+  if (static_cast<size_t>(to) < states) dfa_arena_.resize(mark);  // known: drop the new nodes
+  return dfa_[state].to[byte] = to;
+}
+
+const ByteSet& TokenConstraint::Loop(int32_t state) {
+  if (!dfa_[state].loop_known) {
+    ByteSet loop;
+    for (int b = 0; b < 256; ++b)
+      if (dfa_[state].next.Test(static_cast<uint8_t>(b)) &&
+          Next(state, static_cast<uint8_t>(b)) == state)
+        loop.Set(static_cast<uint8_t>(b));
+    dfa_[state].loop = loop;
+    dfa_[state].loop_known = true;
+  }
+  return dfa_[state].loop;
+}
+
+void TokenConstraint::Walk(uint32_t node_id, int32_t state, TokenMask* mask) {
+  const Vocabulary& vocab = grammar_->vocab();
+  const Vocabulary::Node& node = vocab.nodes()[node_id];
+  auto allow = [&](uint32_t begin, uint32_t end) {
+    for (uint32_t t = begin; t < end; ++t) {
       const int32_t id = vocab.node_tokens()[t];
       mask->bits[id >> 6] |= uint64_t{1} << (id & 63);
     }
-    if (!levels_[depth + 1].empty() && cn.child_begin != cn.child_end) Walk(child, depth + 1, mask);
-    arena_.resize(mark);
+  };
+  for (uint32_t c = node.child_begin; c < node.child_end; ++c) {
+    const uint8_t byte = vocab.child_byte()[c];
+    if (!dfa_[state].next.Test(byte)) continue;
+    const int32_t to = Next(state, byte);
+    if (to == kDead) continue;
+    const uint32_t child = vocab.child_node()[c];
+    const Vocabulary::Node& cn = vocab.nodes()[child];
+    if (to == state) {
+      // Every token below whose bytes all loop back here is allowed.
+      const ByteSet& loop = Loop(state);
+      const ByteSet& below = vocab.subtree_bytes(child);
+      bool all_loop = true;
+      for (int w = 0; w < 4; ++w) all_loop = all_loop && (below.words[w] & ~loop.words[w]) == 0;
+      if (all_loop) {
+        allow(cn.token_begin, cn.subtree_end);
+        continue;
+      }
+    }
+    allow(cn.token_begin, cn.token_end);
+    if (!dfa_[to].heads.empty() && cn.child_begin != cn.child_end) Walk(child, to, mask);
   }
 }
 

@@ -16,6 +16,7 @@
 // TokenConstraint is one sequence's state: its matcher and scratch space.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -53,11 +54,17 @@ class Vocabulary {
   struct Node {
     uint32_t child_begin = 0, child_end = 0;  // into child_byte / child_node
     uint32_t token_begin = 0, token_end = 0;  // into node_tokens: tokens ending here
+    // node_tokens[token_begin, subtree_end): every token of the subtree
+    // (nodes are laid out in depth-first order, tokens with them).
+    uint32_t subtree_end = 0;
   };
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<uint8_t>& child_byte() const { return child_byte_; }
   const std::vector<uint32_t>& child_node() const { return child_node_; }
   const std::vector<int32_t>& node_tokens() const { return node_tokens_; }
+  // The bytes on the edges below a node: a state that loops on all of them
+  // allows the whole subtree without walking it.
+  const ByteSet& subtree_bytes(uint32_t node) const { return subtree_bytes_[node]; }
 
  private:
   std::vector<std::string> token_bytes_;
@@ -65,6 +72,7 @@ class Vocabulary {
   std::vector<uint8_t> child_byte_;
   std::vector<uint32_t> child_node_;
   std::vector<int32_t> node_tokens_;
+  std::vector<ByteSet> subtree_bytes_;
 };
 
 struct TokenMask {
@@ -102,11 +110,17 @@ class TokenGrammar {
   mutable std::mutex mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const TokenMask>> cache_;
   mutable int64_t hits_ = 0, misses_ = 0;
+  mutable size_t cache_bytes_ = 0;
 };
 
-// Distinct states one TokenGrammar keeps masks for; past it the cache starts
-// over (a mask of Qwen3's vocabulary is 19 KB).
-inline constexpr size_t kMaxCachedMasks = 4096;
+// Bytes of masks and keys one TokenGrammar caches; past it the cache starts
+// over. A mask of Qwen3's vocabulary is 19 KB, so about 800 states; a key is
+// the state's stacks (deep nesting makes it long).
+inline constexpr size_t kMaxMaskCacheBytes = 16 << 20;
+
+// Bounds of one sequence's DFA (TokenConstraint): past either, it starts over.
+inline constexpr size_t kMaxDfaStates = 1024;    // 1 KB of transitions each
+inline constexpr size_t kMaxDfaNodes = 1 << 18;  // stack nodes, 16 bytes each
 
 class TokenConstraint {
  public:
@@ -124,13 +138,34 @@ class TokenConstraint {
 
  private:
   std::shared_ptr<const TokenMask> ComputeMask();
-  void Walk(uint32_t node, size_t depth, TokenMask* mask);
+  // The walk runs on a lazily built DFA over matcher states: a state is a
+  // set of stacks (interned: equal sets get one id), and its transition on a
+  // byte is computed once by StepByte and then read from a table. So a trie
+  // node costs an array lookup, and a subtree whose bytes all lead back to
+  // the same state (a string's characters) is allowed whole without a walk.
+  // Kept across steps of the sequence; dropped when it grows past a bound.
+  struct DfaState {
+    std::vector<int32_t> heads;  // in dfa_arena_
+    bool accepting = false;
+    uint64_t hash = 0;
+    ByteSet next;  // bytes some head accepts
+    ByteSet loop;  // bytes leading back here (when loop_known)
+    bool loop_known = false;
+    std::array<int32_t, 256> to;  // kUnknown, kDead or a state id
+  };
+  static constexpr int32_t kUnknown = -2, kDead = -1;
+  int32_t Intern(std::vector<int32_t> heads, bool accepting);
+  int32_t Next(int32_t state, uint8_t byte);
+  const ByteSet& Loop(int32_t state);
+  void Walk(uint32_t node, int32_t state, TokenMask* mask);
 
   std::shared_ptr<const TokenGrammar> grammar_;
   GrammarMatcher matcher_;
   bool ended_ = false;
-  std::vector<StackNode> arena_;              // scratch for the walk
-  std::vector<std::vector<int32_t>> levels_;  // [depth] heads after depth bytes
+  std::vector<StackNode> dfa_arena_;
+  std::vector<DfaState> dfa_;
+  std::unordered_multimap<uint64_t, int32_t> dfa_index_;  // hash -> state id
+  std::vector<int32_t> scratch_;
 };
 
 }  // namespace kvfork::grammar

@@ -111,6 +111,32 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
   EXPECT_FALSE(CompileJsonSchema(R"({"type":"strin"})", "s").ok());
 }
 
+TEST(JsonSchema, SeveralSchemasInOneGrammar) {
+  // A forced tool call: one alternative per tool, each with its own rules.
+  JsonSchemaGrammarBuilder b;
+  auto weather = b.Add(R"({"type":"object","properties":{"city":{"type":"string"},
+    "days":{"type":"integer"}},"required":["city"],"additionalProperties":false})",
+                       "tools[0].function.parameters");
+  auto search = b.Add(R"({"type":"object","properties":{"q":{"type":"string"},
+    "n":{"type":"integer"}},"additionalProperties":false})",
+                      "tools[1].function.parameters");
+  ASSERT_TRUE(weather.ok() && search.ok());
+  const std::string call = GbnfLiteral("<tool_call>\n{\"name\": \"");
+  const std::string root = call + " (" + GbnfLiteral("get_weather\", \"arguments\": ") + " " +
+                           *weather + " | " + GbnfLiteral("search\", \"arguments\": ") + " " +
+                           *search + ") " + GbnfLiteral("}\n</tool_call>");
+  auto g = CompileGbnf(b.Build(root), "tool_choice");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(Matches(*g,
+                      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                      "{\"city\": \"Paris\", \"days\": 3}}\n</tool_call>"));
+  EXPECT_TRUE(Matches(*g, "<tool_call>\n{\"name\": \"search\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(Matches(*g,
+                       "<tool_call>\n{\"name\": \"search\", \"arguments\": "
+                       "{\"city\": \"Paris\"}}\n</tool_call>"));
+  EXPECT_FALSE(Matches(*g, "<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n</tool_call>"));
+}
+
 TEST(JsonObject, AnyObject) {
   auto g = CompileJsonObject();
   EXPECT_TRUE(Matches(g, R"({"a":[1,{"b":null}],"c":"d"})"));

@@ -87,6 +87,34 @@ TEST(Gbnf, DeepRightRecursionKeepsTheStackFlat) {
   EXPECT_LT(m.arena().size(), 8u);
 }
 
+TEST(Gbnf, DeepNestingNeedsNoDeepRecursion) {
+  // 20,000 open frames, then all closed by optional tails in one step: the
+  // matcher and its copies walk the stacks without recursing.
+  auto g = Gbnf(R"g(root ::= "(" root ")"? | "x")g");
+  GrammarMatcher m(g);
+  ASSERT_TRUE(m.AcceptBytes(std::string(20000, '(')));
+  EXPECT_FALSE(m.CanEnd());
+  ASSERT_TRUE(m.AcceptBytes("x"));
+  EXPECT_TRUE(m.CanEnd());
+  EXPECT_FALSE(m.StateKey().empty());
+  ASSERT_TRUE(m.AcceptBytes("))"));
+  EXPECT_TRUE(m.CanEnd());
+}
+
+TEST(Gbnf, PathologicalAmbiguityIsBounded) {
+  // 100,000 nested optional rules, each a parse of the next "a": the step's
+  // work and stacks are capped (kMaxExpandSteps, kMaxHeads), so this
+  // finishes at once instead of stalling (or overflowing) the engine.
+  auto g = Gbnf(R"g(root ::= ("a"?){0,100000} "b")g");
+  GrammarMatcher m(g);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(m.AcceptBytes("a"));
+  EXPECT_LE(m.heads().size(), kMaxHeads);
+  // The same shape with a chain the bounds hold: exact.
+  auto small = Gbnf(R"g(root ::= ("a"?){0,50} "b")g");
+  EXPECT_TRUE(Matches(small, std::string(50, 'a') + "b"));
+  EXPECT_FALSE(Matches(small, std::string(51, 'a') + "b"));
+}
+
 TEST(Gbnf, ErrorsNameTheProblem) {
   auto missing = CompileGbnf("root ::= foo", "grammar");
   ASSERT_FALSE(missing.ok());
