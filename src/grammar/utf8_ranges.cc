@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tokenizer/utf8.h"
+
 namespace kvfork::grammar {
 namespace {
 
@@ -59,23 +61,7 @@ void Split(const std::vector<uint8_t>& lo, const std::vector<uint8_t>& hi, size_
 
 }  // namespace
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+void AppendUtf8(uint32_t cp, std::string* out) { utf8::AppendCodepoint(cp, out); }
 
 std::vector<CodeRange> Complement(std::vector<CodeRange> ranges) {
   ranges.push_back({0xD800, 0xDFFF});

@@ -23,6 +23,7 @@ std::vector<CodeRange> Complement(std::vector<CodeRange> ranges);
 // code points in `ranges` (surrogates dropped).
 std::vector<std::vector<ByteRange>> Utf8Sequences(const std::vector<CodeRange>& ranges);
 
+// The UTF-8 bytes of a code point (tokenizer/utf8.h's encoder).
 void AppendUtf8(uint32_t cp, std::string* out);
 
 }  // namespace kvfork::grammar
