@@ -84,11 +84,14 @@ void QuantizeQ8Row(const float* x, int64_t cols, int block_elems, uint8_t* mem) 
     // q8_K; the inverse scale is what multiplies, so |q| <= 127 up to
     // rounding, clamped for the last ulp.
     const float iscale = amax > 0.0f ? 127.0f / amax : 0.0f;
-    d[b] = amax > 0.0f ? 1.0f / iscale : 0.0f;
     // llama.cpp's block_q8_0 keeps its scale as f16 (q8_K's stays f32): the
     // same rounding here gives the same products as llama.cpp on one file,
     // which its perplexity is compared against (tests/peer).
-    if (block_elems == 32) d[b] = F16ToF32(F32ToF16(amax / 127.0f));
+    if (block_elems == 32) {
+      d[b] = F16ToF32(F32ToF16(amax / 127.0f));
+    } else {
+      d[b] = amax > 0.0f ? 1.0f / iscale : 0.0f;
+    }
     for (int j = 0; j < block_elems; ++j) {
       const float v = std::min(127.0f, std::max(-127.0f, xb[j] * iscale));
       qs[b * block_elems + j] = static_cast<int8_t>(RoundToNearestEven(v));
