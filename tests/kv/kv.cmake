@@ -8,3 +8,8 @@ kvfork_test(kv_parity_test
 kvfork_script_test(kv_property_slow_test
   COMMAND env KVFORK_KV_PROPERTY_OPS=1000000 $<TARGET_FILE:kv_cache_test> --gtest_filter=*KvProperty*
   LABELS slow)
+# KV events: block hash, index events, vLLM msgpack layout, ZeroMQ publisher
+# (loopback sockets).
+kvfork_test(kv_events_test
+  SOURCES kv_events_test.cc
+  LABELS unit LIBS kvfork_kv)
