@@ -124,6 +124,9 @@ class Subscriber:
         self.replica = Replica(verify_hashes=verify_hashes)
         self.topics_seen = set()
         self.error = None
+        # Seqs [lo, hi] a replay applied: the SUB socket may still deliver
+        # them, and they are duplicates, not a restarted publisher.
+        self._replayed = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -146,6 +149,8 @@ class Subscriber:
                     raise ProtocolError(f"replay answer of {len(frames)} frames")
                 seq = int.from_bytes(frames[1], "big", signed=True)
                 if seq == END_SEQ:
+                    if self.replica.next_seq is not None and self.replica.next_seq > start:
+                        self._replayed = (start, self.replica.next_seq - 1)
                     return
                 if seq >= start and (self.replica.next_seq is None or seq >= self.replica.next_seq):
                     self.replica.apply(seq, frames[2])
@@ -162,6 +167,12 @@ class Subscriber:
         seq = int.from_bytes(seq_bytes, "big")
         r = self.replica
         with r.lock:
+            if self._replayed is not None:
+                lo, hi = self._replayed
+                if lo <= seq <= hi:
+                    return  # already applied from the replay
+                if seq > hi:
+                    self._replayed = None
             if r.next_seq is not None and seq < r.next_seq:
                 # The publisher restarted (seq starts over at 0): what we knew
                 # is stale; rebuild from its first batch.
