@@ -1,5 +1,6 @@
 #include "kv/kv_event_publisher.h"
 
+#include <algorithm>
 #include <chrono>
 #include <iterator>
 #include <zmq.hpp>
@@ -65,6 +66,11 @@ StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::Create(
       flag = "--kv-events-replay";
       sockets->replay = std::make_unique<zmq::socket_t>(sockets->context, zmq::socket_type::router);
       sockets->replay->set(zmq::sockopt::linger, 0);
+      // A ROUTER silently drops what exceeds a peer's high-water mark (1000
+      // by default): room for a whole replay and its end marker, so a
+      // subscriber that asks from seq 0 gets every buffered batch.
+      sockets->replay->set(zmq::sockopt::sndhwm,
+                           static_cast<int>(std::min<int64_t>(options.replay_batches + 16, 1 << 30)));
       sockets->replay->bind(options.replay_endpoint);
     }
   } catch (const zmq::error_t& e) {

@@ -295,6 +295,96 @@ TEST(KvEventPublisherTest, PublishesMultipartBatchesAndReplaysFromASeq) {
   EXPECT_EQ(c.replay_requests, 1);
 }
 
+// A queue of two batches, flooded from this (the "engine") thread: Flush
+// never waits; every event handed over is either published or counted as
+// dropped; published batches carry seq numbers without a gap (a drop is not
+// a gap: seq counts published batches, as in vLLM), and replay returns them.
+TEST(KvEventPublisherTest, FullQueueDropsAndCountsWithoutWaiting) {
+  KvEventPublisherOptions o;
+  o.endpoint = "tcp://127.0.0.1:*";
+  o.replay_endpoint = "tcp://127.0.0.1:*";
+  o.max_queued_batches = 2;
+  o.replay_batches = 100000;
+  auto pub = KvEventPublisher::Create(o);
+  ASSERT_TRUE(pub.ok()) << pub.status().ToString();
+  const int kBatches = 20000;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kBatches; ++i) {
+    (*pub)->Emit({KvEvent::Kind::kBlockStored, static_cast<uint64_t>(i), std::nullopt, {1, 2, 3, 4}});
+    (*pub)->Emit({KvEvent::Kind::kBlockRemoved, static_cast<uint64_t>(i), std::nullopt, {}});
+    (*pub)->Flush();
+  }
+  // 20,000 swaps under a mutex: far under the bound even on a loaded machine;
+  // a Flush that waited for the publisher thread would not be.
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  const int64_t total = 2 * kBatches + 1;  // + the start-up AllBlocksCleared
+  KvEventCounters c;
+  for (int tries = 0; tries < 1000; ++tries) {
+    c = (*pub)->counters();
+    if (c.events_published + c.events_dropped == total) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(c.events_published + c.events_dropped, total);
+  EXPECT_EQ(c.events_dropped % 2, 0);  // whole batches
+  EXPECT_EQ(c.events_published, 2 * c.batches_published - 1);
+
+  zmq::context_t ctx;
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::rcvtimeo, 5000);
+  dealer.connect((*pub)->bound_replay_endpoint());
+  const char start[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  dealer.send(zmq::const_buffer(), zmq::send_flags::sndmore);
+  dealer.send(zmq::buffer(start, 8), zmq::send_flags::none);
+  uint64_t expect = 0;
+  for (;;) {
+    std::vector<zmq::message_t> r;
+    ASSERT_TRUE(zmq::recv_multipart(dealer, std::back_inserter(r)));
+    ASSERT_EQ(r.size(), 3u);
+    const uint64_t seq = Seq(r[1]);
+    if (seq == ~uint64_t{0}) break;
+    ASSERT_EQ(seq, expect);
+    ++expect;
+  }
+  EXPECT_EQ(static_cast<int64_t>(expect), c.batches_published);
+}
+
+// More batches than a ZeroMQ socket's default high-water mark (1000): a
+// replay from 0 still returns every one, then the end marker.
+TEST(KvEventPublisherTest, ReplayReturnsTheWholeBuffer) {
+  KvEventPublisherOptions o;
+  o.endpoint = "tcp://127.0.0.1:*";
+  o.replay_endpoint = "tcp://127.0.0.1:*";
+  auto pub = KvEventPublisher::Create(o);
+  ASSERT_TRUE(pub.ok());
+  const int kBatches = 3000;
+  for (int i = 0; i < kBatches; ++i) {
+    (*pub)->Emit({KvEvent::Kind::kBlockRemoved, static_cast<uint64_t>(i), std::nullopt, {}});
+    (*pub)->Flush();
+    // Stay under the default queue of 10,000 batches: nothing is dropped.
+  }
+  for (int tries = 0; tries < 1000 && (*pub)->counters().batches_published < kBatches + 1; ++tries)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ((*pub)->counters().batches_published, kBatches + 1);
+  zmq::context_t ctx;
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::rcvtimeo, 5000);
+  dealer.set(zmq::sockopt::rcvhwm, 0);
+  dealer.connect((*pub)->bound_replay_endpoint());
+  const char start[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  dealer.send(zmq::const_buffer(), zmq::send_flags::sndmore);
+  dealer.send(zmq::buffer(start, 8), zmq::send_flags::none);
+  uint64_t expect = 0;
+  for (;;) {
+    std::vector<zmq::message_t> r;
+    ASSERT_TRUE(zmq::recv_multipart(dealer, std::back_inserter(r))) << "after seq " << expect;
+    const uint64_t seq = Seq(r[1]);
+    if (seq == ~uint64_t{0}) break;
+    ASSERT_EQ(seq, expect);
+    ++expect;
+  }
+  EXPECT_EQ(expect, static_cast<uint64_t>(kBatches + 1));
+}
+
 TEST(KvEventPublisherTest, BadEndpointNamesTheFlag) {
   KvEventPublisherOptions o;
   o.endpoint = "tcp://*:notaport";

@@ -137,6 +137,7 @@ class Subscriber:
             raise ProtocolError(f"missed batches from seq {start} and no replay socket")
         dealer = self.ctx.socket(zmq.DEALER)
         dealer.setsockopt(zmq.LINGER, 0)
+        dealer.setsockopt(zmq.RCVHWM, 0)
         dealer.connect(self.replay_endpoint)
         self.replica.replays += 1
         try:
