@@ -6,3 +6,10 @@ if(KVFORK_SYSTEM_PYTHON)
     COMMAND ${KVFORK_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tests/cli/fleet_sim_smoke_test.py
     LABELS e2e TIMEOUT 300)
 endif()
+# The Dockerfile and the llm-d manifests checked offline: their kvfork
+# arguments start a real server; labels, ports, topic and block size agree.
+if(KVFORK_SYSTEM_PYTHON)
+  kvfork_script_test(deploy_manifest_test
+    COMMAND ${KVFORK_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tests/cli/deploy_manifest_test.py
+    LABELS e2e TIMEOUT 300)
+endif()
