@@ -52,7 +52,8 @@ StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::Create(
   if (options.max_queued_batches < 1 || options.replay_batches < 0)
     return InvalidArgumentError("KV event queue and replay sizes must be positive");
   auto sockets = std::make_unique<Sockets>();
-  const char* flag = "--kv-events";
+  // Which flag's endpoint is being opened, for the error message.
+  std::string flag = "--kv-events " + options.endpoint;
   try {
     sockets->pub.set(zmq::sockopt::sndhwm, options.send_high_water_mark);
     // Half a second at shutdown for the last batches to leave.
@@ -63,7 +64,7 @@ StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::Create(
       sockets->pub.connect(options.endpoint);
     }
     if (!options.replay_endpoint.empty()) {
-      flag = "--kv-events-replay";
+      flag = "--kv-events-replay " + options.replay_endpoint;
       sockets->replay = std::make_unique<zmq::socket_t>(sockets->context, zmq::socket_type::router);
       sockets->replay->set(zmq::sockopt::linger, 0);
       // A ROUTER silently drops what exceeds a peer's high-water mark (1000
@@ -74,9 +75,7 @@ StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::Create(
       sockets->replay->bind(options.replay_endpoint);
     }
   } catch (const zmq::error_t& e) {
-    const std::string& ep = std::string(flag) == "--kv-events" ? options.endpoint
-                                                                : options.replay_endpoint;
-    return InvalidArgumentError(std::string(flag) + " " + ep + ": " + e.what());
+    return InvalidArgumentError(flag + ": " + e.what());
   }
   return std::unique_ptr<KvEventPublisher>(new KvEventPublisher(options, std::move(sockets)));
 }
