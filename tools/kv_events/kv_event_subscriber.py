@@ -16,7 +16,11 @@ reads it:
 
 Each instance rebuilds the set of cached block hashes of one replica. Missed
 batches (a seq gap) and a restarted publisher (seq going back) are repaired
-through the replay socket. Uses Debian's python3-zmq and python3-msgpack.
+through the replay socket. vLLM's protocol has no publisher epoch, so a
+restart is recognised only by the seq going back: a subscriber that is away
+long enough for the new process to publish past the old seq sees a gap
+instead, and would keep stale blocks unless it replays from 0 (kvfork's seq
+0 is AllBlocksCleared). Uses Debian's python3-zmq and python3-msgpack.
 """
 
 import threading
