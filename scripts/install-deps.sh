@@ -17,6 +17,7 @@ APT_PACKAGES=(
   clang-14 libclang-rt-14-dev                  # libFuzzer, sanitizer runtimes
   python3-matplotlib                           # serving benchmark charts (bench/serve)
   python3-jsonschema                           # structured output e2e: outputs validate
+  chromium                                     # the web page's e2e test (puppeteer-core drives it)
 )
 
 SUDO=""

@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "engine/request.h"
+#include "kv/prefix_tree.h"
 
 namespace kvfork {
 
@@ -102,6 +103,11 @@ class Engine {
   // returns its result; blocks the caller for up to one step. Unavailable
   // once the engine has shut down.
   virtual Status CheckKv() = 0;
+  // The KV block counts and at most max_nodes blocks of the prefix tree
+  // (kv/prefix_tree.h), copied on the engine thread between two steps:
+  // blocks the caller for up to one step, costs the engine O(max_nodes).
+  // Unavailable once the engine has shut down.
+  virtual StatusOr<PrefixTreeSnapshot> SnapshotPrefixTree(int64_t max_nodes) = 0;
   // Finishes or aborts every request, releases every block, joins the thread.
   virtual void Shutdown() = 0;
 };

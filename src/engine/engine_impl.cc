@@ -138,6 +138,18 @@ class EngineImpl final : public Engine {
     return result.get();
   }
 
+  StatusOr<PrefixTreeSnapshot> SnapshotPrefixTree(int64_t max_nodes) override {
+    std::future<StatusOr<PrefixTreeSnapshot>> result;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) return UnavailableError("engine is shut down: no cache snapshot");
+      snapshots_.push_back({max_nodes, {}});
+      result = snapshots_.back().result.get_future();
+    }
+    cv_.notify_one();
+    return result.get();
+  }
+
   // Safe from any number of threads at once (the signal path and a
   // destructor, say): one joins, the others wait in call_once until it has.
   void Shutdown() override {
@@ -150,6 +162,12 @@ class EngineImpl final : public Engine {
   }
 
  private:
+  // A SnapshotPrefixTree caller waiting for the engine thread.
+  struct SnapshotAsk {
+    int64_t max_nodes;
+    std::promise<StatusOr<PrefixTreeSnapshot>> result;
+  };
+
   struct Pending {
     Request request;
     std::shared_ptr<RequestStream> stream;
@@ -161,17 +179,19 @@ class EngineImpl final : public Engine {
       std::vector<Pending> submitted;
       std::vector<std::string> cancels;
       std::vector<std::promise<Status>> checks;
+      std::vector<SnapshotAsk> snapshots;
       bool stop = false;
       bool reset = false;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] {
           return stopping_ || !submitted_.empty() || !cancels_.empty() || reset_cache_ ||
-                 !checks_.empty() || scheduler_->HasWork();
+                 !checks_.empty() || !snapshots_.empty() || scheduler_->HasWork();
         });
         submitted.swap(submitted_);
         cancels.swap(cancels_);
         checks.swap(checks_);
+        snapshots.swap(snapshots_);
         stop = stopping_;
         reset = reset_cache_;
         reset_cache_ = false;
@@ -183,6 +203,7 @@ class EngineImpl final : public Engine {
       // Between steps no sequence is half-updated, so the check sees the
       // same state a caller would after the last step.
       for (auto& c : checks) c.set_value(kv_->Check());
+      for (auto& a : snapshots) a.result.set_value(kv_->SnapshotPrefixTree(a.max_nodes));
       if (stop) {
         scheduler_->AbortAll();
         ForgetFinished();
@@ -192,6 +213,9 @@ class EngineImpl final : public Engine {
         stopped_ = true;
         for (auto& c : checks_) c.set_value(UnavailableError("engine is shut down: no KV check"));
         checks_.clear();
+        for (auto& a : snapshots_)
+          a.result.set_value(UnavailableError("engine is shut down: no cache snapshot"));
+        snapshots_.clear();
         return;
       }
       if (scheduler_->HasWork()) {
@@ -255,6 +279,7 @@ class EngineImpl final : public Engine {
   std::vector<Pending> submitted_;
   std::vector<std::string> cancels_;
   std::vector<std::promise<Status>> checks_;  // CheckKv callers waiting for the thread
+  std::vector<SnapshotAsk> snapshots_;        // SnapshotPrefixTree callers, likewise
   std::unordered_set<std::string> ids_;       // requests submitted and not yet ended
   int64_t waiting_now_ = 0;
   uint64_t next_arrival_ = 0;

@@ -38,6 +38,7 @@
 
 #include "core/status.h"
 #include "kernels/kv_layout.h"
+#include "kv/prefix_tree.h"
 
 namespace kvfork {
 
@@ -162,6 +163,9 @@ class KvCache {
   virtual std::span<const int32_t> Tokens(SeqId seq) const = 0;
 
   virtual KvCacheStats Stats() const = 0;
+  // The block counts and at most max_nodes blocks of the prefix tree
+  // (prefix_tree.h). The dense backend has no tree: has_tree false, no nodes.
+  virtual PrefixTreeSnapshot SnapshotPrefixTree(int64_t max_nodes) const;
   // Drops every cached (unreferenced) block / snapshot; running sequences
   // are untouched.
   virtual void ResetPrefixCache() = 0;

@@ -305,6 +305,14 @@ KvCacheStats PagedKvCache::Stats() const {
   return st;
 }
 
+PrefixTreeSnapshot PagedKvCache::SnapshotPrefixTree(int64_t max_nodes) const {
+  PrefixTreeSnapshot t = KvCache::SnapshotPrefixTree(max_nodes);
+  t.has_tree = true;
+  t.clock = pool_->clock();
+  index_->SnapshotTree(max_nodes, &t);
+  return t;
+}
+
 void PagedKvCache::ResetPrefixCache() {
   for (BlockId b = index_->PopLru(); b != kNoBlock; b = index_->PopLru()) pool_->Free(b);
 }

@@ -8,3 +8,7 @@ kvfork_test(kv_parity_test
 kvfork_script_test(kv_property_slow_test
   COMMAND env KVFORK_KV_PROPERTY_OPS=1000000 $<TARGET_FILE:kv_cache_test> --gtest_filter=*KvProperty*
   LABELS slow)
+# The prefix tree snapshot behind GET /v1/cache/tree (issue 29).
+kvfork_test(prefix_tree_test
+  SOURCES prefix_tree_test.cc
+  LABELS unit LIBS kvfork_kv)
