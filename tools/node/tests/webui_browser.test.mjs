@@ -177,6 +177,34 @@ test('chat streams, the same conversation is all cached, a branch adds one branc
   await page.hover('#tree .segment.shared rect');
   await shot(page, 'cache-view');
 
+  // A few thousand blocks (the route's default cap is 4,096): 250
+  // conversations of 15 blocks behind a 10-block system prompt. The chart
+  // merges single-child chains, so it draws one shape per branch and one for
+  // the shared prefix. (Its time is printed, never asserted.)
+  await showTab(page, 'chat');  // stops the live polling that would redraw
+  const big = await page.evaluate(async () => {
+    const { CacheView } = await import('/cache_view.js');
+    const nodes = [];
+    let id = 0;
+    for (let i = 0; i < 10; i++) { nodes.push([id, id - 1, 16, 1, id]); id++; }
+    for (let c = 0; c < 250; c++) {
+      let parent = 9;
+      for (let k = 0; k < 15; k++) { nodes.push([id, parent, 16, k < 3 ? 1 : 0, id]); parent = id++; }
+    }
+    const view = new CacheView();
+    const t0 = performance.now();
+    view.drawTree({ nodes, has_tree: true, block_size: 16, nodes_total: nodes.length, truncated: false, tenant_salts: 0 });
+    return {
+      ms: performance.now() - t0, blocks: nodes.length,
+      shapes: document.querySelectorAll('#tree .segment').length,
+      leaves: Number(document.getElementById('tree').dataset.leaves),
+    };
+  });
+  console.log(`drawing ${big.blocks} blocks as ${big.shapes} shapes took ${big.ms.toFixed(1)} ms`);
+  assert.equal(big.blocks, 3760);
+  assert.equal(big.shapes, 251);
+  assert.equal(big.leaves, 250);
+
   // Edit-and-resend the branch's question: the turns before it are reused.
   await showTab(page, 'chat');
   await page.click('#messages .message.user[data-index="2"] button.edit');
