@@ -63,8 +63,8 @@ StatusOr<double> ParseMaxStepMs(const std::string& value) {
 }
 
 StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
-  KVFORK_ASSIGN_OR_RETURN(
-      Flags flags, Flags::Parse(argc, argv, {"no-prefix-cache", "log-prompts", "no-webui"}));
+  KVFORK_ASSIGN_OR_RETURN(Flags flags,
+                          Flags::Parse(argc, argv, {"no-prefix-cache", "log-prompts", "no-webui"}));
   ServeConfig c;
   KVFORK_ASSIGN_OR_RETURN(c.model_dir, flags.GetRequiredString("model"));
   KVFORK_ASSIGN_OR_RETURN(c.tokenizer_dir, flags.GetString("tokenizer", ""));

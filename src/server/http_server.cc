@@ -441,7 +441,6 @@ struct HttpServer::Impl {
       if (!tree.ok()) return ReplyError(res, FromStatus(tree.status()));
       Reply(res, 200, DumpJson(CacheTreeJson(*tree, max_nodes)));
     });
-    if (options.webui) InstallWebUi();
     router.Add("POST", "/v1/cache/reset", [this](const HttpRequest& req, HttpResponse& res) {
       if (auto err = CheckAdmin(req)) return ReplyError(res, *err);
       if (auto err = CheckReady()) return ReplyError(res, *err);
@@ -481,6 +480,7 @@ struct HttpServer::Impl {
     router.Add("POST", "/apply-template", [this](const HttpRequest& req, HttpResponse& res) {
       HandleApplyTemplate(req, res);
     });
+    if (options.webui) InstallWebUi();
   }
 
   // GET / and the page's files (webui_assets.h), served without auth: the

@@ -49,10 +49,10 @@ TEST(PrefixTreeSnapshot, EmptyCacheHasNoNodes) {
 
 TEST(PrefixTreeSnapshot, SharedPrefixIsOneChainThatForks) {
   auto c = MakePaged(64);
-  const auto shared = Range(100, 8);  // 2 full blocks
+  const auto shared = Range(100, 8);                     // 2 full blocks
   SeqId a = Prefill(*c, Concat(shared, Range(200, 6)));  // + 1 full + partial(2)
   SeqId b = Prefill(*c, Concat(shared, Range(300, 4)));  // + 1 full
-  c->Release(a);  // a stays cached; b still runs
+  c->Release(a);                                         // a stays cached; b still runs
   PrefixTreeSnapshot t = c->SnapshotPrefixTree(100);
   ASSERT_TRUE(c->Check().ok());
   // shared: 2 nodes; a: 1 full + 1 partial tail; b: 1 full.

@@ -40,8 +40,8 @@ TEST(WebUiAssets, EveryReferenceResolvesAndNothingIsExternal) {
   int refs = 0;
   for (const WebAsset& a : WebUiAssets()) {
     // The SVG namespace is a name, not a URL anything fetches.
-    const std::string body = std::regex_replace(std::string(a.body),
-                                                std::regex(R"(http://www\.w3\.org/2000/svg)"), "");
+    const std::string body =
+        std::regex_replace(std::string(a.body), std::regex(R"(http://www\.w3\.org/2000/svg)"), "");
     EXPECT_EQ(body.find("http://"), std::string::npos) << a.path;
     EXPECT_EQ(body.find("https://"), std::string::npos) << a.path;
     if (a.path.ends_with(".html")) {
@@ -97,7 +97,8 @@ TEST(CacheTree, JsonHasCountsColumnsAndRows) {
   EXPECT_EQ(j["object"], "kv_cache.tree");
   EXPECT_EQ(j["has_tree"], true);
   EXPECT_EQ(j["block_size"], 16);
-  EXPECT_EQ(j["blocks"], (nlohmann::json{{"total", 100}, {"used", 3}, {"cached", 7}, {"free", 90}}));
+  EXPECT_EQ(j["blocks"],
+            (nlohmann::json{{"total", 100}, {"used", 3}, {"cached", 7}, {"free", 90}}));
   EXPECT_EQ(j["clock"], 77);
   EXPECT_EQ(j["tenant_salts"], 2);
   EXPECT_EQ(j["nodes_total"], 9);

@@ -229,7 +229,8 @@ export class ChatView {
   }
 
   async runTurn(c) {
-    const body = { model: this.model(), messages: this.requestMessages(c), ...this.sampling() };
+    // The model may be left out (the server has one) until /v1/models answered.
+    const body = { model: this.model() || undefined, messages: this.requestMessages(c), ...this.sampling() };
     const answer = { role: 'assistant', content: '', pending: true };
     c.messages.push(answer);
     this.controller = new AbortController();

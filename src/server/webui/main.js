@@ -30,6 +30,8 @@ async function connect() {
     status.textContent = e.message;
     status.className = 'bad';
     if (e.needsKey) askForKey('This server needs an API key (kvfork serve --api-key). It is kept for this tab only (sessionStorage).');
+    // Still loading the model (503) or not reachable: try again shortly.
+    if (e.status === 503 || e.status === 0) setTimeout(connect, 2000);
     return false;
   }
 }
