@@ -122,20 +122,29 @@ test('chat streams, the same conversation is all cached, a branch adds one branc
     e.dispatchEvent(new Event('change'));
   });
 
-  // Every text the answer shows while it streams (each chunk sets it once).
+  // Every text the answer shows while it streams (each chunk sets it once),
+  // and how many separate deliveries brought them: chunks that arrived in
+  // one network read would all come in one observer call.
   await page.evaluate(() => {
     window.__streamed = [];
+    window.__deliveries = 0;
     new MutationObserver((records) => {
+      let grew = false;
       for (const r of records) {
         const box = r.target.closest?.('.message.assistant.pending');
-        if (box) for (const n of r.addedNodes) if (n.nodeType === 3) window.__streamed.push(n.data);
+        if (!box) continue;
+        for (const n of r.addedNodes) {
+          if (n.nodeType === 3) { window.__streamed.push(n.data); grew = true; }
+        }
       }
+      if (grew) window.__deliveries += 1;
     }).observe(document.getElementById('messages'), { childList: true, subtree: true });
   });
   const first = await sendAndWait(page, 'What does a KV cache hold?');
   assert.equal(first.error, null);
   const streamed = await page.evaluate(() => window.__streamed);
   assert.ok(new Set(streamed).size >= 2, 'the answer grew chunk by chunk: ' + JSON.stringify(streamed));
+  assert.ok(await page.evaluate(() => window.__deliveries) >= 2, 'the chunks arrived over time, not at once');
   assert.equal(streamed.at(-1), first.content);
   assert.ok(first.prompt > 0);
   assert.ok(['length', 'stop'].includes(first.finish));
