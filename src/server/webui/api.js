@@ -53,6 +53,20 @@ export async function getJson(path) {
   return res.json();
 }
 
+// POST path with a JSON body; the answer as JSON. Throws ApiError.
+export async function postJson(path, body = {}) {
+  let res;
+  try {
+    res = await fetch(path, {
+      method: 'POST', headers: headers({ 'Content-Type': 'application/json' }), body: JSON.stringify(body),
+    });
+  } catch (e) {
+    throw new ApiError('cannot reach the server: ' + e.message);
+  }
+  if (!res.ok) throw await errorOf(res);
+  return res.json();
+}
+
 // POST /v1/chat/completions with stream: true. Calls onChunk(chunk) for every
 // SSE chunk in order and resolves when [DONE] arrives. Throws ApiError on an
 // HTTP error, an error event in the stream, or a stream that ends without

@@ -1,7 +1,7 @@
 // The cache tab: polls GET /v1/cache/tree and /v1/cache/stats every
 // POLL_MS while the tab is shown, and draws the block bar, the prefix tree
 // as an icicle chart (tree_layout.js) and the prefix hit rate over time.
-import { getJson } from './api.js';
+import { getJson, postJson } from './api.js';
 import { el, svg } from './dom.js';
 import { buildSegments } from './tree_layout.js';
 
@@ -20,6 +20,18 @@ export class CacheView {
     this.treeInfo = document.getElementById('tree-info');
     this.hitChart = document.getElementById('hit-chart');
     this.hitInfo = document.getElementById('hit-info');
+    document.getElementById('reset-cache').addEventListener('click', () => this.reset());
+  }
+
+  // POST /v1/cache/reset: drops every cached block (running requests keep theirs).
+  async reset() {
+    try {
+      await postJson('/v1/cache/reset');
+      this.poll();
+    } catch (e) {
+      this.error.hidden = false;
+      this.error.textContent = 'Cannot reset the cache: ' + e.message;
+    }
   }
 
   show() {
@@ -86,6 +98,11 @@ export class CacheView {
     // User units = pixels at the SVG's width now, so labels keep their shape.
     const width = Math.max(200, this.tree.clientWidth || 1000);
     const scale = layout.maxTokens ? width / layout.maxTokens : 1;
+    // Cached blocks fade with age (last use, LRU ticks): the palest leaves
+    // are the first evicted when the pool runs short.
+    let oldest = t.clock ?? 0;
+    for (const n of rows) oldest = Math.min(oldest, n[4]);
+    const span = (t.clock ?? 0) - oldest;
     const g = svg('g');
     for (const s of layout.segments) {
       const x = s.start * scale;
@@ -98,13 +115,17 @@ export class CacheView {
       title.textContent =
         `${s.blocks} block${s.blocks > 1 ? 's' : ''}, tokens ${s.start}-${s.start + s.tokens}` +
         (shared ? `, shared by ${s.leaves} branches` : '') +
-        (s.usedBlocks ? `, ${s.usedBlocks} in use (up to ${s.maxRefcount} sequences)` : ', cached');
+        (s.usedBlocks ? `, ${s.usedBlocks} in use (up to ${s.maxRefcount} sequences)` : ', cached') +
+        `, last used ${(t.clock ?? 0) - s.lastUse} block uses ago`;
       const group = svg('g', { class: 'segment' + (shared ? ' shared' : '') }, title);
       // A referenced block pins its whole chain, so a segment's in-use blocks
       // come first: one rectangle for them, one for the cached rest.
       if (usedW > 0) group.append(svg('rect', { class: 'used', x, y, width: Math.max(1, usedW), height: h }));
       if (s.tokens > s.usedTokens) {
-        group.append(svg('rect', { class: 'cached', x: x + usedW, y, width: Math.max(1, w - usedW), height: h }));
+        const rect = svg('rect', { class: 'cached', x: x + usedW, y, width: Math.max(1, w - usedW), height: h });
+        const fresh = span > 0 ? (s.lastUse - oldest) / span : 1;
+        rect.style.fillOpacity = (0.3 + 0.7 * fresh).toFixed(2);
+        group.append(rect);
       }
       if (h >= 12 && w >= 60) {
         const label = svg('text', { x: x + 4, y: y + Math.min(h / 2 + 4, 16) });
@@ -126,7 +147,9 @@ export class CacheView {
       if (this.history.length > HISTORY) this.history.shift();
     }
     this.last = s;
-    const w = 600, h = 120;
+    // User units = pixels at the chart's width now, so dots stay round.
+    const w = Math.max(200, this.hitChart.clientWidth || 600), h = 120;
+    this.hitChart.setAttribute('viewBox', `0 0 ${w} ${h}`);
     const step = (w - 8) / (HISTORY - 1);
     const points = [];
     let active = 0;

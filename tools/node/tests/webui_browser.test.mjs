@@ -251,6 +251,21 @@ test('chat streams, the same conversation is all cached, a branch adds one branc
   assert.equal(stopped.finish, 'stopped');
   assert.ok(stopped.content.length > 0);
 
+  // Drop cached blocks: the tree empties, every block is free. (First the
+  // stopped request must be gone: its blocks would be cached after the reset.)
+  for (;;) {
+    const s = await (await fetch(server.url + '/v1/cache/stats')).json();
+    if (!s.requests_running && !s.requests_waiting && !s.blocks_used) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await showTab(page, 'cache');
+  await page.click('#reset-cache');
+  await page.waitForFunction(() => Number(document.getElementById('tree').dataset.leaves) === 0, { timeout: 10000 });
+  const emptied = await page.$eval('#block-bar', (e) => ({ ...e.dataset }));
+  assert.equal(Number(emptied.cached), 0);
+  assert.equal(Number(emptied.free), Number(emptied.total));
+  await showTab(page, 'chat');
+
   // A stream cut off by the server's death: the partial answer and the
   // conversation stay, the message says what happened.
   await page.type('#prompt', 'A long answer, please.');
