@@ -553,7 +553,8 @@ struct HttpServer::Impl {
   std::string RouteLabel(const std::string& path) const {
     std::string pattern = router.Pattern(path);
     if (pattern.empty()) return "other";
-    if (pattern.back() == '/') pattern.pop_back();  // "/v1/models/" -> "/v1/models"
+    // "/v1/models/" -> "/v1/models"; the page's "/" stays "/".
+    if (pattern.size() > 1 && pattern.back() == '/') pattern.pop_back();
     return pattern;
   }
 

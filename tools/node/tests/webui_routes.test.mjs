@@ -56,6 +56,10 @@ test('GET / serves the page and its files, without auth, with a CSP', async () =
   assert.equal((await fetch(s.url + '/embed.cmake')).status, 404);
   // The API behind the page still wants the key.
   assert.equal((await fetch(s.url + '/v1/models')).status, 401);
+  // Metrics name the page's routes by their paths.
+  const metrics = await (await fetch(s.url + '/metrics')).text();
+  assert.match(metrics, /kvfork_http_responses_total\{route="\/",code="200"\} [1-9]/);
+  assert.match(metrics, /kvfork_http_responses_total\{route="\/main.js",code="200"\} [1-9]/);
 });
 
 test('/v1/cache/tree: admin only with keys; salts only as a count', async () => {
