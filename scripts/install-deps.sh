@@ -20,6 +20,7 @@ APT_PACKAGES=(
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev    # KV events: ZeroMQ PUB/ROUTER, msgpack (vLLM's format)
   python3-zmq python3-msgpack                  # KV-event subscriber tests (vLLM's documented schema)
   python3-yaml                                 # deployment manifests checked offline (deploy_manifest_test)
+  chromium                                     # the web page's e2e test (puppeteer-core drives it)
 )
 
 SUDO=""

@@ -75,7 +75,7 @@ StatusOr<double> ParseMaxStepMs(const std::string& value) {
 
 StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   KVFORK_ASSIGN_OR_RETURN(Flags flags,
-                          Flags::Parse(argc, argv, {"no-prefix-cache", "log-prompts"}));
+                          Flags::Parse(argc, argv, {"no-prefix-cache", "log-prompts", "no-webui"}));
   ServeConfig c;
   KVFORK_ASSIGN_OR_RETURN(c.model_dir, flags.GetRequiredString("model"));
   KVFORK_ASSIGN_OR_RETURN(c.tokenizer_dir, flags.GetString("tokenizer", ""));
@@ -98,6 +98,7 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   KVFORK_ASSIGN_OR_RETURN(std::string cors, flags.GetString("cors-origins", ""));
   KVFORK_ASSIGN_OR_RETURN(std::string name, flags.GetString("served-model-name", ""));
   c.server.log_prompts = flags.GetBool("log-prompts");
+  c.server.webui = !flags.GetBool("no-webui");
   KVFORK_ASSIGN_OR_RETURN(std::string special_in_content,
                           flags.GetString("special-tokens-in-content", "text"));
   KVFORK_ASSIGN_OR_RETURN(c.server.tool_call_parser, flags.GetString("tool-call-parser", "auto"));

@@ -12,6 +12,7 @@
 #include "core/status.h"
 #include "engine/request.h"
 #include "kv/kv_events.h"
+#include "kv/prefix_tree.h"
 
 namespace kvfork {
 
@@ -114,6 +115,11 @@ class Engine {
   // index, read on the engine thread between two steps (waits up to one
   // step): the set KV-event subscribers rebuild. Unavailable once shut down.
   virtual StatusOr<std::vector<uint64_t>> KvBlockHashes() = 0;
+  // The KV block counts and at most max_nodes blocks of the prefix tree
+  // (kv/prefix_tree.h), copied on the engine thread between two steps:
+  // blocks the caller for up to one step, costs the engine O(max_nodes).
+  // Unavailable once the engine has shut down.
+  virtual StatusOr<PrefixTreeSnapshot> SnapshotPrefixTree(int64_t max_nodes) = 0;
   // Finishes or aborts every request, releases every block, joins the thread.
   virtual void Shutdown() = 0;
 };

@@ -145,6 +145,13 @@ class EngineImpl final : public Engine {
       if (stopped_) return UnavailableError("engine is shut down: no KV block hashes");
       hash_queries_.emplace_back();
       result = hash_queries_.back().get_future();
+  StatusOr<PrefixTreeSnapshot> SnapshotPrefixTree(int64_t max_nodes) override {
+    std::future<StatusOr<PrefixTreeSnapshot>> result;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) return UnavailableError("engine is shut down: no cache snapshot");
+      snapshots_.push_back({max_nodes, {}});
+      result = snapshots_.back().result.get_future();
     }
     cv_.notify_one();
     return result.get();
@@ -162,6 +169,12 @@ class EngineImpl final : public Engine {
   }
 
  private:
+  // A SnapshotPrefixTree caller waiting for the engine thread.
+  struct SnapshotAsk {
+    int64_t max_nodes;
+    std::promise<StatusOr<PrefixTreeSnapshot>> result;
+  };
+
   struct Pending {
     Request request;
     std::shared_ptr<RequestStream> stream;
@@ -174,6 +187,7 @@ class EngineImpl final : public Engine {
       std::vector<std::string> cancels;
       std::vector<std::promise<Status>> checks;
       std::vector<std::promise<StatusOr<std::vector<uint64_t>>>> hash_queries;
+      std::vector<SnapshotAsk> snapshots;
       bool stop = false;
       bool reset = false;
       {
@@ -181,11 +195,13 @@ class EngineImpl final : public Engine {
         cv_.wait(lock, [&] {
           return stopping_ || !submitted_.empty() || !cancels_.empty() || reset_cache_ ||
                  !checks_.empty() || !hash_queries_.empty() || scheduler_->HasWork();
+                 !checks_.empty() || !snapshots_.empty() || scheduler_->HasWork();
         });
         submitted.swap(submitted_);
         cancels.swap(cancels_);
         checks.swap(checks_);
         hash_queries.swap(hash_queries_);
+        snapshots.swap(snapshots_);
         stop = stopping_;
         reset = reset_cache_;
         reset_cache_ = false;
@@ -198,6 +214,7 @@ class EngineImpl final : public Engine {
       // same state a caller would after the last step.
       for (auto& c : checks) c.set_value(kv_->Check());
       for (auto& q : hash_queries) q.set_value(kv_->BlockHashes());
+      for (auto& a : snapshots) a.result.set_value(kv_->SnapshotPrefixTree(a.max_nodes));
       if (stop) {
         scheduler_->AbortAll();
         ForgetFinished();
@@ -211,6 +228,9 @@ class EngineImpl final : public Engine {
           q.set_value(UnavailableError("engine is shut down: no KV block hashes"));
         hash_queries_.clear();
         FlushKvEvents();
+        for (auto& a : snapshots_)
+          a.result.set_value(UnavailableError("engine is shut down: no cache snapshot"));
+        snapshots_.clear();
         return;
       }
       if (scheduler_->HasWork()) {
@@ -282,6 +302,7 @@ class EngineImpl final : public Engine {
   std::vector<std::string> cancels_;
   std::vector<std::promise<Status>> checks_;  // CheckKv callers waiting for the thread
   std::vector<std::promise<StatusOr<std::vector<uint64_t>>>> hash_queries_;  // KvBlockHashes callers
+  std::vector<SnapshotAsk> snapshots_;        // SnapshotPrefixTree callers, likewise
   std::unordered_set<std::string> ids_;       // requests submitted and not yet ended
   int64_t waiting_now_ = 0;
   uint64_t next_arrival_ = 0;

@@ -55,6 +55,7 @@ class BlockPool {
   // A global use counter; Touch stamps the block with the next value (LRU).
   uint64_t Touch(BlockId id) { return ticks_[id] = ++clock_; }
   uint64_t tick(BlockId id) const { return ticks_[id]; }
+  uint64_t clock() const { return clock_; }  // the last tick handed out
 
  private:
   BlockPool(const KvLayout& layout, int64_t num_blocks, uint8_t* base, size_t map_bytes);

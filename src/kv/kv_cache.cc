@@ -49,6 +49,17 @@ Status ValidateKvLayout(const KvLayout& layout) {
   return OkStatus();
 }
 
+PrefixTreeSnapshot KvCache::SnapshotPrefixTree(int64_t /*max_nodes*/) const {
+  const KvCacheStats st = Stats();
+  PrefixTreeSnapshot t;
+  t.block_size = layout().block_size;
+  t.blocks_total = st.blocks_total;
+  t.blocks_free = st.blocks_free;
+  t.blocks_used = st.blocks_used;
+  t.blocks_cached = st.blocks_cached;
+  return t;
+}
+
 int64_t DefaultKvCacheBytes() {
   int64_t available_kib = 0;
   std::ifstream meminfo("/proc/meminfo");

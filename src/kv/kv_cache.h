@@ -40,6 +40,7 @@
 #include "core/status.h"
 #include "kernels/kv_layout.h"
 #include "kv/kv_events.h"
+#include "kv/prefix_tree.h"
 
 namespace kvfork {
 
@@ -164,6 +165,9 @@ class KvCache {
   virtual std::span<const int32_t> Tokens(SeqId seq) const = 0;
 
   virtual KvCacheStats Stats() const = 0;
+  // The block counts and at most max_nodes blocks of the prefix tree
+  // (prefix_tree.h). The dense backend has no tree: has_tree false, no nodes.
+  virtual PrefixTreeSnapshot SnapshotPrefixTree(int64_t max_nodes) const;
   // Drops every cached (unreferenced) block / snapshot; running sequences
   // are untouched. With an event sink: AllBlocksCleared when the index is
   // empty afterwards, else one BlockRemoved per dropped full block.

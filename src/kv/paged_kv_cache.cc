@@ -305,6 +305,14 @@ KvCacheStats PagedKvCache::Stats() const {
   return st;
 }
 
+PrefixTreeSnapshot PagedKvCache::SnapshotPrefixTree(int64_t max_nodes) const {
+  PrefixTreeSnapshot t = KvCache::SnapshotPrefixTree(max_nodes);
+  t.has_tree = true;
+  t.clock = pool_->clock();
+  index_->SnapshotTree(max_nodes, &t);
+  return t;
+}
+
 void PagedKvCache::ResetPrefixCache() {
   if (sink_ != nullptr && index_->NoneReferenced()) {
     // Everything goes: one AllBlocksCleared instead of a BlockRemoved each.

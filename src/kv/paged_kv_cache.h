@@ -54,6 +54,7 @@ class PagedKvCache final : public KvCache {
   std::span<const BlockId> BlockIds(SeqId seq) const { return Get(seq).blocks; }
 
   KvCacheStats Stats() const override;
+  PrefixTreeSnapshot SnapshotPrefixTree(int64_t max_nodes) const override;
   void ResetPrefixCache() override;
   Status SetEventSink(KvEventSink* sink) override;
   std::vector<uint64_t> BlockHashes() const override { return index_->FullBlockHashes(); }

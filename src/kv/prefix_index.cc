@@ -69,6 +69,7 @@ void PrefixIndex::Register(BlockId id, BlockId parent, uint64_t salt_key,
   KVFORK_CHECK(!tokens.empty() && static_cast<int>(tokens.size()) <= block_size_);
   KVFORK_CHECK(parent == kNoBlock || nodes_[parent].registered);
   n.registered = true;
+  ++num_registered_;
   n.full = static_cast<int>(tokens.size()) == block_size_;
   n.parent = parent;
   n.salt_key = salt_key;
@@ -151,6 +152,7 @@ void PrefixIndex::Unregister(BlockId id, bool announce) {
   if (n.parent == kNoBlock && siblings.empty()) root_children_.erase(n.salt_key);
   BlockId parent = n.parent;
   n = Node();
+  --num_registered_;
   --num_cached_;
   if (parent != kNoBlock) MaybeAddLeaf(parent);
 }
@@ -199,7 +201,35 @@ std::vector<BlockId> PrefixIndex::RedundantPartials(BlockId parent, uint64_t sal
   return out;
 }
 
+void PrefixIndex::SnapshotTree(int64_t max_nodes, PrefixTreeSnapshot* out) const {
+  out->num_registered = num_registered_;
+  out->num_salts = static_cast<int64_t>(root_children_.size()) - (root_children_.count(0) ? 1 : 0);
+  // Salt keys in a fixed order so two snapshots list roots alike; the key
+  // itself never leaves the index.
+  std::vector<uint64_t> salts;
+  salts.reserve(root_children_.size());
+  for (const auto& [salt, kids] : root_children_) salts.push_back(salt);
+  std::sort(salts.begin(), salts.end());
+  std::vector<PrefixTreeNode>& nodes = out->nodes;
+  nodes.clear();
+  auto add = [&](BlockId id) {
+    if (static_cast<int64_t>(nodes.size()) >= max_nodes) return false;
+    const Node& n = nodes_[id];
+    nodes.push_back(PrefixTreeNode{id, n.parent, static_cast<int32_t>(n.tokens.size()),
+                                   pool_->refcount(id), pool_->tick(id)});
+    return true;
+  };
+  bool complete = true;
+  for (uint64_t salt : salts)
+    for (BlockId id : root_children_.at(salt)) complete = complete && add(id);
+  // Breadth-first: nodes doubles as the queue.
+  for (size_t i = 0; complete && i < nodes.size(); ++i)
+    for (BlockId c : nodes_[nodes[i].id].children) complete = complete && add(c);
+  out->truncated = static_cast<int64_t>(nodes.size()) < num_registered_;
+}
+
 Status PrefixIndex::Check() const {
+  int64_t registered = 0;
   int64_t cached = 0;
   size_t leaves = 0;
   size_t full = 0;
@@ -210,6 +240,7 @@ Status PrefixIndex::Check() const {
       if (n.in_lru || !n.children.empty()) return InternalError(b() + ": unregistered but linked");
       continue;
     }
+    ++registered;
     if (pool_->IsFree(id)) return InternalError(b() + ": registered and free");
     if (pool_->refcount(id) == 0) ++cached;
     if (n.full) ++full;
@@ -244,6 +275,9 @@ Status PrefixIndex::Check() const {
   if (cached != num_cached_)
     return InternalError("cached count " + std::to_string(num_cached_) + " but " +
                          std::to_string(cached) + " cached blocks");
+  if (registered != num_registered_)
+    return InternalError("registered count " + std::to_string(num_registered_) + " but " +
+                         std::to_string(registered) + " registered blocks");
   if (leaves != lru_.size()) return InternalError("LRU set has stale entries");
   if (full != full_by_hash_.size()) return InternalError("hash map has stale entries");
   for (const auto& [salt, kids] : root_children_) {

@@ -41,6 +41,7 @@
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
 #include "kv/kv_events.h"
+#include "kv/prefix_tree.h"
 
 namespace kvfork {
 
@@ -100,6 +101,7 @@ class PrefixIndex {
   void OnReferenced(BlockId id);
 
   int64_t num_cached() const { return num_cached_; }
+  int64_t num_registered() const { return num_registered_; }
   int64_t num_evictable_leaves() const { return static_cast<int64_t>(lru_.size()); }
 
   // Unregisters the least recently used cached leaf and returns it (the caller
@@ -111,6 +113,11 @@ class PrefixIndex {
   // tokens (made redundant by a longer block).
   std::vector<BlockId> RedundantPartials(BlockId parent, uint64_t salt_key,
                                          std::span<const int32_t> tokens) const;
+
+  // Fills out->nodes with at most max_nodes registered blocks, breadth-first
+  // from the roots (the unsalted ones first), and num_registered, num_salts,
+  // truncated. Cost O(returned nodes + salts).
+  void SnapshotTree(int64_t max_nodes, PrefixTreeSnapshot* out) const;
 
   // Consistency of the trie, hash map, leaf order and cached count with the
   // pool's refcounts. Cost O(blocks).
@@ -146,6 +153,7 @@ class PrefixIndex {
   std::set<std::pair<uint64_t, BlockId>> lru_;  // cached leaves by tick
   int64_t num_cached_ = 0;
   KvEventSink* sink_ = nullptr;
+  int64_t num_registered_ = 0;
 };
 
 }  // namespace kvfork

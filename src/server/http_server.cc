@@ -17,6 +17,7 @@
 #include "server/anthropic_messages.h"
 #include "server/api_error.h"
 #include "server/auth.h"
+#include "server/cache_tree.h"
 #include "server/cors.h"
 #include "server/generation.h"
 #include "server/http_router.h"
@@ -28,6 +29,7 @@
 #include "server/response_writer.h"
 #include "server/responses_api.h"
 #include "server/tool_call_parser.h"
+#include "server/webui_assets.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -440,6 +442,18 @@ struct HttpServer::Impl {
       }
       Reply(res, 200, DumpJson(stats));
     });
+    // The prefix tree for the web page's cache view (cache_tree.h): the
+    // engine copies at most max_nodes blocks between two steps.
+    router.Add("GET", "/v1/cache/tree", [this](const HttpRequest& req, HttpResponse& res) {
+      if (auto err = CheckAdmin(req)) return ReplyError(res, *err);
+      if (auto err = CheckReady()) return ReplyError(res, *err);
+      int64_t max_nodes = 0;
+      if (auto err = ParseMaxTreeNodes(req.Param("max_nodes"), &max_nodes))
+        return ReplyError(res, *err);
+      StatusOr<PrefixTreeSnapshot> tree = backend.engine->SnapshotPrefixTree(max_nodes);
+      if (!tree.ok()) return ReplyError(res, FromStatus(tree.status()));
+      Reply(res, 200, DumpJson(CacheTreeJson(*tree, max_nodes)));
+    });
     router.Add("POST", "/v1/cache/reset", [this](const HttpRequest& req, HttpResponse& res) {
       if (auto err = CheckAdmin(req)) return ReplyError(res, *err);
       if (auto err = CheckReady()) return ReplyError(res, *err);
@@ -479,6 +493,27 @@ struct HttpServer::Impl {
     router.Add("POST", "/apply-template", [this](const HttpRequest& req, HttpResponse& res) {
       HandleApplyTemplate(req, res);
     });
+    if (options.webui) InstallWebUi();
+  }
+
+  // GET / and the page's files (webui_assets.h), served without auth: the
+  // page holds no data; it asks for the API key and sends it on its calls.
+  void InstallWebUi() {
+    for (const WebAsset& asset : WebUiAssets()) {
+      const RouteHandler serve = [&asset](const HttpRequest&, HttpResponse& res) {
+        res.status = 200;
+        res.content_type = std::string(asset.content_type);
+        res.body = std::string(asset.body);
+        res.SetHeader("Cache-Control", "no-cache");
+        res.SetHeader("X-Content-Type-Options", "nosniff");
+        // Only the page's own files and this server: no inline script, no
+        // other origin, no framing.
+        res.SetHeader("Content-Security-Policy",
+                      "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'");
+      };
+      router.Add("GET", std::string(asset.path), serve);
+      if (asset.path == "/index.html") router.Add("GET", "/", serve);
+    }
   }
 
   // Every request: request id, CORS, auth on /v1/*, then the route.
@@ -531,7 +566,8 @@ struct HttpServer::Impl {
   std::string RouteLabel(const std::string& path) const {
     std::string pattern = router.Pattern(path);
     if (pattern.empty()) return "other";
-    if (pattern.back() == '/') pattern.pop_back();  // "/v1/models/" -> "/v1/models"
+    // "/v1/models/" -> "/v1/models"; the page's "/" stays "/".
+    if (pattern.size() > 1 && pattern.back() == '/') pattern.pop_back();
     return pattern;
   }
 

@@ -7,6 +7,8 @@
 // GET /health (503 while loading); GET|POST /ping (vLLM); GET /version;
 // GET /metrics (Prometheus text); GET /v1/cache/stats (?check=1 adds the KV
 // integrity check); POST /v1/cache/reset (both admin-only with API keys);
+// GET /v1/cache/tree (the prefix tree, cache_tree.h; admin-only with API
+// keys); GET / and the web page's files (webui_assets.h, unless --no-webui);
 // POST /tokenize (llama.cpp's and vLLM's bodies), /detokenize,
 // /apply-template; POST /v1/messages, /v1/messages/count_tokens (Anthropic,
 // anthropic_messages.h); POST /v1/responses, GET|DELETE /v1/responses/{id}
@@ -61,6 +63,7 @@ struct ServerOptions {
   // reader) is dropped and its request cancelled.
   int read_timeout_seconds = 30;
   int write_timeout_seconds = 30;
+  bool webui = true;                  // GET / serves the web page (--no-webui: 404)
   bool log_prompts = false;           // log each request's prompt text (off: privacy)
   // Special-token strings inside chat messages: text (default) or allow
   // (chat_prompt.h). GenerationEnv::special_tokens_in_content takes it.

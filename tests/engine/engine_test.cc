@@ -731,6 +731,54 @@ TEST_F(EngineTest, CheckKvWhileRunningAndAfterShutdown) {
   EXPECT_EQ(after.code(), StatusCode::kUnavailable) << after.ToString();
 }
 
+// SnapshotPrefixTree answers from the engine thread while requests run and
+// after they end (GET /v1/cache/tree relies on it): two prompts with a common
+// start leave one chain that forks, with the counts of Stats(); after
+// shutdown it refuses cleanly.
+TEST_F(EngineTest, PrefixTreeSnapshotWhileRunningAndAfterShutdown) {
+  std::mt19937 rng(23);
+  auto e = Make(SmallOptions());
+  const std::vector<int32_t> shared = RandomPrompt(rng, 48);  // 3 blocks of 16
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 2; ++i) {
+    Request r;
+    r.id = "tree-" + std::to_string(i);
+    r.prompt_tokens = shared;
+    for (int32_t t : RandomPrompt(rng, 20)) r.prompt_tokens.push_back(t);
+    r.sampling.max_tokens = 8;
+    r.sampling.ignore_eos = true;
+    streams.push_back(*e->Submit(r));
+  }
+  auto during = e->SnapshotPrefixTree(1000);
+  ASSERT_TRUE(during.ok()) << during.status().ToString();
+  for (auto& s : streams) EXPECT_TRUE(Drain(*s).done);
+  auto t = e->SnapshotPrefixTree(1000);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_TRUE(t->has_tree);
+  EXPECT_EQ(t->block_size, 16);
+  EXPECT_FALSE(t->truncated);
+  EXPECT_EQ(t->num_registered, static_cast<int64_t>(t->nodes.size()));
+  const EngineStats st = e->Stats();
+  EXPECT_EQ(t->blocks_cached, st.blocks_cached);
+  EXPECT_EQ(t->blocks_used, 0);
+  std::map<int32_t, int> children;
+  for (const PrefixTreeNode& n : t->nodes) {
+    EXPECT_EQ(n.refcount, 0);
+    ++children[n.parent];
+  }
+  EXPECT_EQ(children[-1], 1) << "one root: both prompts start with the same block";
+  int forks = 0;
+  for (const auto& [id, k] : children) forks += id >= 0 && k == 2;
+  EXPECT_EQ(forks, 1) << "the prompts part after the shared blocks";
+  auto capped = e->SnapshotPrefixTree(2);
+  ASSERT_TRUE(capped.ok());
+  EXPECT_EQ(capped->nodes.size(), 2u);
+  EXPECT_TRUE(capped->truncated);
+  e->Shutdown();
+  auto after = e->SnapshotPrefixTree(10);
+  EXPECT_EQ(after.status().code(), StatusCode::kUnavailable);
+}
+
 // --max-step-ms: while one sequence decodes, a long prompt beside it prefills
 // in chunks that fit the target step time (here the floor of 32 tokens a
 // step), so the decoding sequence keeps getting tokens during the prefill;

@@ -21,3 +21,7 @@ if(KVFORK_SYSTEM_PYTHON)
     COMMAND ${KVFORK_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tests/kv/kv_events_e2e_test.py
     LABELS e2e TIMEOUT 300)
 endif()
+# The prefix tree snapshot behind GET /v1/cache/tree (issue 29).
+kvfork_test(prefix_tree_test
+  SOURCES prefix_tree_test.cc
+  LABELS unit LIBS kvfork_kv)
