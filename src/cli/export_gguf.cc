@@ -25,7 +25,7 @@ int RunExportGguf(int argc, char** argv) {
   const std::string tokenizer =
       flags.GetString("tokenizer", "", "directory with tokenizer.json (none: the model directory)");
   const std::string vocab = flags.GetString(
-      "vocab-gguf", "", "copy tokenizer.* metadata from this llama.cpp vocab GGUF instead");
+      "vocab-gguf", "", "take tokenizer.* metadata from this llama.cpp vocab GGUF (none: from tokenizer.json)");
   const std::string pre = flags.GetString(
       "tokenizer-pre", "", "tokenizer.ggml.pre (none: llama-bpe for llama, qwen2 for qwen3)");
   const std::string name =

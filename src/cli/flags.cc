@@ -87,7 +87,8 @@ bool Flags::GetBool(const std::string& name, const std::string& description) {
 
 std::string Flags::GetString(const std::string& name, const std::string& default_value,
                              const std::string& description) {
-  Record({name, "VALUE", default_value.empty() ? "none" : default_value, description, false});
+  // An empty default shows nothing: the description says what no value means.
+  Record({name, "VALUE", default_value, description, false});
   const std::string* v = Take(name);
   return v == nullptr ? default_value : *v;
 }

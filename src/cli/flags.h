@@ -37,6 +37,8 @@ class Flags {
   bool help_requested() const { return help_; }
   // A switch: false unless given (`--name`, or `--name=true|1|on|yes`).
   bool GetBool(const std::string& name, const std::string& description);
+  // An empty default_value is not shown: end the description with what no
+  // value means, "(none: the model's own)" (tests/cli/cli_help_test.py checks).
   std::string GetString(const std::string& name, const std::string& default_value,
                         const std::string& description);
   // A missing required flag reads as "" here and fails Finish().

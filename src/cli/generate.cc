@@ -119,10 +119,10 @@ Status Generate(int argc, char** argv) {
   const std::string tokenizer_dir =
       flags.GetString("tokenizer", "", "directory with tokenizer.json (none: the model's own)");
   const std::string ids_text =
-      flags.GetString("prompt-ids", "", "the prompt as comma-separated token ids");
-  const std::string prompt_text = flags.GetString("prompt", "", "the prompt as text");
+      flags.GetString("prompt-ids", "", "the prompt as comma-separated token ids (none)");
+  const std::string prompt_text = flags.GetString("prompt", "", "the prompt as text (none; give one of the three)");
   const std::string batch_path = flags.GetString(
-      "batch", "", "a JSON-lines file of requests run together, one result line each");
+      "batch", "", "a JSON-lines file of requests run together, one result line each (none)");
   const std::string output_path =
       flags.GetString("output", "", "where --batch writes its JSON lines (none: stdout)");
   Request defaults;
@@ -132,7 +132,7 @@ Status Generate(int argc, char** argv) {
   sp.top_p = flags.GetDouble("top-p", 1.0, "nucleus sampling: keep this much probability mass");
   sp.top_k = flags.GetInt("top-k", 0, "keep only the k most likely tokens; 0 = all");
   const int64_t seed = flags.GetInt("seed", 0, "sampling seed");
-  const std::string stop = flags.GetString("stop", "", "stop when this text appears");
+  const std::string stop = flags.GetString("stop", "", "stop when this text appears (none: no stop text)");
   sp.ignore_eos = flags.GetBool("ignore-eos", "keep generating past end-of-sequence tokens");
   sp.seed = static_cast<uint64_t>(seed);
   if (!stop.empty()) sp.stop = {stop};

@@ -73,7 +73,7 @@ Status Perplexity(int argc, char** argv) {
   const std::string kv_name =
       flags.GetString("kv-dtype", "bf16", "KV element type: bf16, f32 or int8");
   const std::string json_path =
-      flags.GetString("json", "", "also write the result as JSON to this file");
+      flags.GetString("json", "", "also write the result as JSON to this file (none)");
   KVFORK_RETURN_IF_ERROR(flags.Finish());
   if (ctx < 4 || ctx > (1 << 20)) return InvalidArgumentError("--ctx must be in [4, 1048576]");
   if (threads < 1) return InvalidArgumentError("--threads must be >= 1");

@@ -26,7 +26,7 @@ int RunQuantize(int argc, char** argv) {
   const std::string tokenizer = flags.GetString(
       "tokenizer", "", "for a directory: tokenizer.json's directory (none: the model's)");
   const std::string vocab = flags.GetString(
-      "vocab-gguf", "", "copy tokenizer.* metadata from this llama.cpp vocab GGUF instead");
+      "vocab-gguf", "", "take tokenizer.* metadata from this llama.cpp vocab GGUF (none: from tokenizer.json)");
   const std::string pre = flags.GetString(
       "tokenizer-pre", "", "tokenizer.ggml.pre (none: llama-bpe for llama, qwen2 for qwen3)");
   const std::string name = flags.GetString("name", "", "general.name (none: the model's name)");

@@ -72,7 +72,7 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   const int64_t port = flags.GetInt("port", 8080, "TCP port; 0 picks a free one");
   // The environment's key is not the flag's default: --help would print it.
   std::string keys = flags.GetString(
-      "api-key", "", "comma-separated keys a client must send (else env KVFORK_API_KEY)");
+      "api-key", "", "comma-separated keys a client must send (none: env KVFORK_API_KEY, else open)");
   const char* env_key = std::getenv("KVFORK_API_KEY");
   if (keys.empty() && env_key != nullptr) keys = env_key;
   const double body_mib = flags.GetDouble("max-body-mib", 16.0, "largest request body in MiB");
@@ -87,9 +87,9 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   const int64_t keep_alive = flags.GetInt("http-keep-alive-timeout", c.server.keep_alive_seconds,
                                           "seconds an idle connection is kept open");
   const std::string admin_keys =
-      flags.GetString("admin-api-key", "", "comma-separated keys that may use the admin routes");
+      flags.GetString("admin-api-key", "", "comma-separated keys that may use the admin routes (none)");
   const std::string cors = flags.GetString(
-      "cors-origins", "", "comma-separated origins allowed by CORS, or '*'; none = CORS off");
+      "cors-origins", "", "comma-separated origins allowed by CORS, or '*' (none: CORS off)");
   std::string name = flags.GetString(
       "served-model-name", "", "model id clients send (none: the model's file or directory name)");
   c.server.log_prompts = flags.GetBool("log-prompts", "log each prompt's text");

@@ -82,7 +82,7 @@ int RunTokenize(int argc, char** argv) {
   const bool add_generation_prompt =
       flags.GetBool("add-generation-prompt", "with --chat: end with the assistant's turn opening");
   const std::string chat_file = flags.GetString(
-      "chat", "", "render this JSON conversation with the chat template and print it");
+      "chat", "", "render this JSON conversation with the chat template (none: tokenize TEXT)");
   if (Status finish = flags.Finish(); !finish.ok()) {
     std::fprintf(stderr, "kvfork tokenize: %s\n", finish.ToString().c_str());
     return 2;

@@ -69,7 +69,9 @@ def check_usage(name, text):
             continue
         flags.append(m.group(1))
         desc = m.group(3)
-        if m.group(2) and "(default " not in desc and "(required)" not in desc:
+        # A value flag shows its default, or says it is required, or (empty
+        # default) what giving none means: "(none...".
+        if m.group(2) and not re.search(r"\((default |required\)|none)", desc):
             fail(f"{name} --help: {m.group(1)} takes a value but shows no default: {line!r}")
     if "--help" not in flags:
         fail(f"{name} --help does not list --help")

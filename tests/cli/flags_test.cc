@@ -25,7 +25,7 @@ void ReadServeLike(Flags* f) {
   (void)f->GetInt("port", 8080, "TCP port");
   (void)f->GetDouble("drain-seconds", 30.0, "seconds to drain");
   (void)f->GetString("host", "127.0.0.1", "address to listen on");
-  (void)f->GetString("api-key", "", "keys");
+  (void)f->GetString("api-key", "", "keys (none: open)");
   (void)f->GetBool("log-prompts", "log prompts");
 }
 
@@ -45,7 +45,7 @@ TEST(Flags, UsageListsEveryFlagWithDescriptionAndDefault) {
   EXPECT_TRUE(Contains(usage, "\n  --drain-seconds X  seconds to drain (default 30)\n")) << usage;
   EXPECT_TRUE(Contains(usage, "\n  --host VALUE       address to listen on (default 127.0.0.1)\n"))
       << usage;
-  EXPECT_TRUE(Contains(usage, "\n  --api-key VALUE    keys (default none)\n")) << usage;
+  EXPECT_TRUE(Contains(usage, "\n  --api-key VALUE    keys (none: open)\n")) << usage;
   EXPECT_TRUE(Contains(usage, "\n  --log-prompts      log prompts\n")) << usage;
   EXPECT_TRUE(Contains(usage, "\n  --help             print this list and exit\n")) << usage;
   EXPECT_EXIT((void)f.Finish(), ::testing::ExitedWithCode(0), "");
