@@ -17,6 +17,9 @@ APT_PACKAGES=(
   clang-14 libclang-rt-14-dev                  # libFuzzer, sanitizer runtimes
   python3-matplotlib                           # serving benchmark charts (bench/serve)
   python3-jsonschema                           # structured output e2e: outputs validate
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev    # KV events: ZeroMQ PUB/ROUTER, msgpack (vLLM's format)
+  python3-zmq python3-msgpack                  # KV-event subscriber tests (vLLM's documented schema)
+  python3-yaml                                 # deployment manifests checked offline (deploy_manifest_test)
 )
 
 SUDO=""

@@ -6,6 +6,25 @@
 
 namespace kvfork::testing {
 
+// True in the asan and tsan builds. The sanitizer tiers run each code path
+// once rather than once per weight format: the quantized kernels are checked
+// under ASan by kernels_quant_test, so the model-tier tests that repeat a whole
+// engine run per format (engine_test, llamacpp_parity_test) keep only their
+// float variants there, which holds `make test` under its time budget.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define KVFORK_TEST_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define KVFORK_TEST_SANITIZED 1
+#endif
+#ifdef KVFORK_TEST_SANITIZED
+inline constexpr bool kSanitizedBuild = true;
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
+
 inline std::string EnvOr(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v != nullptr ? v : fallback;

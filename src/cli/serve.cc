@@ -12,6 +12,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -31,6 +32,7 @@
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "kernels/ops.h"
+#include "kv/kv_event_publisher.h"
 #include "model/model.h"
 #include "server/auth.h"
 #include "server/http_server.h"
@@ -48,7 +50,16 @@ struct ServeConfig {
   server::ServerOptions server;
   EngineOptions engine;
   double drain_seconds = 30.0;
+  // --kv-events / --kv-events-replay / --kv-events-topic; endpoint "" = off.
+  KvEventPublisherOptions kv_events;
 };
+
+// llm-d's default topic shape: kv@<host>@<model>.
+std::string DefaultKvEventsTopic(const std::string& model_name) {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "localhost");
+  return std::string("kv@") + host + "@" + model_name;
+}
 
 // --max-step-ms: "auto" (the default), "off" or 0, or a positive number of ms.
 StatusOr<double> ParseMaxStepMs(const std::string& value) {
@@ -130,6 +141,12 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
                                "admission order: fcfs or longest-prefix (most cached first)");
   const std::string step_ms = flags.GetString(
       "max-step-ms", "auto", "bound on a step's prefill while decoding: auto, off or N ms");
+  c.kv_events.endpoint = flags.GetString(
+      "kv-events", "", "publish KV cache events (vLLM's, over ZeroMQ) to this endpoint, e.g. tcp://*:5557 (none: off)");
+  c.kv_events.replay_endpoint = flags.GetString(
+      "kv-events-replay", "", "with --kv-events: a replay (ROUTER) endpoint (none: no replay)");
+  const std::string kv_topic = flags.GetString(
+      "kv-events-topic", "", "with --kv-events: the topic (none: kv@<hostname>@<served model name>)");
   KVFORK_RETURN_IF_ERROR(flags.Finish());
 
   if (store_entries < 0 || c.server.responses_store_max_mib < 0)
@@ -197,6 +214,12 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
     name = (p.has_filename() ? p.filename() : p.parent_path().filename()).string();
   }
   c.server.model_name = name;
+  if (c.kv_events.endpoint.empty() &&
+      (!c.kv_events.replay_endpoint.empty() || !kv_topic.empty()))
+    return InvalidArgumentError(
+        "--kv-events-replay and --kv-events-topic need --kv-events ENDPOINT (e.g. tcp://*:5557)");
+  c.kv_events.topic = kv_topic.empty() ? DefaultKvEventsTopic(name) : kv_topic;
+  c.kv_events.block_size = e.kv_block_size;
   return c;
 }
 
@@ -269,9 +292,24 @@ Status Serve(int argc, char** argv) {
                         << t.status().ToString();
     }
   }
+  // Declared before the engine so it outlives the engine (its event sink).
+  std::unique_ptr<KvEventPublisher> kv_events;
+  if (!c.kv_events.endpoint.empty()) {
+    KVFORK_ASSIGN_OR_RETURN(kv_events, KvEventPublisher::Create(c.kv_events));
+    c.engine.kv_event_sink = kv_events.get();
+    KVFORK_LOG(kInfo) << "KV events: publishing on " << kv_events->bound_endpoint()
+                      << " topic '" << c.kv_events.topic << "'"
+                      << (c.kv_events.replay_endpoint.empty()
+                              ? std::string()
+                              : ", replay on " + kv_events->bound_replay_endpoint());
+  }
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                           Engine::Create(c.engine, *model, *tokenizer));
   server::ServingBackend backend;
+  if (kv_events) {
+    KvEventPublisher* p = kv_events.get();
+    backend.kv_event_counters = [p] { return p->counters(); };
+  }
   backend.engine = engine.get();
   backend.tokenizer = tokenizer.get();
   backend.chat_template = chat_template.get();

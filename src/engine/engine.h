@@ -7,9 +7,11 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "engine/request.h"
+#include "kv/kv_events.h"
 
 namespace kvfork {
 
@@ -37,6 +39,11 @@ struct EngineOptions {
   // default).
   double max_step_ms = 0;
 
+  // Where the prefix index announces its blocks (vLLM KV events,
+  // kv/kv_event_publisher.h); nullptr = nowhere. Must outlive the engine.
+  // The engine flushes one batch per step. Needs the paged backend.
+  KvEventSink* kv_event_sink = nullptr;
+
   // Test hooks, called on the engine thread (leave empty in production).
   // Every logits row a choice samples from [vocab], in order.
   std::function<void(const std::string& request_id, int64_t choice, std::span<const float> row)>
@@ -55,6 +62,7 @@ struct EngineStats {
   int64_t blocks_used = 0;    // now: referenced by a running sequence
   int64_t blocks_cached = 0;  // now: refcount 0, in the prefix index
   int64_t block_bytes = 0;
+  int64_t block_size = 0;  // tokens per KV block
   int64_t prefix_queries_tokens = 0;  // prompt tokens looked up in the index
   int64_t prefix_hits_tokens = 0;     // of those, tokens reused
   int64_t tail_copied_tokens = 0;     // reused by copying into a private block
@@ -102,6 +110,10 @@ class Engine {
   // returns its result; blocks the caller for up to one step. Unavailable
   // once the engine has shut down.
   virtual Status CheckKv() = 0;
+  // The stable hashes (kv/block_hash.h) of every full block in the prefix
+  // index, read on the engine thread between two steps (waits up to one
+  // step): the set KV-event subscribers rebuild. Unavailable once shut down.
+  virtual StatusOr<std::vector<uint64_t>> KvBlockHashes() = 0;
   // Finishes or aborts every request, releases every block, joins the thread.
   virtual void Shutdown() = 0;
 };

@@ -138,6 +138,18 @@ class EngineImpl final : public Engine {
     return result.get();
   }
 
+  StatusOr<std::vector<uint64_t>> KvBlockHashes() override {
+    std::future<StatusOr<std::vector<uint64_t>>> result;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) return UnavailableError("engine is shut down: no KV block hashes");
+      hash_queries_.emplace_back();
+      result = hash_queries_.back().get_future();
+    }
+    cv_.notify_one();
+    return result.get();
+  }
+
   // Safe from any number of threads at once (the signal path and a
   // destructor, say): one joins, the others wait in call_once until it has.
   void Shutdown() override {
@@ -161,17 +173,19 @@ class EngineImpl final : public Engine {
       std::vector<Pending> submitted;
       std::vector<std::string> cancels;
       std::vector<std::promise<Status>> checks;
+      std::vector<std::promise<StatusOr<std::vector<uint64_t>>>> hash_queries;
       bool stop = false;
       bool reset = false;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] {
           return stopping_ || !submitted_.empty() || !cancels_.empty() || reset_cache_ ||
-                 !checks_.empty() || scheduler_->HasWork();
+                 !checks_.empty() || !hash_queries_.empty() || scheduler_->HasWork();
         });
         submitted.swap(submitted_);
         cancels.swap(cancels_);
         checks.swap(checks_);
+        hash_queries.swap(hash_queries_);
         stop = stopping_;
         reset = reset_cache_;
         reset_cache_ = false;
@@ -183,6 +197,7 @@ class EngineImpl final : public Engine {
       // Between steps no sequence is half-updated, so the check sees the
       // same state a caller would after the last step.
       for (auto& c : checks) c.set_value(kv_->Check());
+      for (auto& q : hash_queries) q.set_value(kv_->BlockHashes());
       if (stop) {
         scheduler_->AbortAll();
         ForgetFinished();
@@ -192,6 +207,10 @@ class EngineImpl final : public Engine {
         stopped_ = true;
         for (auto& c : checks_) c.set_value(UnavailableError("engine is shut down: no KV check"));
         checks_.clear();
+        for (auto& q : hash_queries_)
+          q.set_value(UnavailableError("engine is shut down: no KV block hashes"));
+        hash_queries_.clear();
+        FlushKvEvents();
         return;
       }
       if (scheduler_->HasWork()) {
@@ -200,8 +219,14 @@ class EngineImpl final : public Engine {
       }
       ForgetFinished();
       UpdateStats();
+      FlushKvEvents();
       scheduler_->PushFinalEvents();
     }
+  }
+
+  // The events of this step (or reset) become one batch.
+  void FlushKvEvents() {
+    if (options_.kv_event_sink != nullptr) options_.kv_event_sink->Flush();
   }
 
   void ForgetFinished() {
@@ -222,6 +247,7 @@ class EngineImpl final : public Engine {
     s.blocks_used = k.blocks_used;
     s.blocks_cached = k.blocks_cached;
     s.block_bytes = k.block_bytes;
+    s.block_size = kv_->layout().block_size;
     s.prefix_queries_tokens = k.queries_tokens;
     s.prefix_hits_tokens = k.hits_tokens;
     s.tail_copied_tokens = k.tail_copied_tokens;
@@ -255,6 +281,7 @@ class EngineImpl final : public Engine {
   std::vector<Pending> submitted_;
   std::vector<std::string> cancels_;
   std::vector<std::promise<Status>> checks_;  // CheckKv callers waiting for the thread
+  std::vector<std::promise<StatusOr<std::vector<uint64_t>>>> hash_queries_;  // KvBlockHashes callers
   std::unordered_set<std::string> ids_;       // requests submitted and not yet ended
   int64_t waiting_now_ = 0;
   uint64_t next_arrival_ = 0;
@@ -308,6 +335,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, M
   ko.tail_copy = options.prefix_tail_copy;
   ko.max_context = model_context;
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv, KvCache::Create(backend, ko));
+  if (options.kv_event_sink != nullptr)
+    KVFORK_RETURN_IF_ERROR(kv->SetEventSink(options.kv_event_sink));
   const int64_t max_context = std::min<int64_t>(model_context, kv->max_sequence_tokens());
   return std::unique_ptr<Engine>(
       new EngineImpl(options, model, tokenizer, std::move(kv), max_context));

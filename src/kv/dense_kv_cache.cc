@@ -276,4 +276,11 @@ Status DenseKvCache::Check() const {
   return OkStatus();
 }
 
+Status DenseKvCache::SetEventSink(KvEventSink* sink) {
+  if (sink == nullptr) return OkStatus();
+  return FailedPreconditionError(
+      "KV events (--kv-events) need the paged KV backend (--kv-backend paged); the dense "
+      "backend has no block index to announce");
+}
+
 }  // namespace kvfork

@@ -56,6 +56,9 @@ class DenseKvCache final : public KvCache {
 
   KvCacheStats Stats() const override;
   void ResetPrefixCache() override;
+  // No block index, so nothing to announce: KV events need the paged backend.
+  Status SetEventSink(KvEventSink* sink) override;
+  std::vector<uint64_t> BlockHashes() const override { return {}; }
   Status Check() const override;
 
  private:

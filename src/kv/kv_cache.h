@@ -35,9 +35,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 #include "kernels/kv_layout.h"
+#include "kv/kv_events.h"
 
 namespace kvfork {
 
@@ -163,8 +165,18 @@ class KvCache {
 
   virtual KvCacheStats Stats() const = 0;
   // Drops every cached (unreferenced) block / snapshot; running sequences
-  // are untouched.
+  // are untouched. With an event sink: AllBlocksCleared when the index is
+  // empty afterwards, else one BlockRemoved per dropped full block.
   virtual void ResetPrefixCache() = 0;
+
+  // Announces the prefix index's full blocks to sink (kv_events.h) from now
+  // on; nullptr stops. The sink must outlive the cache. FailedPrecondition on
+  // the dense backend, which has no block index to announce.
+  virtual Status SetEventSink(KvEventSink* sink) = 0;
+  // The stable hashes (block_hash.h) of every full block in the prefix index
+  // now, referenced or cached: the set a KV-event subscriber rebuilds. Empty
+  // for the dense backend. Cost O(blocks).
+  virtual std::vector<uint64_t> BlockHashes() const = 0;
   // Verifies invariant 2 (DESIGN.md): every block is exactly one of free,
   // referenced (refcount == number of tables holding it) or cached; the index
   // and the LRU agree with the blocks. Cost O(blocks + table entries).

@@ -306,7 +306,21 @@ KvCacheStats PagedKvCache::Stats() const {
 }
 
 void PagedKvCache::ResetPrefixCache() {
+  if (sink_ != nullptr && index_->NoneReferenced()) {
+    // Everything goes: one AllBlocksCleared instead of a BlockRemoved each.
+    for (BlockId b : index_->ClearCachedSilently()) pool_->Free(b);
+    KvEvent e;
+    e.kind = KvEvent::Kind::kAllBlocksCleared;
+    sink_->Emit(std::move(e));
+    return;
+  }
   for (BlockId b = index_->PopLru(); b != kNoBlock; b = index_->PopLru()) pool_->Free(b);
+}
+
+Status PagedKvCache::SetEventSink(KvEventSink* sink) {
+  sink_ = sink;
+  index_->set_event_sink(sink);
+  return OkStatus();
 }
 
 Status PagedKvCache::Check() const {

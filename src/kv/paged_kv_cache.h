@@ -55,6 +55,8 @@ class PagedKvCache final : public KvCache {
 
   KvCacheStats Stats() const override;
   void ResetPrefixCache() override;
+  Status SetEventSink(KvEventSink* sink) override;
+  std::vector<uint64_t> BlockHashes() const override { return index_->FullBlockHashes(); }
   Status Check() const override;
 
   const BlockPool& pool() const { return *pool_; }
@@ -96,6 +98,7 @@ class PagedKvCache final : public KvCache {
   std::unordered_map<SeqId, Sequence> seqs_;
   SeqId next_seq_ = 1;
   KvCacheStats stats_;
+  KvEventSink* sink_ = nullptr;
 };
 
 }  // namespace kvfork

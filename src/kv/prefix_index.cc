@@ -7,14 +7,6 @@
 namespace kvfork {
 namespace {
 
-// splitmix64 finalizer: a cheap, well-mixed 64-bit hash step.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 const std::vector<BlockId> kNoChildren;
 
 }  // namespace
@@ -22,24 +14,9 @@ const std::vector<BlockId> kNoChildren;
 PrefixIndex::PrefixIndex(BlockPool* pool)
     : pool_(pool), block_size_(pool->layout().block_size), nodes_(pool->num_blocks()) {}
 
-uint64_t PrefixIndex::SaltKeyOf(std::string_view salt) {
-  if (salt.empty()) return 0;
-  // Eight bytes a step through the splitmix finalizer, seeded with the length
-  // (so "a" and "a\0" differ).
-  uint64_t h = Mix(0x5a175a17ull ^ salt.size());
-  for (size_t i = 0; i < salt.size(); i += 8) {
-    uint64_t chunk = 0;
-    std::memcpy(&chunk, salt.data() + i, std::min<size_t>(8, salt.size() - i));
-    h = Mix(h ^ chunk);
-  }
-  return h == 0 ? 1 : h;
-}
-
 uint64_t PrefixIndex::ChildHash(BlockId parent, uint64_t salt_key, const int32_t* tokens, int n) const {
-  uint64_t h =
-      parent == kNoBlock ? Mix(0x5a17ull ^ salt_key) : nodes_[parent].hash;
-  for (int i = 0; i < n; ++i) h = Mix(h ^ static_cast<uint32_t>(tokens[i]));
-  return h;
+  const uint64_t start = parent == kNoBlock ? RootBlockHashSeed(salt_key) : nodes_[parent].hash;
+  return ChainBlockHash(start, std::span<const int32_t>(tokens, n));
 }
 
 const std::vector<BlockId>& PrefixIndex::Children(BlockId parent, uint64_t salt_key) const {
@@ -98,7 +75,17 @@ void PrefixIndex::Register(BlockId id, BlockId parent, uint64_t salt_key,
   n.tokens.assign(tokens.begin(), tokens.end());
   n.children.clear();
   n.hash = ChildHash(parent, salt_key, tokens.data(), static_cast<int>(tokens.size()));
-  if (n.full) full_by_hash_.emplace(n.hash, id);
+  if (n.full) {
+    full_by_hash_.emplace(n.hash, id);
+    if (sink_ != nullptr) {
+      KvEvent e;
+      e.kind = KvEvent::Kind::kBlockStored;
+      e.block_hash = n.hash;
+      if (parent != kNoBlock) e.parent_hash = nodes_[parent].hash;
+      e.token_ids = n.tokens;
+      sink_->Emit(std::move(e));
+    }
+  }
   MutableChildren(parent, salt_key).push_back(id);
   // The parent has a child now, so it is no longer an evictable leaf.
   if (parent != kNoBlock) RemoveLeaf(parent);
@@ -140,7 +127,7 @@ void PrefixIndex::OnReferenced(BlockId id) {
   RemoveLeaf(id);
 }
 
-void PrefixIndex::Unregister(BlockId id) {
+void PrefixIndex::Unregister(BlockId id, bool announce) {
   Node& n = nodes_[id];
   KVFORK_CHECK(n.registered && n.children.empty() && pool_->refcount(id) == 0);
   RemoveLeaf(id);
@@ -151,6 +138,12 @@ void PrefixIndex::Unregister(BlockId id) {
         full_by_hash_.erase(it);
         break;
       }
+    }
+    if (announce && sink_ != nullptr) {
+      KvEvent e;
+      e.kind = KvEvent::Kind::kBlockRemoved;
+      e.block_hash = n.hash;
+      sink_->Emit(std::move(e));
     }
   }
   std::vector<BlockId>& siblings = MutableChildren(n.parent, n.salt_key);
@@ -170,6 +163,30 @@ BlockId PrefixIndex::PopLru() {
 }
 
 void PrefixIndex::Evict(BlockId id) { Unregister(id); }
+
+std::vector<BlockId> PrefixIndex::ClearCachedSilently() {
+  std::vector<BlockId> out;
+  while (!lru_.empty()) {
+    BlockId id = lru_.begin()->second;
+    Unregister(id, /*announce=*/false);
+    out.push_back(id);
+  }
+  return out;
+}
+
+bool PrefixIndex::NoneReferenced() const {
+  for (BlockId id = 0; id < static_cast<BlockId>(nodes_.size()); ++id)
+    if (nodes_[id].registered && pool_->refcount(id) > 0) return false;
+  return true;
+}
+
+std::vector<uint64_t> PrefixIndex::FullBlockHashes() const {
+  std::vector<uint64_t> out;
+  out.reserve(full_by_hash_.size());
+  for (const Node& n : nodes_)
+    if (n.registered && n.full) out.push_back(n.hash);
+  return out;
+}
 
 std::vector<BlockId> PrefixIndex::RedundantPartials(BlockId parent, uint64_t salt_key,
                                                     std::span<const int32_t> tokens) const {

@@ -1,10 +1,14 @@
 // The prefix index of the paged KV cache: a trie whose edges are blocks.
 //
 // A registered block is keyed by (parent block, its token ids, cache salt).
-// Full blocks (block_size tokens) are found in O(1) through a chained hash:
-// hash(block) = Mix(hash(parent) or the salt's seed, token ids). A hash is
-// only a hint: every hit compares parent, salt and token ids, so a collision
-// of block hashes can never hand out the wrong K/V.
+// Full blocks (block_size tokens) are found in O(1) through their stable
+// chained hash (block_hash.h): hash(parent) or the salt's seed, then the
+// token ids. A hash is only a hint: every hit compares parent, salt and token
+// ids, so a collision of block hashes can never hand out the wrong K/V.
+//
+// Events: with a sink set, every full block registered is announced
+// (BlockStored) and every full block unregistered (BlockRemoved), in order;
+// ClearCachedSilently lets the cache announce a reset as AllBlocksCleared.
 //
 // A salt is known by its 64-bit hash (SaltKeyOf; "" is 0), not by an
 // interned string: nothing is kept per salt but its root entry, which goes
@@ -34,7 +38,9 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kv/block_hash.h"
 #include "kv/block_pool.h"
+#include "kv/kv_events.h"
 
 namespace kvfork {
 
@@ -45,7 +51,7 @@ class PrefixIndex {
 
   // The key of a salt: 0 for "", a 64-bit hash of its bytes otherwise
   // (never 0). Stable across runs and processes.
-  static uint64_t SaltKeyOf(std::string_view salt);
+  static uint64_t SaltKeyOf(std::string_view salt) { return kvfork::SaltKeyOf(salt); }
   // Distinct salts with root blocks now: all the per-salt state the index
   // keeps (the interned-string table it replaced grew with every salt).
   int64_t num_salts() const { return static_cast<int64_t>(root_children_.size()); }
@@ -69,6 +75,22 @@ class PrefixIndex {
   bool IsFull(BlockId id) const { return nodes_[id].full; }
   BlockId parent(BlockId id) const { return nodes_[id].parent; }
   uint64_t salt_key(BlockId id) const { return nodes_[id].salt_key; }
+  // The stable hash of a registered block (block_hash.h).
+  uint64_t hash(BlockId id) const { return nodes_[id].hash; }
+  // Hashes of every registered full block (referenced or cached), in block id
+  // order: the set the KV events describe. Cost O(blocks).
+  std::vector<uint64_t> FullBlockHashes() const;
+  int64_t num_registered_full() const { return static_cast<int64_t>(full_by_hash_.size()); }
+
+  // Where events go (nullptr = nowhere); the sink must outlive the index.
+  void set_event_sink(KvEventSink* sink) { sink_ = sink; }
+  // Unregisters every cached leaf, repeatedly, like PopLru until empty, but
+  // announces nothing; returns the blocks for the caller to free. The caller
+  // announces the reset (AllBlocksCleared when nothing stays registered).
+  std::vector<BlockId> ClearCachedSilently();
+  // True when no registered block is referenced (so clearing the cached ones
+  // empties the index). Cost O(blocks).
+  bool NoneReferenced() const;
   std::span<const int32_t> tokens(BlockId id) const { return nodes_[id].tokens; }
 
   // State changes of a registered block reported by the cache:
@@ -113,7 +135,7 @@ class PrefixIndex {
   bool IsLeafCandidate(BlockId id) const;
   void MaybeAddLeaf(BlockId id);
   void RemoveLeaf(BlockId id);
-  void Unregister(BlockId id);
+  void Unregister(BlockId id, bool announce = true);
 
   BlockPool* pool_;
   int block_size_;
@@ -123,6 +145,7 @@ class PrefixIndex {
   std::unordered_multimap<uint64_t, BlockId> full_by_hash_;
   std::set<std::pair<uint64_t, BlockId>> lru_;  // cached leaves by tick
   int64_t num_cached_ = 0;
+  KvEventSink* sink_ = nullptr;
 };
 
 }  // namespace kvfork

@@ -1,5 +1,6 @@
 #include "server/http_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <ctime>
@@ -412,7 +413,9 @@ struct HttpServer::Impl {
       EngineStats stats = ready.load() ? backend.engine->Stats() : EngineStats{};
       res.status = 200;
       res.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      res.body = metrics.Render(stats, options.model_name);
+      std::optional<KvEventCounters> kv_events;
+      if (ready.load() && backend.kv_event_counters) kv_events = backend.kv_event_counters();
+      res.body = metrics.Render(stats, options.model_name, kv_events);
     });
     router.Add("GET", "/v1/cache/stats", [this](const HttpRequest& req, HttpResponse& res) {
       if (auto err = CheckAdmin(req)) return ReplyError(res, *err);
@@ -424,6 +427,16 @@ struct HttpServer::Impl {
       if (!check.empty() && check != "0" && check != "false") {
         Status s = backend.engine->CheckKv();
         stats["kv_check"] = s.ok() ? "ok" : s.ToString();
+      }
+      // ?blocks=1: the stable hashes of every full block in the prefix index
+      // (kv/block_hash.h), sorted: the set a KV-event subscriber rebuilds.
+      const std::string blocks = req.Param("blocks");
+      if (!blocks.empty() && blocks != "0" && blocks != "false") {
+        StatusOr<std::vector<uint64_t>> hashes = backend.engine->KvBlockHashes();
+        if (!hashes.ok()) return ReplyError(res, Unavailable(hashes.status().message()));
+        std::sort(hashes->begin(), hashes->end());
+        stats["block_size"] = backend.engine->Stats().block_size;
+        stats["block_hashes"] = *hashes;
       }
       Reply(res, 200, DumpJson(stats));
     });

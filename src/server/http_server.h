@@ -21,11 +21,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "kv/kv_events.h"
 #include "server/chat_prompt.h"
 
 namespace kvfork {
@@ -81,6 +83,9 @@ struct ServingBackend {
   Engine* engine = nullptr;
   const Tokenizer* tokenizer = nullptr;
   const ChatTemplate* chat_template = nullptr;
+  // The KV-event publisher's counters (for /metrics); empty when --kv-events
+  // is off. Called from HTTP threads.
+  std::function<KvEventCounters()> kv_event_counters;
 };
 
 // After the drain deadline: how long cancelled streams get to write their

@@ -131,7 +131,8 @@ void ServerMetrics::CountDisconnect() {
   ++disconnects_;
 }
 
-std::string ServerMetrics::Render(const EngineStats& s, const std::string& model_name) const {
+std::string ServerMetrics::Render(const EngineStats& s, const std::string& model_name,
+                                  const std::optional<KvEventCounters>& kv_events) const {
   PrometheusWriter w;
   const PrometheusWriter::Labels m = {{"model_name", model_name}};
   auto gauge = [&](const std::string& name, const std::string& help, double v) {
@@ -150,6 +151,19 @@ std::string ServerMetrics::Render(const EngineStats& s, const std::string& model
   // reclaimable and so not "used".
   gauge("vllm:kv_cache_usage_perc", "KV cache usage: used blocks / total blocks (0 to 1).",
         s.blocks_total > 0 ? static_cast<double>(s.blocks_used) / s.blocks_total : 0.0);
+  // The Gateway API Inference Extension's optional BlockSize and NumGPUBlocks
+  // (docs/proposals/003-model-server-protocol): vLLM's info gauge, value 1,
+  // the numbers as labels. kvfork's pool is in RAM; "gpu" is the protocol's
+  // name for the pool the prefix cache lives in. Absent while loading.
+  if (s.blocks_total > 0) {
+    w.Family("vllm:cache_config_info", "gauge",
+             "Information of the KV cache config (labels; the value is 1).");
+    w.Sample("vllm:cache_config_info",
+             {{"block_size", std::to_string(s.block_size)},
+              {"num_gpu_blocks", std::to_string(s.blocks_total)},
+              {"num_cpu_blocks", "0"}},
+             1.0);
+  }
   counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
           static_cast<double>(s.prefix_queries_tokens));
   counter("vllm:prefix_cache_hits_total", "Prompt tokens served from the prefix cache.",
@@ -176,6 +190,17 @@ std::string ServerMetrics::Render(const EngineStats& s, const std::string& model
           static_cast<double>(s.evictions));
   counter("kvfork_requests_finished_total", "Requests the engine finished.",
           static_cast<double>(s.requests_finished));
+  if (kv_events) {
+    counter("kvfork_kv_events_published_total", "KV events sent on the --kv-events socket.",
+            static_cast<double>(kv_events->events_published));
+    counter("kvfork_kv_event_batches_published_total", "KV event batches (one per step) sent.",
+            static_cast<double>(kv_events->batches_published));
+    counter("kvfork_kv_events_dropped_total",
+            "KV events dropped because the publisher's queue was full.",
+            static_cast<double>(kv_events->events_dropped));
+    counter("kvfork_kv_events_replay_requests_total", "Replay requests answered.",
+            static_cast<double>(kv_events->replay_requests));
+  }
 
   std::lock_guard<std::mutex> lock(mu_);
   w.Family("vllm:time_to_first_token_seconds", "histogram",

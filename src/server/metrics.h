@@ -11,10 +11,12 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
+#include "kv/kv_events.h"
 
 namespace kvfork::server {
 
@@ -66,7 +68,9 @@ class ServerMetrics {
   void CountDisconnect();
 
   // The whole /metrics body: engine gauges and counters, then the server's.
-  std::string Render(const EngineStats& stats, const std::string& model_name) const;
+  // kv_events: the KV-event publisher's counters when --kv-events is on.
+  std::string Render(const EngineStats& stats, const std::string& model_name,
+                     const std::optional<KvEventCounters>& kv_events = std::nullopt) const;
 
  private:
   mutable std::mutex mu_;

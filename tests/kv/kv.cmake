@@ -8,3 +8,16 @@ kvfork_test(kv_parity_test
 kvfork_script_test(kv_property_slow_test
   COMMAND env KVFORK_KV_PROPERTY_OPS=1000000 $<TARGET_FILE:kv_cache_test> --gtest_filter=*KvProperty*
   LABELS slow)
+# KV events: block hash, index events, vLLM msgpack layout, ZeroMQ publisher
+# (loopback sockets).
+kvfork_test(kv_events_test
+  SOURCES kv_events_test.cc
+  LABELS unit LIBS kvfork_kv)
+# The real server's KV events read by a subscriber written from vLLM's schema
+# (system python3: Debian's python3-zmq and python3-msgpack).
+find_program(KVFORK_SYSTEM_PYTHON python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(KVFORK_SYSTEM_PYTHON)
+  kvfork_script_test(kv_events_e2e_test
+    COMMAND ${KVFORK_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tests/kv/kv_events_e2e_test.py
+    LABELS e2e TIMEOUT 300)
+endif()

@@ -169,6 +169,34 @@ TEST(MetricsTest, RenderIsStrictPrometheusText) {
     EXPECT_TRUE(samples.count(name + m)) << name;
 }
 
+// The GIE model-server protocol's optional BlockSize / NumGPUBlocks (vLLM's
+// info gauge) and the KV-event publisher's counters.
+TEST(MetricsTest, CacheConfigInfoAndKvEventCounters) {
+  ServerMetrics metrics;
+  EngineStats s;
+  s.blocks_total = 640;
+  s.block_size = 16;
+  KvEventCounters kv;
+  kv.events_published = 12;
+  kv.batches_published = 3;
+  kv.events_dropped = 2;
+  kv.replay_requests = 1;
+  std::string text = metrics.Render(s, "m", kv);
+  std::map<std::string, double> samples;
+  CheckPrometheusText(text, &samples);
+  EXPECT_DOUBLE_EQ(
+      samples.at("vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"640\",num_cpu_blocks=\"0\"}"),
+      1);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_events_published_total{model_name=\"m\"}"), 12);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_event_batches_published_total{model_name=\"m\"}"), 3);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_events_dropped_total{model_name=\"m\"}"), 2);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_events_replay_requests_total{model_name=\"m\"}"), 1);
+  // While the model loads (no pool yet) and without --kv-events: neither.
+  text = metrics.Render(EngineStats{}, "m");
+  EXPECT_EQ(text.find("vllm:cache_config_info"), std::string::npos);
+  EXPECT_EQ(text.find("kvfork_kv_events"), std::string::npos);
+}
+
 TEST(AuthTest, ConstantTimeCompareAndSalts) {
   EXPECT_TRUE(ConstantTimeEquals("secret", "secret"));
   EXPECT_FALSE(ConstantTimeEquals("secret", "secreT"));

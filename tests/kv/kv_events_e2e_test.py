@@ -1,0 +1,221 @@
+"""KV events end to end: the real `kvfork serve --kv-events` on loopback, read
+by a subscriber written from vLLM's documented schema
+(tools/kv_events/kv_event_subscriber.py, Debian's python3-zmq and
+python3-msgpack). After every phase of a workload, the set of blocks the
+subscriber rebuilt from events equals /v1/cache/stats?blocks=1:
+
+  1. conversations with shared system prompts on a small pool (evictions);
+  2. after POST /v1/cache/reset (AllBlocksCleared);
+  3. after a restart of the server on the same ports: the subscriber sees the
+     sequence start over and rebuilds from the replay socket.
+
+Also: every block hash follows the chain docs/kv_cache.md documents, the
+topic is kv@<host>@<model>, /metrics has vllm:cache_config_info and no
+dropped events, and the flag errors name the flag."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+SRC = os.environ.get("KVFORK_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("KVFORK_BUILD_DIR", os.path.join(SRC, "build/release"))
+KVFORK = os.environ.get("KVFORK_BIN", os.path.join(BUILD, "src/cli/kvfork"))
+CACHE = os.environ.get("KVFORK_CACHE_DIR", os.path.join(SRC, ".cache"))
+TOKENIZER = os.path.join(CACHE, "npm/tokenizer-qwen3/package/models")
+sys.path.insert(0, os.path.join(SRC, "tools/kv_events"))
+
+from kv_event_subscriber import Subscriber  # noqa: E402
+
+POOL_BLOCKS = 32
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(port, method, path, body=None, timeout=60):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            raw = r.read().decode()
+            return r.status, (json.loads(raw) if raw.startswith(("{", "[")) else raw)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def make_model(tmp):
+    d = os.path.join(tmp, "tiny")
+    p = subprocess.run([KVFORK, "make-model", "--arch", "qwen3", "--shape", "tiny", "--seed", "11",
+                        "--tokenizer", TOKENIZER, "--out", d], capture_output=True, text=True)
+    if p.returncode != 0:
+        fail(f"make-model exited {p.returncode}: {p.stderr[-2000:]}")
+    return d
+
+
+class Server:
+    def __init__(self, model, ports, log):
+        self.http, self.pub, self.replay = ports
+        self.cmd = [KVFORK, "serve", "--model", model, "--served-model-name", "tiny",
+                    "--host", "127.0.0.1", "--port", str(self.http), "--threads", "1",
+                    "--kv-backend", "paged", "--kv-blocks", str(POOL_BLOCKS), "--max-num-seqs", "4",
+                    "--kv-events", f"tcp://*:{self.pub}", "--kv-events-replay", f"tcp://*:{self.replay}"]
+        self.log = log
+
+    def start(self):
+        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                fail(f"server exited {self.proc.returncode} while starting")
+            try:
+                code, _ = http(self.http, "GET", "/health", timeout=2)
+                if code == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        fail("server not ready in 60 s")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+
+
+def workload(port, tag, conversations=6, turns=2):
+    """Conversations behind three shared system prompts, 3 at a time."""
+    systems = [" ".join(f"system{s} rule {i} says be brief and kind" for i in range(12))
+               for s in range(3)]
+    errors = []
+
+    def conversation(c):
+        prompt = systems[c % 3]
+        for t in range(turns):
+            prompt += f" user {tag} {c} turn {t} asks about topic {c * 7 + t} please answer"
+            code, body = http(port, "POST", "/v1/completions",
+                              {"model": "tiny", "prompt": prompt, "max_tokens": 6, "temperature": 0})
+            if code != 200:
+                errors.append(f"{code} {body}")
+                return
+            prompt += body["choices"][0]["text"]
+
+    for start in range(0, conversations, 3):
+        threads = [threading.Thread(target=conversation, args=(c,))
+                   for c in range(start, min(conversations, start + 3))]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    if errors:
+        fail(f"workload {tag}: {errors[:3]}")
+
+
+def dump(port):
+    code, st = http(port, "GET", "/v1/cache/stats?blocks=1")
+    if code != 200:
+        fail(f"/v1/cache/stats?blocks=1: {code} {st}")
+    if st["block_hashes"] != sorted(st["block_hashes"]):
+        fail("block_hashes are not sorted")
+    return st
+
+
+def expect_same(sub, port, phase):
+    st = dump(port)
+    want = set(st["block_hashes"])
+    got = sub.wait_for(lambda s: s == want, timeout=15)
+    if got != want:
+        fail(f"{phase}: subscriber has {len(got)} blocks, server {len(want)}; "
+             f"{len(got - want)} extra, {len(want - got)} missing; counts {sub.replica.counts}")
+    print(f"{phase}: {len(want)} blocks agree; events {sub.replica.counts}, "
+          f"evictions {st['evictions']}, restarts {sub.replica.restarts}, "
+          f"replays {sub.replica.replays}", flush=True)
+    return st
+
+
+def check_flag_errors(model):
+    for extra, needle in [(["--kv-backend", "dense", "--kv-events", "tcp://*:%d" % free_port()],
+                           "--kv-backend paged"),
+                          (["--kv-events-replay", "tcp://*:%d" % free_port()], "--kv-events"),
+                          (["--kv-events", "tcp://*:notaport"], "--kv-events")]:
+        p = subprocess.run([KVFORK, "serve", "--model", model, "--port", "0", "--threads", "1"] + extra,
+                           capture_output=True, text=True, timeout=60)
+        if p.returncode == 0 or needle not in p.stderr:
+            fail(f"{extra}: exit {p.returncode}, stderr does not name {needle}: {p.stderr[-500:]}")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        model = make_model(tmp)
+        check_flag_errors(model)
+        ports = (free_port(), free_port(), free_port())
+        log = open(os.path.join(tmp, "serve.log"), "w")
+        server = Server(model, ports, log)
+        server.start()
+        sub = Subscriber(f"tcp://127.0.0.1:{ports[1]}", f"tcp://127.0.0.1:{ports[2]}", topic="kv@",
+                         verify_hashes=True)
+        try:
+            workload(server.http, "a", conversations=9)
+            st = expect_same(sub, server.http, "workload on a small pool")
+            if st["evictions"] <= 0:
+                fail("the workload evicted nothing: the pool is too big for the test")
+            if sub.replica.block_size != st["block_size"] or sub.replica.media != {"CPU"}:
+                fail(f"block_size {sub.replica.block_size} media {sub.replica.media}")
+            host = socket.gethostname()
+            if sub.topics_seen != {f"kv@{host}@tiny"}:
+                fail(f"topics {sub.topics_seen}, want kv@{host}@tiny")
+            if sub.replica.counts["BlockRemoved"] <= 0:
+                fail("no BlockRemoved although blocks were evicted")
+
+            cleared = sub.replica.counts["AllBlocksCleared"]
+            code, _ = http(server.http, "POST", "/v1/cache/reset", {})
+            if code != 200:
+                fail(f"/v1/cache/reset: {code}")
+            st = expect_same(sub, server.http, "after a cache reset")
+            if st["block_hashes"] or sub.replica.counts["AllBlocksCleared"] <= cleared:
+                fail("the reset did not clear the index or announce AllBlocksCleared")
+            workload(server.http, "b", conversations=3)
+            expect_same(sub, server.http, "workload after the reset")
+
+            code, metrics = http(server.http, "GET", "/metrics")
+            want = f'vllm:cache_config_info{{block_size="16",num_gpu_blocks="{POOL_BLOCKS}"'
+            if want not in metrics:
+                fail(f"/metrics has no {want}")
+            if 'kvfork_kv_events_dropped_total{model_name="tiny"} 0' not in metrics:
+                fail("events were dropped or the counter is missing")
+
+            server.stop()
+            server.start()
+            # The first batches of the new process may pass before the SUB
+            # socket has reconnected; the seq starting over sends the
+            # subscriber to the replay socket for them.
+            workload(server.http, "c", conversations=3)
+            expect_same(sub, server.http, "after a restart")
+            if sub.replica.restarts < 1 or sub.replica.replays < 1:
+                fail(f"restart not seen through the replay socket: restarts {sub.replica.restarts}, "
+                     f"replays {sub.replica.replays}")
+        finally:
+            sub.close()
+            if server.proc.poll() is None:
+                server.stop()
+            log.close()
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
