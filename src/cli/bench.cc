@@ -40,6 +40,10 @@ int RunBench(int argc, char** argv) {
   const bool help =
       argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0);
   FILE* out = help ? stdout : stderr;
+  if (!help)
+    std::fprintf(out, "kvfork bench: %s\n\n",
+                 argc < 2 ? "which benchmark?"
+                          : ("unknown benchmark '" + std::string(argv[1]) + "'").c_str());
   std::fprintf(out, "usage: kvfork bench <benchmark> [flags]\n\nbenchmarks:\n");
   for (const Command& b : list)
     std::fprintf(out, "  %-12s %s\n", b.name.c_str(), b.summary.c_str());
@@ -49,7 +53,7 @@ int RunBench(int argc, char** argv) {
 
 }  // namespace
 
-KVFORK_REGISTER_COMMAND(bench, "bench", "run a benchmark (kernels, model, tokenizer, kv, engine, serve)",
+KVFORK_REGISTER_COMMAND(bench, "bench", "run a benchmark (`kvfork bench --help` lists them)",
                         RunBench);
 
 }  // namespace kvfork::cli

@@ -34,6 +34,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "core/progress.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
 #include "engine/engine.h"
@@ -188,21 +189,25 @@ std::string LoadAverage() {
 }
 
 Status BenchEngine(int argc, char** argv) {
-  KVFORK_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(argc, argv, {}));
-  KVFORK_ASSIGN_OR_RETURN(std::string shape, flags.GetString("shape", "qwen3-0.6b"));
-  KVFORK_ASSIGN_OR_RETURN(std::string model_dir,
-                          flags.GetString("model-dir", "models/bench-" + shape));
-  KVFORK_ASSIGN_OR_RETURN(
-      std::string tok_dir,
-      flags.GetString("tokenizer-dir", ".cache/npm/tokenizer-qwen3/package/models"));
-  KVFORK_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", ThreadPool::DefaultThreads()));
-  KVFORK_ASSIGN_OR_RETURN(int64_t decode_tokens, flags.GetInt("decode-tokens", 32));
-  KVFORK_ASSIGN_OR_RETURN(std::string batches_text, flags.GetString("batches", "1,2,4,8,16"));
-  KVFORK_ASSIGN_OR_RETURN(int64_t repeats, flags.GetInt("repeats", 3));
-  KVFORK_ASSIGN_OR_RETURN(int64_t prompt_len, flags.GetInt("prompt-len", 2000));
-  KVFORK_ASSIGN_OR_RETURN(int64_t cached_len, flags.GetInt("cached-len", 1984));
-  KVFORK_ASSIGN_OR_RETURN(std::string json_path,
-                          flags.GetString("json", "bench/results/engine.json"));
+  Flags flags = Flags::Parse(argc, argv, {});
+  const std::string shape = flags.GetString("shape", "qwen3-0.6b", "random-weight model shape");
+  const std::string model_dir = flags.GetString(
+      "model-dir", "models/bench-" + shape, "where the random model is written once and reused");
+  const std::string tok_dir = flags.GetString(
+      "tokenizer-dir", ".cache/npm/tokenizer-qwen3/package/models", "tokenizer directory");
+  const int64_t threads = flags.GetInt("threads", ThreadPool::DefaultThreads(),
+                                       "compute threads, one per usable core unless set");
+  const int64_t decode_tokens = flags.GetInt("decode-tokens", 32, "decode tokens per sequence");
+  const std::string batches_text = flags.GetString(
+      "batches", "1,2,4,8,16", "comma-separated numbers of sequences decoding at once");
+  const int64_t repeats =
+      flags.GetInt("repeats", 3, "interleaved rounds; each batch keeps its best");
+  const int64_t prompt_len =
+      flags.GetInt("prompt-len", 2000, "tokens of the time-to-first-token prompt");
+  const int64_t cached_len = flags.GetInt(
+      "cached-len", 1984, "of those, tokens the warm prompt finds in the prefix cache");
+  const std::string json_path =
+      flags.GetString("json", "bench/results/engine.json", "where the JSON result goes");
   KVFORK_RETURN_IF_ERROR(flags.Finish());
   KVFORK_ASSIGN_OR_RETURN(std::vector<int64_t> batches, ParseList(batches_text));
   if (threads < 1) return InvalidArgumentError("--threads must be >= 1");
@@ -240,19 +245,27 @@ Status BenchEngine(int argc, char** argv) {
     KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(eo, *model, *tokenizer));
     // Warm-up: page in the weights and the pool.
     KVFORK_RETURN_IF_ERROR(MeasureDecode(*engine, 1, 4, rng).status());
+    // On a terminal only: "decode round: 2/3  8 seqs: 123.4 tok/s" (each
+    // round's rates are in the JSON).
+    ProgressOptions po;
+    po.label = "decode round";
+    po.total = repeats;
+    Progress progress(po);
     for (int64_t round = 0; round < repeats; ++round) {
       for (size_t i = 0; i < batches.size(); ++i) {
         KVFORK_ASSIGN_OR_RETURN(DecodeRow row,
                                 MeasureDecode(*engine, batches[i], decode_tokens, rng));
-        std::fprintf(stderr, "  round %lld, %lld seqs: %.1f tok/s\n",
-                     static_cast<long long>(round + 1), static_cast<long long>(batches[i]),
-                     row.tokens_per_s);
+        char note[64];
+        std::snprintf(note, sizeof(note), "%lld seqs: %.1f tok/s",
+                      static_cast<long long>(batches[i]), row.tokens_per_s);
+        progress.Update(round + 1, note);
         std::vector<double> seen = std::move(rows[i].rounds);
         seen.push_back(row.tokens_per_s);
         if (row.tokens_per_s > rows[i].tokens_per_s) rows[i] = row;
         rows[i].rounds = std::move(seen);
       }
     }
+    progress.Finish();
     engine->Shutdown();
   }
   double base = 0;

@@ -183,24 +183,21 @@ StatusOr<double> MeasureDecodeStep(Model& model, const Tokenizer& tokenizer, int
 }
 
 int RunBenchGrammar(int argc, char** argv) {
-  auto flags = Flags::Parse(argc, argv, {});
-  if (!flags.ok()) {
-    std::fprintf(stderr, "bench grammar: %s\n", flags.status().ToString().c_str());
+  Flags flags = Flags::Parse(argc, argv, {});
+  const std::string tok_dir = flags.GetString(
+      "tokenizer", ".cache/npm/tokenizer-qwen3/package/models", "tokenizer directory");
+  const std::string model_dir =
+      flags.GetString("model", "", "measure the decode step on this model (none: use --step-ms)");
+  const int64_t threads = flags.GetInt("threads", 2, "compute threads for the --model decode step");
+  const double step_ms =
+      flags.GetDouble("step-ms", 30.0, "decode step in ms to compare with, without --model");
+  const std::string json_path =
+      flags.GetString("json", "bench/results/grammar.json", "where the JSON result goes");
+  if (Status s = flags.Finish(); !s.ok()) {
+    std::fprintf(stderr, "kvfork bench grammar: %s\n", s.ToString().c_str());
     return 2;
   }
-  auto tok_dir = flags->GetString("tokenizer", ".cache/npm/tokenizer-qwen3/package/models");
-  auto model_dir = flags->GetString("model", "");
-  auto threads = flags->GetInt("threads", 2);
-  auto step_ms = flags->GetDouble("step-ms", 30.0);
-  auto json_path = flags->GetString("json", "bench/results/grammar.json");
-  for (const Status& s : {tok_dir.status(), model_dir.status(), threads.status(), step_ms.status(),
-                          json_path.status(), flags->Finish()}) {
-    if (!s.ok()) {
-      std::fprintf(stderr, "bench grammar: %s\n", s.ToString().c_str());
-      return 2;
-    }
-  }
-  auto tokenizer = Tokenizer::Load(*tok_dir);
+  auto tokenizer = Tokenizer::Load(tok_dir);
   if (!tokenizer.ok()) {
     std::fprintf(stderr, "bench grammar: %s\n", tokenizer.status().ToString().c_str());
     return 1;
@@ -208,18 +205,18 @@ int RunBenchGrammar(int argc, char** argv) {
   const Tokenizer& tok = **tokenizer;
   const int32_t eos = tok.eos_token_ids().empty() ? 0 : tok.eos_token_ids()[0];
 
-  double step_ms_b1 = *step_ms, step_ms_b8 = *step_ms;
+  double step_ms_b1 = step_ms, step_ms_b8 = step_ms;
   std::string step_source = "--step-ms";
-  if (!model_dir->empty()) {
+  if (!model_dir.empty()) {
     ModelLoadOptions lo;
     lo.show_progress = false;
-    auto model = Model::Load(*model_dir, lo);
+    auto model = Model::Load(model_dir, lo);
     if (!model.ok()) {
       std::fprintf(stderr, "bench grammar: %s\n", model.status().ToString().c_str());
       return 1;
     }
-    auto b1 = MeasureDecodeStep(**model, tok, *threads, 1);
-    auto b8 = MeasureDecodeStep(**model, tok, *threads, 8);
+    auto b1 = MeasureDecodeStep(**model, tok, threads, 1);
+    auto b8 = MeasureDecodeStep(**model, tok, threads, 8);
     if (!b1.ok() || !b8.ok()) {
       std::fprintf(stderr, "bench grammar: %s\n",
                    (!b1.ok() ? b1.status() : b8.status()).ToString().c_str());
@@ -227,7 +224,7 @@ int RunBenchGrammar(int argc, char** argv) {
     }
     step_ms_b1 = *b1;
     step_ms_b8 = *b8;
-    step_source = "measured: " + *model_dir + ", " + std::to_string(*threads) + " threads";
+    step_source = "measured: " + model_dir + ", " + std::to_string(threads) + " threads";
   }
 
   int64_t t0 = NowNanos();
@@ -299,7 +296,7 @@ int RunBenchGrammar(int argc, char** argv) {
                   static_cast<long long>(cs.misses), static_cast<long long>(cs.hits));
     }
   }
-  const json doc = {{"tokenizer", *tok_dir},
+  const json doc = {{"tokenizer", tok_dir},
                     {"vocab_tokens", vocab->size()},
                     {"trie_nodes", vocab->num_trie_nodes()},
                     {"vocab_build_ms", vocab_ms},
@@ -309,9 +306,9 @@ int RunBenchGrammar(int argc, char** argv) {
                     {"load_average", LoadAverage()},
                     {"results", rows}};
   std::error_code ec;
-  fs::create_directories(fs::path(*json_path).parent_path(), ec);
-  std::ofstream(*json_path) << doc.dump(2) << "\n";
-  std::printf("\nwrote %s\n", json_path->c_str());
+  fs::create_directories(fs::path(json_path).parent_path(), ec);
+  std::ofstream(json_path) << doc.dump(2) << "\n";
+  std::printf("\nwrote %s\n", json_path.c_str());
   return rc;
 }
 

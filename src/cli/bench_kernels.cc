@@ -106,32 +106,25 @@ double TimeDnnl(int64_t m, int64_t n, int64_t k, DType dtype, int copies, double
 #endif
 
 int RunBenchKernels(int argc, char** argv) {
-  auto flags_or = Flags::Parse(argc, argv, {"quick", "quant-only"});
-  if (!flags_or.ok()) {
-    std::fprintf(stderr, "%s\n", flags_or.status().ToString().c_str());
-    return 2;
-  }
-  Flags& flags = *flags_or;
-  auto threads_or = flags.GetInt("threads", ThreadPool::DefaultThreads());
-  auto json_or = flags.GetString("json", "bench/results/kernels.json");
-  const bool quick = flags.GetBool("quick");
-  const bool quant_only = flags.GetBool("quant-only");
+  Flags flags = Flags::Parse(argc, argv, {"quick", "quant-only"});
+  const int64_t threads_flag = flags.GetInt("threads", ThreadPool::DefaultThreads(),
+                                            "compute threads, one per usable core unless set");
+  const std::string json_path =
+      flags.GetString("json", "bench/results/kernels.json", "where the JSON result goes");
+  const bool quick = flags.GetBool("quick", "fewer repetitions (a smoke run)");
+  const bool quant_only = flags.GetBool("quant-only", "the limits and the quantized rows only");
   Status done = flags.Finish();
-  if (!threads_or.ok() || !json_or.ok() || !done.ok()) {
-    std::fprintf(stderr, "%s\n",
-                 (!threads_or.ok() ? threads_or.status()
-                  : !json_or.ok()  ? json_or.status()
-                                   : done)
-                     .ToString()
-                     .c_str());
+  if (!done.ok()) {
+    std::fprintf(stderr, "kvfork bench kernels: %s\n", done.ToString().c_str());
     return 2;
   }
-  if (*threads_or < 1 || *threads_or > 1024) {
+  if (threads_flag < 1 || threads_flag > 1024) {
     std::fprintf(stderr, "--threads must be in [1, 1024], got %lld\n",
-                 static_cast<long long>(*threads_or));
+                 static_cast<long long>(threads_flag));
     return 2;
   }
-  const int threads = static_cast<int>(*threads_or);
+  const int threads = static_cast<int>(threads_flag);
+
   const double min_s = quick ? 0.05 : 0.3;
   ThreadPool pool(threads);
   const Isa isa = ActiveIsa();
@@ -253,7 +246,7 @@ int RunBenchKernels(int argc, char** argv) {
     }
     out["attention"] = *std::move(attention);
   }
-  const std::filesystem::path path(*json_or);
+  const std::filesystem::path path(json_path);
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
   std::ofstream f(path);

@@ -132,34 +132,31 @@ int Fail(const Status& s) {
 }
 
 int RunBenchKv(int argc, char** argv) {
-  auto flags_or = Flags::Parse(argc, argv, {});
-  if (!flags_or.ok()) return Fail(flags_or.status());
-  Flags& flags = *flags_or;
-  auto shape = flags.GetString("shape", "tiny");
-  auto arch_name = flags.GetString("arch", "qwen3");
-  auto shared = flags.GetInt("shared", 2000);
-  auto suffix = flags.GetInt("suffix", 100);
-  auto siblings = flags.GetInt("siblings", 8);
-  auto dtype_name = flags.GetString("kv-dtype", "bf16");
-  auto block_size = flags.GetInt("kv-block-size", 16);
-  auto threads = flags.GetInt("threads", ThreadPool::DefaultThreads());
-  auto json_path = flags.GetString("json", "bench/results/kv.json");
-  for (const Status& s : {shape.status(), arch_name.status(), shared.status(), suffix.status(),
-                          siblings.status(), dtype_name.status(), block_size.status(),
-                          threads.status(), json_path.status(), flags.Finish()}) {
-    if (!s.ok()) return Fail(s);
-  }
-  if (*shared < 1 || *suffix < 1 || *siblings < 1 || *threads < 1)
+  Flags flags = Flags::Parse(argc, argv, {});
+  const std::string shape = flags.GetString("shape", "tiny", "random-weight model shape");
+  const std::string arch_name = flags.GetString("arch", "qwen3", "qwen3 or llama");
+  const int64_t shared = flags.GetInt("shared", 2000, "tokens of the shared prefix");
+  const int64_t suffix = flags.GetInt("suffix", 100, "tokens of each sibling's own tail");
+  const int64_t siblings = flags.GetInt("siblings", 8, "requests sharing the prefix");
+  const std::string dtype_name =
+      flags.GetString("kv-dtype", "bf16", "KV element type: bf16, f32 or int8");
+  const int64_t block_size = flags.GetInt("kv-block-size", 16, "tokens per KV block");
+  const int64_t threads = flags.GetInt("threads", ThreadPool::DefaultThreads(),
+                                       "compute threads, one per usable core unless set");
+  const std::string json_path =
+      flags.GetString("json", "bench/results/kv.json", "where the JSON result goes");
+  if (Status s = flags.Finish(); !s.ok()) return Fail(s);
+  if (shared < 1 || suffix < 1 || siblings < 1 || threads < 1)
     return Fail(InvalidArgumentError("--shared, --suffix, --siblings and --threads must be >= 1"));
-  if (*arch_name != "qwen3" && *arch_name != "llama")
-    return Fail(InvalidArgumentError("--arch: expected qwen3 or llama, got '" + *arch_name + "'"));
-  auto dtype = ParseKvDType(*dtype_name);
+  if (arch_name != "qwen3" && arch_name != "llama")
+    return Fail(InvalidArgumentError("--arch: expected qwen3 or llama, got '" + arch_name + "'"));
+  auto dtype = ParseKvDType(dtype_name);
   if (!dtype.ok()) return Fail(dtype.status());
 
   const int64_t vocab = 4096;
   RandomModelOptions mo;
-  mo.arch = *arch_name == "llama" ? Architecture::kLlama : Architecture::kQwen3;
-  mo.shape = *shape;
+  mo.arch = arch_name == "llama" ? Architecture::kLlama : Architecture::kQwen3;
+  mo.shape = shape;
   mo.dtype = DType::kBf16;
   mo.vocab_size = vocab;
   mo.seed = 3;
@@ -170,14 +167,14 @@ int RunBenchKv(int argc, char** argv) {
   lo.show_progress = false;
   auto model = Model::Load(dir, lo);
   if (!model.ok()) return Fail(model.status());
-  const KvLayout layout = (*model)->MakeKvLayout(*dtype, static_cast<int>(*block_size));
-  ThreadPool pool(static_cast<int>(*threads));
+  const KvLayout layout = (*model)->MakeKvLayout(*dtype, static_cast<int>(block_size));
+  ThreadPool pool(static_cast<int>(threads));
 
-  const std::vector<int32_t> prefix = RandomTokens(1, *shared, vocab);
+  const std::vector<int32_t> prefix = RandomTokens(1, shared, vocab);
   std::vector<std::vector<int32_t>> prompts;
-  for (int64_t i = 0; i < *siblings; ++i) {
+  for (int64_t i = 0; i < siblings; ++i) {
     std::vector<int32_t> p = prefix;
-    std::vector<int32_t> tail = RandomTokens(100 + i, *suffix, vocab);
+    std::vector<int32_t> tail = RandomTokens(100 + i, suffix, vocab);
     p.insert(p.end(), tail.begin(), tail.end());
     prompts.push_back(std::move(p));
   }
@@ -186,18 +183,18 @@ int RunBenchKv(int argc, char** argv) {
                             {"dense", KvBackend::kDense, true, true},
                             {"no prefix cache", KvBackend::kPaged, false, true}};
   const double bpt = static_cast<double>(layout.BytesPerToken());
-  const double n = static_cast<double>(*siblings);
+  const double n = static_cast<double>(siblings);
   // The peaks each backend should reach on this workload.
-  const double ideal_paged = (static_cast<double>(*shared) + n * *suffix) * bpt;
-  const double ideal_dense = n * static_cast<double>(*shared + *suffix) * bpt;
-  const double ideal_none = (n - 1) * static_cast<double>(*shared + *suffix) * bpt;
+  const double ideal_paged = (static_cast<double>(shared) + n * suffix) * bpt;
+  const double ideal_dense = n * static_cast<double>(shared + suffix) * bpt;
+  const double ideal_none = (n - 1) * static_cast<double>(shared + suffix) * bpt;
 
   std::printf(
       "bench kv: model %s/%s, kv %s, block %lld, %lld threads; prefix %lld + %lld x %lld "
       "suffix tokens; %.0f KV bytes/token\n",
-      arch_name->c_str(), shape->c_str(), KvDTypeName(*dtype), static_cast<long long>(*block_size),
-      static_cast<long long>(*threads), static_cast<long long>(*shared),
-      static_cast<long long>(*siblings), static_cast<long long>(*suffix), bpt);
+      arch_name.c_str(), shape.c_str(), KvDTypeName(*dtype), static_cast<long long>(block_size),
+      static_cast<long long>(threads), static_cast<long long>(shared),
+      static_cast<long long>(siblings), static_cast<long long>(suffix), bpt);
   std::printf("\n%-20s %10s %8s %12s %12s %11s %11s %10s\n", "config", "reused", "of prompt",
               "peak KV MiB", "ideal MiB", "TTFT cold", "TTFT warm", "total s");
   nlohmann::json rows = nlohmann::json::array();
@@ -228,20 +225,20 @@ int RunBenchKv(int argc, char** argv) {
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
-  nlohmann::json out = {{"arch", *arch_name},
-                        {"shape", *shape},
+  nlohmann::json out = {{"arch", arch_name},
+                        {"shape", shape},
                         {"kv_dtype", KvDTypeName(*dtype)},
-                        {"block_size", *block_size},
-                        {"threads", *threads},
-                        {"shared_tokens", *shared},
-                        {"suffix_tokens", *suffix},
-                        {"siblings", *siblings},
+                        {"block_size", block_size},
+                        {"threads", threads},
+                        {"shared_tokens", shared},
+                        {"suffix_tokens", suffix},
+                        {"siblings", siblings},
                         {"kv_bytes_per_token", bpt},
                         {"results", rows}};
-  const std::filesystem::path path(*json_path);
+  const std::filesystem::path path(json_path);
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
   std::ofstream f(path);
-  if (!f) return Fail(InvalidArgumentError("--json: cannot write " + *json_path));
+  if (!f) return Fail(InvalidArgumentError("--json: cannot write " + json_path));
   f << out.dump(2) << "\n";
   std::printf("\nwrote %s\n", path.c_str());
   return 0;

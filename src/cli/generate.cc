@@ -113,30 +113,37 @@ Output Collect(RequestStream& s, const std::function<void(const RequestEvent&)>&
 }
 
 Status Generate(int argc, char** argv) {
-  KVFORK_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(argc, argv, {"ignore-eos"}));
-  KVFORK_ASSIGN_OR_RETURN(std::string dir, flags.GetRequiredString("model"));
-  KVFORK_ASSIGN_OR_RETURN(std::string tokenizer_dir, flags.GetString("tokenizer", ""));
-  KVFORK_ASSIGN_OR_RETURN(std::string ids_text, flags.GetString("prompt-ids", ""));
-  KVFORK_ASSIGN_OR_RETURN(std::string prompt_text, flags.GetString("prompt", ""));
-  KVFORK_ASSIGN_OR_RETURN(std::string batch_path, flags.GetString("batch", ""));
-  KVFORK_ASSIGN_OR_RETURN(std::string output_path, flags.GetString("output", ""));
+  Flags flags = Flags::Parse(argc, argv, {"ignore-eos"});
+  const std::string dir =
+      flags.GetRequiredString("model", "a Hugging Face model directory or a .gguf file");
+  const std::string tokenizer_dir =
+      flags.GetString("tokenizer", "", "directory with tokenizer.json (none: the model's own)");
+  const std::string ids_text =
+      flags.GetString("prompt-ids", "", "the prompt as comma-separated token ids (none)");
+  const std::string prompt_text = flags.GetString("prompt", "", "the prompt as text (none; give one of the three)");
+  const std::string batch_path = flags.GetString(
+      "batch", "", "a JSON-lines file of requests run together, one result line each (none)");
+  const std::string output_path =
+      flags.GetString("output", "", "where --batch writes its JSON lines (none: stdout)");
   Request defaults;
   SamplingParams& sp = defaults.sampling;
-  KVFORK_ASSIGN_OR_RETURN(sp.max_tokens, flags.GetInt("max-tokens", 16));
-  KVFORK_ASSIGN_OR_RETURN(sp.temperature, flags.GetDouble("temperature", 0.0));
-  KVFORK_ASSIGN_OR_RETURN(sp.top_p, flags.GetDouble("top-p", 1.0));
-  KVFORK_ASSIGN_OR_RETURN(sp.top_k, flags.GetInt("top-k", 0));
-  KVFORK_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 0));
-  KVFORK_ASSIGN_OR_RETURN(std::string stop, flags.GetString("stop", ""));
-  sp.ignore_eos = flags.GetBool("ignore-eos");
+  sp.max_tokens = flags.GetInt("max-tokens", 16, "tokens to generate at most");
+  sp.temperature = flags.GetDouble("temperature", 0.0, "sampling temperature; 0 = greedy");
+  sp.top_p = flags.GetDouble("top-p", 1.0, "nucleus sampling: keep this much probability mass");
+  sp.top_k = flags.GetInt("top-k", 0, "keep only the k most likely tokens; 0 = all");
+  const int64_t seed = flags.GetInt("seed", 0, "sampling seed");
+  const std::string stop = flags.GetString("stop", "", "stop when this text appears (none: no stop text)");
+  sp.ignore_eos = flags.GetBool("ignore-eos", "keep generating past end-of-sequence tokens");
   sp.seed = static_cast<uint64_t>(seed);
   if (!stop.empty()) sp.stop = {stop};
   EngineOptions eo;
-  KVFORK_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", ThreadPool::DefaultThreads()));
-  KVFORK_ASSIGN_OR_RETURN(eo.max_num_seqs, flags.GetInt("max-num-seqs", 8));
-  KVFORK_ASSIGN_OR_RETURN(eo.max_num_batched_tokens, flags.GetInt("max-num-batched-tokens", 512));
-  KVFORK_ASSIGN_OR_RETURN(eo.kv_blocks, flags.GetInt("kv-blocks", 0));
-  KVFORK_ASSIGN_OR_RETURN(eo.kv_cache_mib, flags.GetInt("kv-cache-mib", 0));
+  const int64_t threads = flags.GetInt("threads", ThreadPool::DefaultThreads(),
+                                       "compute threads, one per usable core unless set");
+  eo.max_num_seqs = flags.GetInt("max-num-seqs", 8, "sequences running at once");
+  eo.max_num_batched_tokens =
+      flags.GetInt("max-num-batched-tokens", 512, "tokens per engine step (decode + prefill)");
+  eo.kv_blocks = flags.GetInt("kv-blocks", 0, "KV pool in blocks (overrides kv-cache-mib)");
+  eo.kv_cache_mib = flags.GetInt("kv-cache-mib", 0, "KV pool in MiB; 0 = a share of free memory");
   KVFORK_RETURN_IF_ERROR(flags.Finish());
   if (threads < 1) return InvalidArgumentError("--threads must be >= 1");
   eo.threads = static_cast<int>(threads);
@@ -245,14 +252,7 @@ Status Generate(int argc, char** argv) {
 int Run(int argc, char** argv) {
   Status s = Generate(argc, argv);
   if (!s.ok()) {
-    std::fprintf(
-        stderr,
-        "kvfork generate: %s\nusage: kvfork generate --model DIR|FILE.gguf [--tokenizer DIR] "
-        "(--prompt TEXT | "
-        "--prompt-ids 1,2,3 | --batch FILE.jsonl [--output FILE]) [--max-tokens N "
-        "--temperature T --top-p P --top-k K --seed S --stop STR --ignore-eos --threads N "
-        "--max-num-seqs N --max-num-batched-tokens N --kv-blocks N --kv-cache-mib N]\n",
-        s.ToString().c_str());
+    std::fprintf(stderr, "kvfork generate: %s\n", s.ToString().c_str());
     return 1;
   }
   return 0;

@@ -13,43 +13,47 @@ namespace kvfork::cli {
 namespace {
 
 Status MakeModel(int argc, char** argv) {
-  KVFORK_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(argc, argv, {}));
+  Flags flags = Flags::Parse(argc, argv, {});
   RandomModelOptions o;
-  KVFORK_ASSIGN_OR_RETURN(std::string arch, flags.GetString("arch", "qwen3"));
+  const std::string arch =
+      flags.GetString("arch", "qwen3", "architecture: " + SupportedArchNames(/*gguf=*/true));
+  std::string shapes;
+  for (const std::string& s : RandomModelShapes()) shapes += (shapes.empty() ? "" : ", ") + s;
+  o.shape = flags.GetString("shape", "tiny", "dimensions: " + shapes);
+  o.seed = static_cast<uint64_t>(flags.GetInt("seed", 0, "seed of the random weights"));
+  const std::string dtype = flags.GetString("dtype", "bf16", "weight type: bf16, f32 or f16");
+  o.tokenizer_dir = flags.GetString(
+      "tokenizer", "",
+      "copy tokenizer.json and its config from this directory (none: no tokenizer)");
+  o.vocab_size = flags.GetInt("vocab-size", 0, "0: the shape's vocabulary, else the tokenizer's");
+  o.hidden_size = flags.GetInt("hidden-size", 0, "overrides the shape's when > 0");
+  o.intermediate_size = flags.GetInt("intermediate-size", 0, "overrides the shape's when > 0");
+  o.num_layers = flags.GetInt("layers", 0, "overrides the shape's when > 0");
+  o.num_heads = flags.GetInt("heads", 0, "overrides the shape's when > 0");
+  o.num_kv_heads = flags.GetInt("kv-heads", 0, "overrides the shape's when > 0");
+  o.head_dim = flags.GetInt("head-dim", 0, "overrides the shape's when > 0");
+  const int64_t tie =
+      flags.GetInt("tie", -1, "1: lm_head is the embedding, 0: its own; -1: the shape's choice");
+  const int64_t rope_scaling =
+      flags.GetInt("rope-scaling", -1, "1: llama3 rope scaling, 0: none; -1: the shape's choice");
+  const std::string out = flags.GetRequiredString("out", "the model directory to write");
+  KVFORK_RETURN_IF_ERROR(flags.Finish());
   const ArchSpec* spec = ArchForGgufName(arch);
   if (spec == nullptr)
     return InvalidArgumentError("--arch must be one of " + SupportedArchNames(/*gguf=*/true) +
                                 ", got \"" + arch + "\"");
   o.arch = spec->id;
-  KVFORK_ASSIGN_OR_RETURN(o.shape, flags.GetString("shape", "tiny"));
-  KVFORK_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 0));
-  o.seed = static_cast<uint64_t>(seed);
-  KVFORK_ASSIGN_OR_RETURN(std::string dtype, flags.GetString("dtype", "bf16"));
   if (dtype == "bf16") o.dtype = DType::kBf16;
   else if (dtype == "f32") o.dtype = DType::kF32;
   else if (dtype == "f16") o.dtype = DType::kF16;
   else return InvalidArgumentError("--dtype must be bf16, f32 or f16, got \"" + dtype + "\"");
-  KVFORK_ASSIGN_OR_RETURN(o.tokenizer_dir, flags.GetString("tokenizer", ""));
-  KVFORK_ASSIGN_OR_RETURN(o.vocab_size, flags.GetInt("vocab-size", 0));
-  KVFORK_ASSIGN_OR_RETURN(o.hidden_size, flags.GetInt("hidden-size", 0));
-  KVFORK_ASSIGN_OR_RETURN(o.intermediate_size, flags.GetInt("intermediate-size", 0));
-  KVFORK_ASSIGN_OR_RETURN(o.num_layers, flags.GetInt("layers", 0));
-  KVFORK_ASSIGN_OR_RETURN(o.num_heads, flags.GetInt("heads", 0));
-  KVFORK_ASSIGN_OR_RETURN(o.num_kv_heads, flags.GetInt("kv-heads", 0));
-  KVFORK_ASSIGN_OR_RETURN(o.head_dim, flags.GetInt("head-dim", 0));
-  if (flags.Has("tie")) {
-    KVFORK_ASSIGN_OR_RETURN(int64_t tie, flags.GetInt("tie", 0));
-    if (tie != 0 && tie != 1) return InvalidArgumentError("--tie must be 0 or 1");
-    o.tie_word_embeddings = tie == 1;
-  }
-  if (flags.Has("rope-scaling")) {
-    KVFORK_ASSIGN_OR_RETURN(int64_t rs, flags.GetInt("rope-scaling", 0));
-    if (rs != 0 && rs != 1) return InvalidArgumentError("--rope-scaling must be 0 or 1");
-    o.rope_scaling = rs == 1;
-  }
-  KVFORK_ASSIGN_OR_RETURN(std::string out, flags.GetRequiredString("out"));
-  KVFORK_RETURN_IF_ERROR(flags.Finish());
+  if (tie < -1 || tie > 1) return InvalidArgumentError("--tie must be -1, 0 or 1");
+  if (tie >= 0) o.tie_word_embeddings = tie == 1;
+  if (rope_scaling < -1 || rope_scaling > 1)
+    return InvalidArgumentError("--rope-scaling must be -1, 0 or 1");
+  if (rope_scaling >= 0) o.rope_scaling = rope_scaling == 1;
 
+  o.show_progress = true;  // on a terminal only
   KVFORK_ASSIGN_OR_RETURN(ModelConfig c, RandomModelConfig(o));
   Timer timer;
   KVFORK_RETURN_IF_ERROR(WriteRandomModel(o, out));
@@ -66,11 +70,7 @@ Status MakeModel(int argc, char** argv) {
 int Run(int argc, char** argv) {
   Status s = MakeModel(argc, argv);
   if (!s.ok()) {
-    std::fprintf(stderr,
-                 "kvfork make-model: %s\nusage: kvfork make-model --arch llama|qwen3 --shape "
-                 "tiny|default-50m|qwen3-0.6b|llama-3.2-1b --seed N --dtype bf16|f32 "
-                 "[--tokenizer DIR] --out DIR [--vocab-size N] [--tie 0|1] [--rope-scaling 0|1]\n",
-                 s.ToString().c_str());
+    std::fprintf(stderr, "kvfork make-model: %s\n", s.ToString().c_str());
     return 1;
   }
   return 0;

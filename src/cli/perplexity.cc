@@ -62,14 +62,18 @@ StatusOr<std::string> ReadText(const std::string& path) {
 }
 
 Status Perplexity(int argc, char** argv) {
-  KVFORK_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(argc, argv, {}));
-  KVFORK_ASSIGN_OR_RETURN(std::string model_path, flags.GetRequiredString("model"));
-  KVFORK_ASSIGN_OR_RETURN(std::string file, flags.GetRequiredString("file"));
-  KVFORK_ASSIGN_OR_RETURN(int64_t ctx, flags.GetInt("ctx", 512));
-  KVFORK_ASSIGN_OR_RETURN(int64_t max_chunks, flags.GetInt("chunks", -1));
-  KVFORK_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", ThreadPool::DefaultThreads()));
-  KVFORK_ASSIGN_OR_RETURN(std::string kv_name, flags.GetString("kv-dtype", "bf16"));
-  KVFORK_ASSIGN_OR_RETURN(std::string json_path, flags.GetString("json", ""));
+  Flags flags = Flags::Parse(argc, argv, {});
+  const std::string model_path =
+      flags.GetRequiredString("model", "a Hugging Face model directory or a .gguf file");
+  const std::string file = flags.GetRequiredString("file", "the text file to score");
+  const int64_t ctx = flags.GetInt("ctx", 512, "tokens per chunk (llama-perplexity's -c)");
+  const int64_t max_chunks = flags.GetInt("chunks", -1, "chunks to score at most; -1 = all");
+  const int64_t threads = flags.GetInt("threads", ThreadPool::DefaultThreads(),
+                                       "compute threads, one per usable core unless set");
+  const std::string kv_name =
+      flags.GetString("kv-dtype", "bf16", "KV element type: bf16, f32 or int8");
+  const std::string json_path =
+      flags.GetString("json", "", "also write the result as JSON to this file (none)");
   KVFORK_RETURN_IF_ERROR(flags.Finish());
   if (ctx < 4 || ctx > (1 << 20)) return InvalidArgumentError("--ctx must be in [4, 1048576]");
   if (threads < 1) return InvalidArgumentError("--threads must be >= 1");

@@ -11,67 +11,48 @@
 namespace kvfork::cli {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: kvfork quantize --model DIR|FILE.gguf --type TYPE --out FILE.gguf\n"
-    "                       [--tokenizer DIR] [--vocab-gguf FILE] [--tokenizer-pre NAME]\n"
-    "                       [--name NAME] [--threads N]\n"
-    "  --model          a model directory (config.json, safetensors, tokenizer.json) or a\n"
-    "                   GGUF file with f32/f16/bf16 weights\n"
-    "  --type           q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k:\n"
-    "                   llama-quantize's mixes, same per-tensor types (docs/quantize.md)\n"
-    "  --out            the GGUF file to write\n"
-    "  --threads        threads quantizing rows (default: the usable cores; same bytes)\n"
-    "  --tokenizer, --vocab-gguf, --tokenizer-pre, --name: as export-gguf, for a directory\n";
-
 int Fail(const Status& s) {
   std::fprintf(stderr, "kvfork quantize: %s\n", s.ToString().c_str());
   return 1;
 }
 
 int RunQuantize(int argc, char** argv) {
-  auto flags_or = Flags::Parse(argc, argv, {"help"});
-  if (!flags_or.ok()) return Fail(flags_or.status());
-  Flags& flags = *flags_or;
-  if (flags.GetBool("help")) {
-    std::printf("%s", kUsage);
-    return 0;
-  }
-  auto model = flags.GetRequiredString("model");
-  auto out = flags.GetRequiredString("out");
-  auto type = flags.GetRequiredString("type");
-  auto tokenizer = flags.GetString("tokenizer", "");
-  auto vocab = flags.GetString("vocab-gguf", "");
-  auto pre = flags.GetString("tokenizer-pre", "");
-  auto name = flags.GetString("name", "");
-  auto threads = flags.GetInt("threads", ThreadPool::DefaultThreads());
-  if (!threads.ok()) return Fail(threads.status());
-  for (const auto* s : {&model, &out, &type, &tokenizer, &vocab, &pre, &name}) {
-    if (!s->ok()) {
-      std::fprintf(stderr, "%s", kUsage);
-      return Fail(s->status());
-    }
-  }
-  Status finish = flags.Finish();
-  if (!finish.ok()) return Fail(finish);
-  auto mix = ParseQuantizeMix(*type);
+  Flags flags = Flags::Parse(argc, argv, {});
+  const std::string model = flags.GetRequiredString(
+      "model", "a model directory, or a GGUF file with f32/f16/bf16 weights");
+  const std::string out = flags.GetRequiredString("out", "the GGUF file to write");
+  const std::string type = flags.GetRequiredString(
+      "type", "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_s, q4_k_m, q5_k_s, q5_k_m or q6_k");
+  const std::string tokenizer = flags.GetString(
+      "tokenizer", "", "for a directory: tokenizer.json's directory (none: the model's)");
+  const std::string vocab = flags.GetString(
+      "vocab-gguf", "", "take tokenizer.* metadata from this llama.cpp vocab GGUF (none: from tokenizer.json)");
+  const std::string pre = flags.GetString(
+      "tokenizer-pre", "", "tokenizer.ggml.pre (none: llama-bpe for llama, qwen2 for qwen3)");
+  const std::string name = flags.GetString("name", "", "general.name (none: the model's name)");
+  const int64_t threads = flags.GetInt("threads", ThreadPool::DefaultThreads(),
+                                       "threads quantizing rows (same bytes at any count)");
+  if (Status finish = flags.Finish(); !finish.ok()) return Fail(finish);
+  auto mix = ParseQuantizeMix(type);
   if (!mix.ok()) return Fail(mix.status());
-  if (*threads < 1 || *threads > 1024)
+  if (threads < 1 || threads > 1024)
     return Fail(
-        InvalidArgumentError("--threads must be in [1, 1024], got " + std::to_string(*threads)));
-  ThreadPool pool(static_cast<int>(*threads));
+        InvalidArgumentError("--threads must be in [1, 1024], got " + std::to_string(threads)));
+  ThreadPool pool(static_cast<int>(threads));
   QuantizeOptions options;
   options.mix = *mix;
-  options.export_options.tokenizer_dir = *tokenizer;
-  options.export_options.vocab_gguf = *vocab;
-  options.export_options.tokenizer_pre = *pre;
-  options.export_options.name = *name;
+  options.export_options.tokenizer_dir = tokenizer;
+  options.export_options.vocab_gguf = vocab;
+  options.export_options.tokenizer_pre = pre;
+  options.export_options.name = name;
   options.export_options.pool = &pool;
-  auto summary = QuantizeModel(*model, *out, options);
+  options.export_options.progress_label = "quantizing to " + out;
+  auto summary = QuantizeModel(model, out, options);
   if (!summary.ok()) return Fail(summary.status());
   std::string types;
   for (const auto& [t, n] : summary->tensors_by_type)
     types += (types.empty() ? "" : ", ") + std::to_string(n) + " " + t;
-  std::fprintf(stderr, "wrote %s (%s, %.1f MiB): tensors %s\n", out->c_str(), QuantizeMixName(*mix),
+  std::fprintf(stderr, "wrote %s (%s, %.1f MiB): tensors %s\n", out.c_str(), QuantizeMixName(*mix),
                static_cast<double>(summary->file_bytes) / (1024.0 * 1024.0), types.c_str());
   return 0;
 }

@@ -74,65 +74,86 @@ StatusOr<double> ParseMaxStepMs(const std::string& value) {
 }
 
 StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
-  KVFORK_ASSIGN_OR_RETURN(Flags flags,
-                          Flags::Parse(argc, argv, {"no-prefix-cache", "log-prompts", "no-webui"}));
+  Flags flags = Flags::Parse(argc, argv, {"no-prefix-cache", "log-prompts", "no-webui"});
   ServeConfig c;
-  KVFORK_ASSIGN_OR_RETURN(c.model_dir, flags.GetRequiredString("model"));
-  KVFORK_ASSIGN_OR_RETURN(c.tokenizer_dir, flags.GetString("tokenizer", ""));
-  KVFORK_ASSIGN_OR_RETURN(c.server.host, flags.GetString("host", "127.0.0.1"));
-  KVFORK_ASSIGN_OR_RETURN(int64_t port, flags.GetInt("port", 8080));
+  c.model_dir = flags.GetRequiredString("model", "a Hugging Face model directory or a .gguf file");
+  c.tokenizer_dir =
+      flags.GetString("tokenizer", "", "directory with tokenizer.json (none: the model's own)");
+  c.server.host = flags.GetString("host", "127.0.0.1", "address to listen on");
+  const int64_t port = flags.GetInt("port", 8080, "TCP port; 0 picks a free one");
   // The environment's key is not the flag's default: --help would print it.
-  KVFORK_ASSIGN_OR_RETURN(std::string keys, flags.GetString("api-key", ""));
+  std::string keys = flags.GetString(
+      "api-key", "", "comma-separated keys a client must send (none: env KVFORK_API_KEY, else open)");
   const char* env_key = std::getenv("KVFORK_API_KEY");
   if (keys.empty() && env_key != nullptr) keys = env_key;
-  KVFORK_ASSIGN_OR_RETURN(double body_mib, flags.GetDouble("max-body-mib", 16.0));
-  KVFORK_ASSIGN_OR_RETURN(c.server.max_prompt_tokens, flags.GetInt("max-prompt-tokens", 0));
-  KVFORK_ASSIGN_OR_RETURN(int64_t http_threads, flags.GetInt("http-threads", 0));
-  KVFORK_ASSIGN_OR_RETURN(int64_t read_timeout,
-                          flags.GetInt("http-read-timeout", c.server.read_timeout_seconds));
-  KVFORK_ASSIGN_OR_RETURN(int64_t write_timeout,
-                          flags.GetInt("http-write-timeout", c.server.write_timeout_seconds));
-  KVFORK_ASSIGN_OR_RETURN(int64_t keep_alive,
-                          flags.GetInt("http-keep-alive-timeout", c.server.keep_alive_seconds));
-  KVFORK_ASSIGN_OR_RETURN(std::string admin_keys, flags.GetString("admin-api-key", ""));
-  KVFORK_ASSIGN_OR_RETURN(std::string cors, flags.GetString("cors-origins", ""));
-  KVFORK_ASSIGN_OR_RETURN(std::string name, flags.GetString("served-model-name", ""));
-  c.server.log_prompts = flags.GetBool("log-prompts");
-  c.server.webui = !flags.GetBool("no-webui");
-  KVFORK_ASSIGN_OR_RETURN(std::string special_in_content,
-                          flags.GetString("special-tokens-in-content", "text"));
-  KVFORK_ASSIGN_OR_RETURN(c.server.tool_call_parser, flags.GetString("tool-call-parser", "auto"));
-  KVFORK_ASSIGN_OR_RETURN(c.server.reasoning_parser, flags.GetString("reasoning-parser", "auto"));
-  KVFORK_ASSIGN_OR_RETURN(int64_t store_entries, flags.GetInt("responses-store-max-entries", 1024));
-  KVFORK_ASSIGN_OR_RETURN(c.server.responses_store_max_mib,
-                          flags.GetInt("responses-store-max-mib", 256));
+  const double body_mib = flags.GetDouble("max-body-mib", 16.0, "largest request body in MiB");
+  c.server.max_prompt_tokens =
+      flags.GetInt("max-prompt-tokens", 0, "longest prompt in tokens; 0 = the model's context");
+  const int64_t http_threads = flags.GetInt(
+      "http-threads", 0, "connections served at once; 0 = max-num-seqs + max-queue + 16");
+  const int64_t read_timeout = flags.GetInt("http-read-timeout", c.server.read_timeout_seconds,
+                                            "seconds a read from a client may take");
+  const int64_t write_timeout = flags.GetInt("http-write-timeout", c.server.write_timeout_seconds,
+                                             "seconds a write to a client may take");
+  const int64_t keep_alive = flags.GetInt("http-keep-alive-timeout", c.server.keep_alive_seconds,
+                                          "seconds an idle connection is kept open");
+  const std::string admin_keys =
+      flags.GetString("admin-api-key", "", "comma-separated keys that may use the admin routes (none)");
+  const std::string cors = flags.GetString(
+      "cors-origins", "", "comma-separated origins allowed by CORS, or '*' (none: CORS off)");
+  std::string name = flags.GetString(
+      "served-model-name", "", "model id clients send (none: the model's file or directory name)");
+  c.server.log_prompts = flags.GetBool("log-prompts", "log each prompt's text");
+  c.server.webui = !flags.GetBool("no-webui", "do not serve the web page at /");
+  const std::string special_in_content =
+      flags.GetString("special-tokens-in-content", "text",
+                      "special-token strings in messages: text (tokenized as text) or allow");
+  c.server.tool_call_parser = flags.GetString(
+      "tool-call-parser", "auto", "auto (from the template), hermes, llama3_json, mistral or none");
+  c.server.reasoning_parser =
+      flags.GetString("reasoning-parser", "auto", "auto (on for <think> templates), think or none");
+  const int64_t store_entries = flags.GetInt("responses-store-max-entries", 1024,
+                                             "stored /v1/responses answers kept at most");
+  c.server.responses_store_max_mib =
+      flags.GetInt("responses-store-max-mib", 256, "MiB of stored /v1/responses JSON kept at most");
+  c.drain_seconds = flags.GetDouble("drain-seconds", 30.0,
+                                    "on SIGTERM/SIGINT, seconds running requests may finish");
+
+  EngineOptions& e = c.engine;
+  const int64_t threads = flags.GetInt("threads", ThreadPool::DefaultThreads(),
+                                       "compute threads, one per usable core unless set");
+  e.max_queue = flags.GetInt("max-queue", e.max_queue, "waiting requests before new ones get 503");
+  e.max_model_len = flags.GetInt("max-model-len", e.max_model_len,
+                                 "prompt + output tokens of a request; 0 = the model's context");
+  e.kv_backend = flags.GetString("kv-backend", e.kv_backend, "KV cache: auto, paged or dense");
+  e.kv_dtype = flags.GetString("kv-dtype", e.kv_dtype, "KV element type: bf16, f32 or int8");
+  const int64_t block_size = flags.GetInt("kv-block-size", e.kv_block_size, "tokens per KV block");
+  e.kv_cache_mib =
+      flags.GetInt("kv-cache-mib", e.kv_cache_mib, "KV pool in MiB; 0 = a share of free memory");
+  e.kv_blocks =
+      flags.GetInt("kv-blocks", e.kv_blocks, "KV pool in blocks (overrides kv-cache-mib)");
+  e.prefix_cache = !flags.GetBool("no-prefix-cache", "do not reuse cached prefix blocks");
+  const std::string tail = flags.GetString(
+      "prefix-tail-copy", "on", "on: reuse a partly filled last block by copying it; off");
+  e.max_num_seqs = flags.GetInt("max-num-seqs", e.max_num_seqs, "sequences running at once");
+  e.max_num_batched_tokens = flags.GetInt("max-num-batched-tokens", e.max_num_batched_tokens,
+                                          "tokens per engine step (decode + prefill chunks)");
+  e.schedule = flags.GetString("schedule", e.schedule,
+                               "admission order: fcfs or longest-prefix (most cached first)");
+  const std::string step_ms = flags.GetString(
+      "max-step-ms", "auto", "bound on a step's prefill while decoding: auto, off or N ms");
+  c.kv_events.endpoint = flags.GetString(
+      "kv-events", "", "publish KV cache events (vLLM's, over ZeroMQ) to this endpoint, e.g. tcp://*:5557 (none: off)");
+  c.kv_events.replay_endpoint = flags.GetString(
+      "kv-events-replay", "", "with --kv-events: a replay (ROUTER) endpoint (none: no replay)");
+  const std::string kv_topic = flags.GetString(
+      "kv-events-topic", "", "with --kv-events: the topic (none: kv@<hostname>@<served model name>)");
+  KVFORK_RETURN_IF_ERROR(flags.Finish());
+
   if (store_entries < 0 || c.server.responses_store_max_mib < 0)
     return InvalidArgumentError(
         "--responses-store-max-entries and --responses-store-max-mib must be >= 0");
   c.server.responses_store_max_entries = static_cast<size_t>(store_entries);
-  KVFORK_ASSIGN_OR_RETURN(c.drain_seconds, flags.GetDouble("drain-seconds", 30.0));
-
-  EngineOptions& e = c.engine;
-  KVFORK_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", ThreadPool::DefaultThreads()));
-  KVFORK_ASSIGN_OR_RETURN(e.max_queue, flags.GetInt("max-queue", e.max_queue));
-  KVFORK_ASSIGN_OR_RETURN(e.max_model_len, flags.GetInt("max-model-len", e.max_model_len));
-  KVFORK_ASSIGN_OR_RETURN(e.kv_backend, flags.GetString("kv-backend", e.kv_backend));
-  KVFORK_ASSIGN_OR_RETURN(e.kv_dtype, flags.GetString("kv-dtype", e.kv_dtype));
-  KVFORK_ASSIGN_OR_RETURN(int64_t block_size, flags.GetInt("kv-block-size", e.kv_block_size));
-  KVFORK_ASSIGN_OR_RETURN(e.kv_cache_mib, flags.GetInt("kv-cache-mib", e.kv_cache_mib));
-  KVFORK_ASSIGN_OR_RETURN(e.kv_blocks, flags.GetInt("kv-blocks", e.kv_blocks));
-  e.prefix_cache = !flags.GetBool("no-prefix-cache");
-  KVFORK_ASSIGN_OR_RETURN(std::string tail, flags.GetString("prefix-tail-copy", "on"));
-  KVFORK_ASSIGN_OR_RETURN(e.max_num_seqs, flags.GetInt("max-num-seqs", e.max_num_seqs));
-  KVFORK_ASSIGN_OR_RETURN(e.max_num_batched_tokens,
-                          flags.GetInt("max-num-batched-tokens", e.max_num_batched_tokens));
-  KVFORK_ASSIGN_OR_RETURN(e.schedule, flags.GetString("schedule", e.schedule));
-  KVFORK_ASSIGN_OR_RETURN(std::string step_ms, flags.GetString("max-step-ms", "auto"));
-  KVFORK_ASSIGN_OR_RETURN(c.kv_events.endpoint, flags.GetString("kv-events", ""));
-  KVFORK_ASSIGN_OR_RETURN(c.kv_events.replay_endpoint, flags.GetString("kv-events-replay", ""));
-  KVFORK_ASSIGN_OR_RETURN(std::string kv_topic, flags.GetString("kv-events-topic", ""));
-  KVFORK_RETURN_IF_ERROR(flags.Finish());
-
   if (port < 0 || port > 65535)
     return InvalidArgumentError("--port must be in [0, 65535], got " + std::to_string(port));
   c.server.port = static_cast<int>(port);
@@ -258,8 +279,7 @@ Status Serve(int argc, char** argv) {
 
   std::thread(WaitForSignals).detach();
 
-  ModelLoadOptions load;
-  load.show_progress = false;
+  ModelLoadOptions load;  // progress on a terminal only
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(c.model_dir, load));
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
                           LoadModelTokenizer(c.model_dir, c.tokenizer_dir));

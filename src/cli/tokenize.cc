@@ -73,51 +73,43 @@ StatusOr<nlohmann::ordered_json> LoadChatContext(const std::string& path, const 
 }
 
 int RunTokenize(int argc, char** argv) {
-  auto flags = Flags::Parse(argc, argv, {"ids", "add-special", "add-generation-prompt", "help"});
-  if (!flags.ok()) {
-    std::fprintf(stderr, "tokenize: %s\n", flags.status().ToString().c_str());
-    return 2;
-  }
-  if (flags->GetBool("help")) {
-    std::printf(
-        "usage: kvfork tokenize --model DIR [--ids] [--add-special] TEXT...  (TEXT \"-\": stdin)\n"
-        "       kvfork tokenize --model DIR [--ids] --chat FILE.json [--add-generation-prompt]\n");
-    return 0;
-  }
-  auto model = flags->GetRequiredString("model");
-  const bool ids_only = flags->GetBool("ids");
-  const bool add_special = flags->GetBool("add-special");
-  const bool add_generation_prompt = flags->GetBool("add-generation-prompt");
-  auto chat_file = flags->GetString("chat", "");
-  Status finish = flags->Finish();
-  if (!model.ok() || !finish.ok()) {
-    std::fprintf(stderr, "tokenize: %s\n",
-                 (!model.ok() ? model.status() : finish).ToString().c_str());
+  Flags flags = Flags::Parse(argc, argv, {"ids", "add-special", "add-generation-prompt"});
+  flags.DescribePositional("TEXT...", "the text to tokenize, joined by spaces; \"-\" reads stdin");
+  const std::string model =
+      flags.GetRequiredString("model", "model directory or .gguf whose tokenizer is used");
+  const bool ids_only = flags.GetBool("ids", "print the ids only, space-separated on one line");
+  const bool add_special = flags.GetBool("add-special", "add the tokenizer's special tokens (BOS)");
+  const bool add_generation_prompt =
+      flags.GetBool("add-generation-prompt", "with --chat: end with the assistant's turn opening");
+  const std::string chat_file = flags.GetString(
+      "chat", "", "render this JSON conversation with the chat template (none: tokenize TEXT)");
+  if (Status finish = flags.Finish(); !finish.ok()) {
+    std::fprintf(stderr, "kvfork tokenize: %s\n", finish.ToString().c_str());
     return 2;
   }
   std::string text;
-  if (flags->positional().size() == 1 && flags->positional()[0] == "-") {
+  if (flags.positional().size() == 1 && flags.positional()[0] == "-") {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   } else {
-    for (size_t i = 0; i < flags->positional().size(); ++i) {
+    for (size_t i = 0; i < flags.positional().size(); ++i) {
       if (i > 0) text += ' ';
-      text += flags->positional()[i];
+      text += flags.positional()[i];
     }
   }
-  auto tok = LoadModelTokenizer(*model, "");
+  auto tok = LoadModelTokenizer(model, "");
   if (!tok.ok()) {
     std::fprintf(stderr, "tokenize: %s\n", tok.status().ToString().c_str());
     return 1;
   }
-  if (!chat_file->empty()) {
-    auto context = LoadChatContext(*chat_file, **tok, add_generation_prompt);
+  if (!chat_file.empty()) {
+    auto context = LoadChatContext(chat_file, **tok, add_generation_prompt);
     if (!context.ok()) {
       std::fprintf(stderr, "tokenize: %s\n", context.status().ToString().c_str());
       return 1;
     }
     if ((*tok)->chat_template().empty()) {
       std::fprintf(stderr, "tokenize: %s has no chat_template in tokenizer_config.json\n",
-                   model->c_str());
+                   model.c_str());
       return 1;
     }
     auto tmpl = ChatTemplate::Parse((*tok)->chat_template());

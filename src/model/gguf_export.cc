@@ -350,7 +350,7 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
   }
   for (size_t i = 1; i < tensors.size(); ++i) KVFORK_RETURN_IF_ERROR(add(tensors[i]));
   for (const auto& [key, value] : options.extra_metadata) w.Set(key, value);
-  return w.Write(out_path).WithContext("writing " + out_path);
+  return w.Write(out_path, options.progress_label).WithContext("writing " + out_path);
 }
 
 }  // namespace kvfork

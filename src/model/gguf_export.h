@@ -55,6 +55,9 @@ struct GgufExportOptions {
   // Threads that convert / quantize a tensor's rows (not owned); null = the
   // calling thread. The bytes do not depend on it.
   ThreadPool* pool = nullptr;
+  // Non-empty: a progress line with this label while tensors are written,
+  // on a terminal only (core/progress.h). The CLI sets it; tests leave it.
+  std::string progress_label;
 };
 
 // Writes out_path. Errors name the file, field or tensor at fault.

@@ -129,7 +129,8 @@ Status QuantizeGgufFile(const std::string& path, const std::string& out_path,
           return OkStatus();
         }));
   }
-  return w.Write(out_path).WithContext("writing " + out_path);
+  return w.Write(out_path, options.export_options.progress_label)
+      .WithContext("writing " + out_path);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <memory>
 
+#include "core/progress.h"
+
 namespace kvfork {
 namespace {
 
@@ -140,7 +142,7 @@ Status GgufWriter::AddTensor(const std::string& name, GgmlType type, std::vector
   return OkStatus();
 }
 
-Status GgufWriter::Write(const std::string& path) const {
+Status GgufWriter::Write(const std::string& path, const std::string& progress_label) const {
   std::vector<uint8_t> header;
   header.insert(header.end(), {'G', 'G', 'U', 'F'});
   Append<uint32_t>(&header, 3);
@@ -174,8 +176,15 @@ Status GgufWriter::Write(const std::string& path) const {
   KVFORK_RETURN_IF_ERROR(write_all(header.data(), header.size()));
   std::vector<uint8_t> buf;
   uint64_t written = 0;
+  ProgressOptions po;
+  po.label = progress_label;
+  po.total = static_cast<int64_t>(offset);
+  po.bytes = true;
+  if (progress_label.empty()) po.enabled = false;
+  Progress progress(po);
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const TensorEntry& t = tensors_[i];
+    progress.Update(static_cast<int64_t>(written), t.name);
     std::vector<uint8_t> pad(offsets[i] - written, 0);
     KVFORK_RETURN_IF_ERROR(write_all(pad.data(), pad.size()));
     buf.assign(t.num_bytes, 0);
@@ -183,6 +192,8 @@ Status GgufWriter::Write(const std::string& path) const {
     KVFORK_RETURN_IF_ERROR(write_all(buf.data(), buf.size()));
     written = offsets[i] + t.num_bytes;
   }
+  progress.Update(static_cast<int64_t>(offset), "");  // the padded end: 100%
+  progress.Finish();
   std::vector<uint8_t> tail(AlignUp(written, alignment_) - written, 0);
   KVFORK_RETURN_IF_ERROR(write_all(tail.data(), tail.size()));
   if (std::fflush(f.get()) != 0) return DataLossError(path + ": flush failed: " + std::strerror(errno));

@@ -94,7 +94,9 @@ class GgufWriter {
   Status AddTensor(const std::string& name, GgmlType type, std::vector<int64_t> ne, FillFn fill);
 
   // Writes the file; errors name the path or the tensor whose fill failed.
-  Status Write(const std::string& path) const;
+  // A non-empty progress_label reports the tensor bytes written on a
+  // terminal (core/progress.h), for the CLI's export and quantize.
+  Status Write(const std::string& path, const std::string& progress_label = "") const;
 
   size_t num_tensors() const { return tensors_.size(); }
 

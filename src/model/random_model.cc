@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/bf16.h"
+#include "core/progress.h"
 #include "core/thread_pool.h"
 #include "model/arch.h"
 #include "model/safetensors.h"
@@ -296,7 +297,19 @@ Status WriteRandomModel(const RandomModelOptions& o, const std::string& out_dir)
                           SafetensorsWriter::Create(out_dir + "/model.safetensors", headers));
   ThreadPool pool(ThreadPool::DefaultThreads());
   std::vector<uint8_t> buf;
+  ProgressOptions po;
+  po.label = "writing " + out_dir;
+  po.bytes = true;
   for (const ExpectedTensor& t : tensors) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    po.total += n * static_cast<int64_t>(DTypeSize(o.dtype));
+  }
+  if (!o.show_progress) po.enabled = false;
+  Progress progress(po);
+  int64_t written = 0;
+  for (const ExpectedTensor& t : tensors) {
+    progress.Update(written, t.name);
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
     // Plain variables, not a structured binding: the lambda below captures
@@ -323,7 +336,10 @@ Status WriteRandomModel(const RandomModelOptions& o, const std::string& out_dir)
       }
     });
     KVFORK_RETURN_IF_ERROR(writer->Write(buf.data(), buf.size()));
+    written += static_cast<int64_t>(buf.size());
   }
+  progress.Update(written, "");
+  progress.Finish();
   return writer->Close();
 }
 

@@ -46,6 +46,9 @@ struct RandomModelOptions {
   int64_t vocab_size = 0;
   std::optional<bool> tie_word_embeddings;  // default: the shape's
   std::optional<bool> rope_scaling;         // llama3 rope scaling; default: the shape's
+  // A progress line while weights are written, on a terminal only
+  // (core/progress.h); `kvfork make-model` sets it.
+  bool show_progress = false;
 };
 
 // Names of the shapes WriteRandomModel knows.

@@ -1,13 +1,12 @@
 #include "model/weights.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstring>
 #include <map>
 
 #include "core/bf16.h"
 #include "core/logging.h"
+#include "core/progress.h"
 
 namespace kvfork {
 namespace {
@@ -219,15 +218,25 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
         (gguf ? arch.gguf_name : arch.hf_name) + " with this " + config_name);
   }
 
-  const bool progress = options.show_progress && isatty(2);
+  int64_t total_bytes = 0;
+  for (const ExpectedTensor& e : expected)
+    total_bytes += static_cast<int64_t>(ck.Find(e.NameFor(gguf))->num_bytes);
+  ProgressOptions po;
+  po.label = "loading " + ck.path();
+  po.total = total_bytes;
+  po.bytes = true;
+  if (!options.show_progress) po.enabled = false;
+  Progress progress(po);
   Binder b(w.get(), options);
   size_t done = 0;
+  int64_t done_bytes = 0;
   w->layers.resize(c.num_layers);
   for (const ExpectedTensor& e : expected) {
     const TensorInfo& t = *ck.Find(e.NameFor(gguf));
     ++done;
-    if (progress && (done % 16 == 0 || done == expected.size()))
-      std::fprintf(stderr, "\rloading weights: %zu/%zu tensors", done, expected.size());
+    done_bytes += static_cast<int64_t>(t.num_bytes);
+    progress.Update(done_bytes,
+                    std::to_string(done) + "/" + std::to_string(expected.size()) + " tensors");
     if (e.is_vector) {
       const float* v = b.Vector(t);
       if (e.layer < 0) {
@@ -304,7 +313,7 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
     w->lm_head = w->embed_tokens;
     w->decode_bytes_per_token += MatrixBytes(w->lm_head);
   }
-  if (progress) std::fprintf(stderr, "\n");
+  progress.Finish();
   for (const ExpectedTensor& e : expected) {
     int64_t n = 1;
     for (int64_t d : e.shape) n *= d;

@@ -1,6 +1,6 @@
-# The flag parser's usage (`kvfork <command> --help` lists each flag with its
-# default and exits 0; a missing required flag fails with that list), on the
-# parser and on the real binary.
+# The flag parser (cli/flags.h): the usage built from the getters (placeholder,
+# description, default), --help exits 0, and every error comes with the usage.
+# The real binary's commands: cli_help.cmake.
 kvfork_test(cli_flags_test
   SOURCES flags_test.cc ${PROJECT_SOURCE_DIR}/src/cli/flags.cc
   LABELS unit LIBS kvfork_core TIMEOUT 120)
