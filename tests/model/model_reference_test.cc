@@ -107,7 +107,8 @@ TEST_P(ModelReference, MatchesFloat64Reference) {
 
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
-  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3, Architecture::kQwen2})
+  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3, Architecture::kQwen2,
+                            Architecture::kSmolLM3, Architecture::kPhi3})
     for (DType dtype : {DType::kF32, DType::kBf16})
       for (bool tie : {false, true})
         for (bool rope : {false, true}) cases.push_back({arch, dtype, tie, rope});
