@@ -1,5 +1,6 @@
 // `kvfork make-model`: writes a deterministic random-weight Hugging Face
 // model directory (model/random_model.h).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -66,11 +67,17 @@ Status MakeModel(int argc, char** argv) {
 int Run(int argc, char** argv) {
   Status s = MakeModel(argc, argv);
   if (!s.ok()) {
+    std::string shapes;
+    for (const std::string& n : RandomModelShapes()) shapes += (shapes.empty() ? "" : "|") + n;
+    std::string archs = SupportedArchNames(/*gguf=*/true);
+    for (char& ch : archs)
+      if (ch == ',') ch = '|';
+    archs.erase(std::remove(archs.begin(), archs.end(), ' '), archs.end());
     std::fprintf(stderr,
-                 "kvfork make-model: %s\nusage: kvfork make-model --arch llama|qwen3 --shape "
-                 "tiny|default-50m|qwen3-0.6b|llama-3.2-1b --seed N --dtype bf16|f32 "
-                 "[--tokenizer DIR] --out DIR [--vocab-size N] [--tie 0|1] [--rope-scaling 0|1]\n",
-                 s.ToString().c_str());
+                 "kvfork make-model: %s\nusage: kvfork make-model --arch %s --shape %s --seed N "
+                 "--dtype bf16|f32 [--tokenizer DIR] --out DIR [--vocab-size N] [--tie 0|1] "
+                 "[--rope-scaling 0|1]\n",
+                 s.ToString().c_str(), archs.c_str(), shapes.c_str());
     return 1;
   }
   return 0;

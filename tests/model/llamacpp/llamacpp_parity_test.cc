@@ -7,7 +7,9 @@
 // Both sides run f32 weights and an f32 KV cache (llama.cpp's default f16
 // cache alone costs ~1e-3).
 // Covers Llama (permuted Q/K, GQA, untied output), Llama with llama3 rope
-// scaling (rope_freqs tensor) and Qwen3 (NeoX RoPE, q/k norms, tied output),
+// scaling (rope_freqs tensor), Qwen3 (NeoX RoPE, q/k norms, tied output),
+// Qwen2 (q/k/v bias), SmolLM3 (a layer without RoPE) and Phi3 (fused qkv and
+// gate_up, partial rotary, longrope's factor tensors),
 // in f32, and every block format through llama.cpp's mixes: the f32 model is
 // quantized by `kvfork quantize` (byte for byte what llama-quantize writes:
 // quantize_llamacpp_test) and both engines load that one file. Fixed seeds
@@ -279,10 +281,19 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen3_q8_0", Architecture::kQwen3, false, true, 21, QuantizeMix::kQ8_0},
                       Case{"llama_q6_k", Architecture::kLlama, false, false, 28,
                            QuantizeMix::kQ6_K},
+                      // Issue 24's families quantized: greedy identical, but
+                      // logits only within 5e-2 (measured 1.07e-2 smollm3
+                      // q8_0, 1.33e-2 phi3 longrope q8_0, 1.16e-2 phi3
+                      // Q4_K_M). That is issue 22's open gap, not these
+                      // architectures: plain llama in q8_0 with 4 layers
+                      // measured 1.55e-2 against the same node-llama-cpp
+                      // build (and its greedy diverged), while every f32 case
+                      // above agrees to 3e-6. A wrong split, rotary width or
+                      // RoPE-less layer moves logits by O(1).
                       Case{"smollm3_q8_0", Architecture::kSmolLM3, false, true, 29,
-                           QuantizeMix::kQ8_0},
+                           QuantizeMix::kQ8_0, 5e-2},
                       Case{"phi3_longrope_q8_0", Architecture::kPhi3, true, false, 30,
-                           QuantizeMix::kQ8_0},
+                           QuantizeMix::kQ8_0, 5e-2},
                       Case{"phi3_q4_k_m", Architecture::kPhi3, true, false, 31,
                            QuantizeMix::kQ4_K_M, 5e-2}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
