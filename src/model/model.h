@@ -1,4 +1,4 @@
-// The decoder for the architectures of arch.h (Llama, Qwen2, Qwen3): load a
+// The decoder for the architectures of arch.h (Llama, Qwen2, Qwen3, SmolLM3, Phi3): load a
 // Hugging Face directory or a GGUF file, run a batch of tokens against
 // per-sequence block tables.
 //

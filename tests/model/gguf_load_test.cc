@@ -445,6 +445,33 @@ TEST(GgufLoad, MissingOrBadMetadata) {
   ExpectLoadError(bad, StatusCode::kInvalidArgument, {"tokenizer.ggml.eos_token_id", "256"});
 }
 
+// issue 24's keys and tensors: a bad rotary width, a window the context
+// exceeds, half of longrope's factor pair, a bad attention factor, each named.
+TEST(GgufLoad, Phi3AndSmolLM3BadMetadata) {
+  TempDir tmp;
+  Exported e = ExportTiny(tmp, Architecture::kPhi3, DType::kF32, false, /*rope_scaling=*/true);
+  const std::string bad = tmp.Sub("bad.gguf");
+  Rewrite(e.gguf, bad,
+          [](KvList* kv) { SetKey(kv, "phi3.rope.dimension_count", GgufValue::U32(11)); });
+  ExpectLoadError(bad, StatusCode::kUnimplemented, {"phi3.rope.dimension_count", "11"});
+  Rewrite(e.gguf, bad,
+          [](KvList* kv) { SetKey(kv, "phi3.attention.sliding_window", GgufValue::U32(2047)); });
+  ExpectLoadError(bad, StatusCode::kUnimplemented, {"phi3.attention.sliding_window", "2047"});
+  Rewrite(e.gguf, bad, nullptr,
+          [](const std::string& n) { return n != "rope_factors_long.weight"; });
+  ExpectLoadError(bad, StatusCode::kInvalidArgument, {"rope_factors_short.weight", "pair"});
+  Rewrite(e.gguf, bad,
+          [](KvList* kv) { SetKey(kv, "phi3.rope.scaling.attn_factor", GgufValue::F32(-1)); });
+  ExpectLoadError(bad, StatusCode::kInvalidArgument, {"phi3.rope.scaling.attn_factor"});
+  // Llama's permuted Q/K has no partial form.
+  TempDir tmp2;
+  Exported l = ExportTiny(tmp2, Architecture::kSmolLM3, DType::kF32);
+  const std::string bad2 = tmp2.Sub("bad.gguf");
+  Rewrite(l.gguf, bad2,
+          [](KvList* kv) { SetKey(kv, "smollm3.rope.dimension_count", GgufValue::U32(8)); });
+  ExpectLoadError(bad2, StatusCode::kUnimplemented, {"smollm3.rope.dimension_count", "8"});
+}
+
 // The attention kernels' limits are refused at load, naming the limit.
 TEST(GgufLoad, KernelLimitsRejectedAtLoad) {
   TempDir tmp;
