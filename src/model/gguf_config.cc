@@ -91,8 +91,8 @@ Status Phi3Keys(const GgufCheckpoint& gguf, const Keys& k, ModelConfig* c) {
   KVFORK_ASSIGN_OR_RETURN(int64_t window, k.Int("attention.sliding_window", false, 0, 0));
   if (window > 0 && window < c->max_position_embeddings)
     return UnimplementedError(gguf.metadata().path() + ": key " +
-                              k.Name("attention.sliding_window") + " = " +
-                              std::to_string(window) + " (below context_length " +
+                              k.Name("attention.sliding_window") + " = " + std::to_string(window) +
+                              " (below context_length " +
                               std::to_string(c->max_position_embeddings) +
                               "): sliding-window attention is not supported");
   return OkStatus();
@@ -177,9 +177,9 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufCheckpoint& gguf) {
   auto factors = [&](const char* name, std::vector<float>* out) -> Status {
     const TensorInfo* f = gguf.Find(name);
     if (f->dtype != DType::kF32 || f->shape != std::vector<int64_t>{half})
-      return InvalidArgumentError(f->file + ": tensor \"" + name + "\" is " +
-                                  DTypeName(f->dtype) + " " + f->ShapeString() +
-                                  ", expected f32 [" + std::to_string(half) + "]");
+      return InvalidArgumentError(f->file + ": tensor \"" + name + "\" is " + DTypeName(f->dtype) +
+                                  " " + f->ShapeString() + ", expected f32 [" +
+                                  std::to_string(half) + "]");
     out->resize(half);
     std::memcpy(out->data(), f->data, f->num_bytes);
     for (float x : *out)

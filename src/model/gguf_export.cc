@@ -279,11 +279,10 @@ const char* DefaultTokenizerPre(Architecture arch) {
 // A model-wide f32 vector tensor (rope_freqs, rope_factors_*).
 Status AddF32Vector(GgufWriter* w, const std::string& name, std::vector<float> values) {
   auto v = std::make_shared<std::vector<float>>(std::move(values));
-  return w->AddTensor(name, GgmlType::kF32, {static_cast<int64_t>(v->size())},
-                      [v](uint8_t* dst) {
-                        std::memcpy(dst, v->data(), v->size() * 4);
-                        return OkStatus();
-                      });
+  return w->AddTensor(name, GgmlType::kF32, {static_cast<int64_t>(v->size())}, [v](uint8_t* dst) {
+    std::memcpy(dst, v->data(), v->size() * 4);
+    return OkStatus();
+  });
 }
 
 }  // namespace
@@ -333,8 +332,7 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
   }
   if (c.arch == Architecture::kLlama || c.arch == Architecture::kSmolLM3)
     u32("rope.dimension_count", c.head_dim);
-  if (c.arch == Architecture::kSmolLM3 &&
-      c.layer_uses_rope != SmolLM3GgufRopeLayers(c.num_layers))
+  if (c.arch == Architecture::kSmolLM3 && c.layer_uses_rope != SmolLM3GgufRopeLayers(c.num_layers))
     return UnimplementedError(model_dir +
                               "/config.json: no_rope_layers differs from llama.cpp's fixed "
                               "smollm3 pattern (no RoPE in every 4th layer), which GGUF cannot "
@@ -386,8 +384,7 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
     const std::vector<float> scaled = c.RopeInvFreq();
     std::vector<float> factors;
     for (size_t i = 0; i < scaled.size(); ++i)
-      factors.push_back(
-          static_cast<float>(c.RopeBaseInvFreq(static_cast<int64_t>(i)) / scaled[i]));
+      factors.push_back(static_cast<float>(c.RopeBaseInvFreq(static_cast<int64_t>(i)) / scaled[i]));
     KVFORK_RETURN_IF_ERROR(AddF32Vector(&w, "rope_freqs.weight", std::move(factors)));
   }
   if (c.rope_scaling.type == RopeScaling::Type::kLongRope) {
@@ -395,7 +392,8 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
     // attention factor as rope.scaling.attn_factor.
     w.Set(arch + ".rope.scaling.attn_factor",
           GgufValue::F32(static_cast<float>(c.rope_scaling.attention_factor)));
-    KVFORK_RETURN_IF_ERROR(AddF32Vector(&w, "rope_factors_long.weight", c.rope_scaling.long_factor));
+    KVFORK_RETURN_IF_ERROR(
+        AddF32Vector(&w, "rope_factors_long.weight", c.rope_scaling.long_factor));
     KVFORK_RETURN_IF_ERROR(
         AddF32Vector(&w, "rope_factors_short.weight", c.rope_scaling.short_factor));
   }

@@ -84,8 +84,8 @@ Status FactorList(const json& rs, const Fields& f, const char* name, int64_t cou
   if (!f.Has(name)) return f.Error(name, "is missing");
   const json& v = rs.at(name);
   if (!v.is_array() || static_cast<int64_t>(v.size()) != count)
-    return f.Error(name, "must be a list of " + std::to_string(count) +
-                             " numbers (rotary dims / 2)");
+    return f.Error(name,
+                   "must be a list of " + std::to_string(count) + " numbers (rotary dims / 2)");
   for (const json& x : v) {
     if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() <= 0)
       return f.Error(name, "must hold finite numbers > 0, got " + x.dump());
@@ -116,10 +116,10 @@ Status ParseLongRope(const json& rs, const Fields& f, ModelConfig* c) {
     if (s.attention_factor <= 0) return f.Error("attention_factor", "must be > 0");
   } else {
     s.attention_factor =
-        factor <= 1.0 ? 1.0
-                      : std::sqrt(1 + std::log(factor) /
-                                          std::log(static_cast<double>(
-                                              s.original_max_position_embeddings)));
+        factor <= 1.0
+            ? 1.0
+            : std::sqrt(1 + std::log(factor) /
+                                std::log(static_cast<double>(s.original_max_position_embeddings)));
   }
   return OkStatus();
 }
@@ -167,8 +167,8 @@ Status ParseRotaryDim(const json& root, const Fields& f, ModelConfig* c) {
   if (prf == 1.0) return OkStatus();
   if (c->arch != Architecture::kPhi3)
     return f.Error("partial_rotary_factor",
-                   "other than 1 is supported for Phi3ForCausalLM only, got " + root.at(
-                       "partial_rotary_factor").dump());
+                   "other than 1 is supported for Phi3ForCausalLM only, got " +
+                       root.at("partial_rotary_factor").dump());
   if (!(prf > 0 && prf < 1)) return f.Error("partial_rotary_factor", "must be in (0, 1]");
   c->rotary_dim = static_cast<int64_t>(static_cast<double>(c->head_dim) * prf);
   if (c->rotary_dim < 2 || c->rotary_dim % 2 != 0)
@@ -188,8 +188,8 @@ Status ParseNoRopeLayers(const json& root, const Fields& f, ModelConfig* c) {
                                            std::to_string(c->num_layers) + ") 0/1 entries");
     for (size_t l = 0; l < v.size(); ++l) {
       if (!v[l].is_number_integer() || (v[l].get<int64_t>() != 0 && v[l].get<int64_t>() != 1))
-        return f.Error("no_rope_layers", "entry " + std::to_string(l) + " must be 0 or 1, got " +
-                                             v[l].dump());
+        return f.Error("no_rope_layers",
+                       "entry " + std::to_string(l) + " must be 0 or 1, got " + v[l].dump());
       c->layer_uses_rope[l] = v[l].get<int64_t>() == 1;
     }
     return OkStatus();
@@ -290,8 +290,7 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     if (window < c.max_position_embeddings)
       return UnimplementedError(path + ": field \"sliding_window\" = " + std::to_string(window) +
                                 " (below max_position_embeddings " +
-                                std::to_string(c.max_position_embeddings) +
-                                ") is not supported");
+                                std::to_string(c.max_position_embeddings) + ") is not supported");
   }
   if (c.arch == Architecture::kSmolLM3) KVFORK_RETURN_IF_ERROR(ParseNoRopeLayers(root, f, &c));
   KVFORK_RETURN_IF_ERROR(ParseRopeScaling(root, path, &c));

@@ -11,13 +11,9 @@
 namespace kvfork {
 
 const ArchSpec& Phi3Arch() {
-  static const ArchSpec spec = {Architecture::kPhi3,
-                                "Phi3ForCausalLM",
-                                "phi3",
+  static const ArchSpec spec = {Architecture::kPhi3,          "Phi3ForCausalLM", "phi3",
                                 /*default_head_dim=*/0,
-                                /*gguf_rope_permuted=*/false,
-                                nullptr,
-                                nullptr,
+                                /*gguf_rope_permuted=*/false, nullptr,           nullptr,
                                 /*fused_projections=*/true};
   return spec;
 }

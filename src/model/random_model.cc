@@ -57,8 +57,7 @@ const std::vector<Shape>& Shapes() {
   static const std::vector<Shape> shapes = {
       // tiny's rope scaling uses original_max_position_embeddings 32 so that
       // with head_dim 16 its frequencies fall in all three llama3 bands.
-      {"tiny", 64, 128, 2, 4, 2, 16, 0, false, 10000.0, 1e-6, 4096, false,
-       Llama3Scaling(8.0, 32)},
+      {"tiny", 64, 128, 2, 4, 2, 16, 0, false, 10000.0, 1e-6, 4096, false, Llama3Scaling(8.0, 32)},
       {"default-50m", 256, 1024, 12, 4, 2, 64, 0, true, 1000000.0, 1e-6, 40960, false,
        Llama3Scaling(8.0, 8192)},
       {"qwen3-0.6b", 1024, 3072, 28, 16, 8, 128, 151936, true, 1000000.0, 1e-6, 40960, false,
@@ -68,20 +67,17 @@ const std::vector<Shape>& Shapes() {
       // Qwen2.5-0.5B(-Instruct)'s config.json, and a tiny one of its kind.
       {"qwen2.5-0.5b", 896, 4864, 24, 14, 2, 64, 151936, true, 1000000.0, 1e-6, 32768, false,
        RopeScaling()},
-      {"qwen2.5-tiny", 64, 128, 2, 4, 2, 16, 0, true, 1000000.0, 1e-6, 32768, false,
-       RopeScaling()},
+      {"qwen2.5-tiny", 64, 128, 2, 4, 2, 16, 0, true, 1000000.0, 1e-6, 32768, false, RopeScaling()},
       // SmolLM3-3B; the tiny one has 4 layers so that layer 3 has no RoPE.
       {"smollm3-3b", 2048, 11008, 36, 16, 4, 128, 128256, true, 5000000.0, 1e-6, 65536, false,
        RopeScaling()},
-      {"smollm3-tiny", 64, 128, 4, 4, 2, 16, 0, true, 5000000.0, 1e-6, 65536, false,
-       RopeScaling()},
+      {"smollm3-tiny", 64, 128, 4, 4, 2, 16, 0, true, 5000000.0, 1e-6, 65536, false, RopeScaling()},
       // Phi-4-mini-instruct (3.8B): partial rotary 0.75, longrope from 4096.
       // The tiny one's pretrained context of 32 puts a 64-token prompt on the
       // long factors, as transformers and llama.cpp would choose.
       {"phi-4-mini", 3072, 8192, 32, 24, 8, 128, 200064, true, 10000.0, 1e-5, 131072, true,
        LongRope(4096), 0.75},
-      {"phi3-tiny", 64, 128, 2, 4, 2, 16, 0, false, 10000.0, 1e-5, 4096, false, LongRope(32),
-       0.75},
+      {"phi3-tiny", 64, 128, 2, 4, 2, 16, 0, false, 10000.0, 1e-5, 4096, false, LongRope(32), 0.75},
   };
   return shapes;
 }

@@ -12,7 +12,7 @@ namespace kvfork {
 const ArchSpec& SmolLM3Arch() {
   static const ArchSpec spec = {
       Architecture::kSmolLM3, "SmolLM3ForCausalLM",        "smollm3",
-      /*default_head_dim=*/0, /*gguf_rope_permuted=*/true, nullptr, nullptr};
+      /*default_head_dim=*/0, /*gguf_rope_permuted=*/true, nullptr,   nullptr};
   return spec;
 }
 

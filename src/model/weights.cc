@@ -155,8 +155,8 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c, const ArchSpec
     out.push_back(
         LayerTensor(l, R::kInputNorm, "input_layernorm.weight", "attn_norm.weight", {h}, true));
     if (arch.fused_projections) {
-      out.push_back(LayerTensor(l, R::kQkv, "self_attn.qkv_proj.weight", "attn_qkv.weight",
-                                {q + 2 * kv, h}));
+      out.push_back(
+          LayerTensor(l, R::kQkv, "self_attn.qkv_proj.weight", "attn_qkv.weight", {q + 2 * kv, h}));
     } else {
       out.push_back(LayerTensor(l, R::kQ, "self_attn.q_proj.weight", "attn_q.weight", {q, h}));
       if (arch.gguf_rope_permuted) out.back().gguf_rope_heads = c.num_heads;

@@ -170,7 +170,6 @@ TEST(ModelConfig, Llama3RopeScaling) {
   EXPECT_NEAR(f[63], 1.0 / std::pow(500000.0, 126.0 / 128), 1e-12);
 }
 
-
 // SmolLM3: no_rope_layers as written (1 = RoPE), else transformers' default
 // of every no_rope_layer_interval-th layer without; bad lists name the field.
 TEST(ModelConfig, ParsesSmolLM3NoRopeLayers) {
@@ -181,24 +180,27 @@ TEST(ModelConfig, ParsesSmolLM3NoRopeLayers) {
   EXPECT_EQ(c->arch, Architecture::kSmolLM3);
   EXPECT_EQ(c->layer_uses_rope,
             (std::vector<bool>{true, true, true, false, true, true, true, false}));
-  c = ParseModelConfig(Replace(j, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"no_rope_layer_interval\": 2"),
-                       "config.json");
+  c = ParseModelConfig(
+      Replace(j, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"no_rope_layer_interval\": 2"),
+      "config.json");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->layer_uses_rope,
             (std::vector<bool>{true, false, true, false, true, false, true, false}));
-  c = ParseModelConfig(
-      Replace(j, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"no_rope_layers\": [0,1,1,1,1,1,1,1]"),
-      "config.json");
+  c = ParseModelConfig(Replace(j, "\"vocab_size\": 1000",
+                               "\"vocab_size\": 1000, \"no_rope_layers\": [0,1,1,1,1,1,1,1]"),
+                       "config.json");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_FALSE(c->LayerUsesRope(0));
   EXPECT_TRUE(c->LayerUsesRope(7));
-  ExpectError(Replace(j, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"no_rope_layers\": [1, 0]"),
-              StatusCode::kInvalidArgument, "no_rope_layers");
   ExpectError(
-      Replace(j, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"no_rope_layers\": [1,1,1,2,1,1,1,1]"),
-      StatusCode::kInvalidArgument, "entry 3 must be 0 or 1");
-  ExpectError(Replace(j, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"use_sliding_window\": true"),
-              StatusCode::kUnimplemented, "use_sliding_window");
+      Replace(j, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"no_rope_layers\": [1, 0]"),
+      StatusCode::kInvalidArgument, "no_rope_layers");
+  ExpectError(Replace(j, "\"vocab_size\": 1000",
+                      "\"vocab_size\": 1000, \"no_rope_layers\": [1,1,1,2,1,1,1,1]"),
+              StatusCode::kInvalidArgument, "entry 3 must be 0 or 1");
+  ExpectError(
+      Replace(j, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"use_sliding_window\": true"),
+      StatusCode::kUnimplemented, "use_sliding_window");
 }
 
 // Phi3: partial rotary, longrope (factors, the attention factor from the
@@ -220,8 +222,8 @@ TEST(ModelConfig, ParsesPhi3LongRopeAndPartialRotary) {
   EXPECT_EQ(c->RotaryDim(), 12);
   ASSERT_EQ(c->rope_scaling.type, RopeScaling::Type::kLongRope);
   EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 4096);
-  EXPECT_NEAR(c->rope_scaling.attention_factor,
-              std::sqrt(1 + std::log(32.0) / std::log(4096.0)), 1e-15);
+  EXPECT_NEAR(c->rope_scaling.attention_factor, std::sqrt(1 + std::log(32.0) / std::log(4096.0)),
+              1e-15);
   // Short factors until Model::Load picks the long ones for a long context.
   std::vector<float> f = c->RopeInvFreq();
   ASSERT_EQ(f.size(), 6u);

@@ -267,35 +267,32 @@ TEST_P(LlamaCppParity, GreedyAndLogitsMatch) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, LlamaCppParity,
-    ::testing::Values(Case{"llama", Architecture::kLlama, false, false, 11},
-                      Case{"llama_rope_scaling", Architecture::kLlama, true, true, 12},
-                      Case{"qwen3", Architecture::kQwen3, false, true, 13},
-                      Case{"qwen2", Architecture::kQwen2, false, false, 14},
-                      Case{"smollm3", Architecture::kSmolLM3, false, true, 15},
-                      Case{"phi3", Architecture::kPhi3, false, false, 16},
-                      Case{"phi3_longrope", Architecture::kPhi3, true, true, 17},
-                      // The formats that agree with node-llama-cpp's build
-                      // (q8_0 1.8e-7, q6_k 5e-7 relative measured). On the
-                      // other formats its logits and ours differ by 1-3%
-                      // relative on some rows; not yet explained (issue 22).
-                      Case{"qwen3_q8_0", Architecture::kQwen3, false, true, 21, QuantizeMix::kQ8_0},
-                      Case{"llama_q6_k", Architecture::kLlama, false, false, 28,
-                           QuantizeMix::kQ6_K},
-                      // Issue 24's families quantized: greedy identical, but
-                      // logits only within 5e-2 (measured 1.07e-2 smollm3
-                      // q8_0, 1.33e-2 phi3 longrope q8_0, 1.16e-2 phi3
-                      // Q4_K_M). That is issue 22's open gap, not these
-                      // architectures: plain llama in q8_0 with 4 layers
-                      // measured 1.55e-2 against the same node-llama-cpp
-                      // build (and its greedy diverged), while every f32 case
-                      // above agrees to 3e-6. A wrong split, rotary width or
-                      // RoPE-less layer moves logits by O(1).
-                      Case{"smollm3_q8_0", Architecture::kSmolLM3, false, true, 29,
-                           QuantizeMix::kQ8_0, 5e-2},
-                      Case{"phi3_longrope_q8_0", Architecture::kPhi3, true, false, 30,
-                           QuantizeMix::kQ8_0, 5e-2},
-                      Case{"phi3_q4_k_m", Architecture::kPhi3, true, false, 31,
-                           QuantizeMix::kQ4_K_M, 5e-2}),
+    ::testing::Values(
+        Case{"llama", Architecture::kLlama, false, false, 11},
+        Case{"llama_rope_scaling", Architecture::kLlama, true, true, 12},
+        Case{"qwen3", Architecture::kQwen3, false, true, 13},
+        Case{"qwen2", Architecture::kQwen2, false, false, 14},
+        Case{"smollm3", Architecture::kSmolLM3, false, true, 15},
+        Case{"phi3", Architecture::kPhi3, false, false, 16},
+        Case{"phi3_longrope", Architecture::kPhi3, true, true, 17},
+        // The formats that agree with node-llama-cpp's build
+        // (q8_0 1.8e-7, q6_k 5e-7 relative measured). On the
+        // other formats its logits and ours differ by 1-3%
+        // relative on some rows; not yet explained (issue 22).
+        Case{"qwen3_q8_0", Architecture::kQwen3, false, true, 21, QuantizeMix::kQ8_0},
+        Case{"llama_q6_k", Architecture::kLlama, false, false, 28, QuantizeMix::kQ6_K},
+        // Issue 24's families quantized: greedy identical, but
+        // logits only within 5e-2 (measured 1.07e-2 smollm3
+        // q8_0, 1.33e-2 phi3 longrope q8_0, 1.16e-2 phi3
+        // Q4_K_M). That is issue 22's open gap, not these
+        // architectures: plain llama in q8_0 with 4 layers
+        // measured 1.55e-2 against the same node-llama-cpp
+        // build (and its greedy diverged), while every f32 case
+        // above agrees to 3e-6. A wrong split, rotary width or
+        // RoPE-less layer moves logits by O(1).
+        Case{"smollm3_q8_0", Architecture::kSmolLM3, false, true, 29, QuantizeMix::kQ8_0, 5e-2},
+        Case{"phi3_longrope_q8_0", Architecture::kPhi3, true, false, 30, QuantizeMix::kQ8_0, 5e-2},
+        Case{"phi3_q4_k_m", Architecture::kPhi3, true, false, 31, QuantizeMix::kQ4_K_M, 5e-2}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace
