@@ -1,5 +1,6 @@
 // `kvfork make-model`: writes a deterministic random-weight Hugging Face
 // model directory (model/random_model.h).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -35,7 +36,7 @@ Status MakeModel(int argc, char** argv) {
   const int64_t tie =
       flags.GetInt("tie", -1, "1: lm_head is the embedding, 0: its own; -1: the shape's choice");
   const int64_t rope_scaling =
-      flags.GetInt("rope-scaling", -1, "1: llama3 rope scaling, 0: none; -1: the shape's choice");
+      flags.GetInt("rope-scaling", -1, "1: rope scaling (llama3; longrope for phi3), 0: none; -1: the shape's choice");
   const std::string out = flags.GetRequiredString("out", "the model directory to write");
   KVFORK_RETURN_IF_ERROR(flags.Finish());
   const ArchSpec* spec = ArchForGgufName(arch);

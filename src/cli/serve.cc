@@ -280,6 +280,7 @@ Status Serve(int argc, char** argv) {
   std::thread(WaitForSignals).detach();
 
   ModelLoadOptions load;  // progress on a terminal only
+  load.context_length = c.engine.max_model_len;  // longrope's short/long choice
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(c.model_dir, load));
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
                           LoadModelTokenizer(c.model_dir, c.tokenizer_dir));

@@ -1,5 +1,5 @@
 // What differs between the supported architectures, one small file each
-// (llama.cc, qwen2.cc, qwen3.cc), and the registry that finds them by the
+// (llama.cc, qwen2.cc, qwen3.cc, smollm3.cc, phi3.cc), and the registry that finds them by the
 // Hugging Face architecture name (config.json "architectures") or the GGUF
 // general.architecture. The shared decoder (decoder.cc), the loader
 // (weights.cc, model_config.cc, gguf_config.cc) and export-gguf ask only this.
@@ -37,6 +37,11 @@ enum class TensorRole {
   kGate,
   kUp,
   kDown,
+  // Fused (Phi3): [q + 2 * kv, hidden] split into kQ/kK/kV row ranges, and
+  // [2 * intermediate, hidden] into gate (first half) and up, at bind (views,
+  // no copy).
+  kQkv,
+  kGateUp,
 };
 
 // A tensor the checkpoint must hold, under both names, with the shape the
@@ -78,6 +83,9 @@ struct ArchSpec {
   // nullptr when the architecture has nothing there. Must be per-row.
   void (*after_qkv)(const ModelConfig& c, const LayerWeights& w, int64_t num_tokens, float* q,
                     float* k) = nullptr;
+  // The checkpoint holds fused qkv and gate_up projections (kQkv, kGateUp)
+  // instead of q/k/v and gate/up (Phi3).
+  bool fused_projections = false;
 };
 
 // Row permutation LlamaModel.permute applies to a [n_head * head_dim, cols]
@@ -88,6 +96,13 @@ std::vector<int64_t> LlamaRopePermutation(int64_t n_head, int64_t head_dim);
 const ArchSpec& LlamaArch();
 const ArchSpec& Qwen2Arch();
 const ArchSpec& Qwen3Arch();
+const ArchSpec& SmolLM3Arch();
+const ArchSpec& Phi3Arch();
+
+// llama.cpp's smollm3 applies no RoPE in layer il when (il + 1) % 4 == 0
+// (n_no_rope_layer_step, not stored in the GGUF); this is that pattern.
+constexpr int64_t kSmolLM3GgufNoRopeStep = 4;
+std::vector<bool> SmolLM3GgufRopeLayers(int64_t num_layers);
 
 // Every supported architecture, in a stable order.
 const std::vector<const ArchSpec*>& Architectures();

@@ -14,6 +14,22 @@ void AddBiasRows(float* x, int64_t rows, int64_t cols, const float* bias) {
   for (int64_t r = 0; r < rows; ++r) AddInPlace(x + r * cols, bias, cols);
 }
 
+// RoPE on x [rows, heads, head_dim]: all of each head, or with partial rotary
+// (rotary_dim < head_dim, Phi-4-mini) its first rotary_dim dims one head at a
+// time, the rest passing through as transformers' Phi3 does. cos/sin:
+// [rows, rotary_dim / 2].
+void Rotate(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+            const float* cos, const float* sin) {
+  if (rotary_dim == head_dim) {
+    RopeRotate(x, rows, heads, head_dim, cos, sin);
+    return;
+  }
+  const int64_t half = rotary_dim / 2;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < heads; ++h)
+      RopeRotate(x + (r * heads + h) * head_dim, 1, 1, rotary_dim, cos + r * half, sin + r * half);
+}
+
 }  // namespace
 
 Decoder::Decoder(ModelConfig config, const ArchSpec& arch, std::unique_ptr<ModelWeights> weights)
@@ -95,16 +111,28 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
   }
 
   // RoPE's angles depend only on the positions: once for every layer.
-  const int64_t half = c.head_dim / 2;
+  const int64_t rotary_dim = c.RotaryDim();
+  const int64_t half = rotary_dim / 2;
   rope_cos_.resize(T * half);
   rope_sin_.resize(T * half);
+  // longrope's attention factor scales cos and sin (transformers multiplies
+  // them after cos()/sin(), llama.cpp's rope by its attn_factor): in f32.
+  const float rope_scale = c.rope_scaling.type == RopeScaling::Type::kLongRope
+                               ? static_cast<float>(c.rope_scaling.attention_factor)
+                               : 1.0f;
   pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
     RopeAngles(positions_.data() + r0, r1 - r0, inv_freq_.data(), half,
                rope_cos_.data() + r0 * half, rope_sin_.data() + r0 * half);
+    if (rope_scale != 1.0f)
+      for (int64_t i = r0 * half; i < r1 * half; ++i) {
+        rope_cos_[i] *= rope_scale;
+        rope_sin_[i] *= rope_scale;
+      }
   });
   EmbeddingLookup(w.embed_tokens, batch.tokens.data(), T, x_.data());
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = w.layers[l];
+    const bool rope = c.LayerUsesRope(l);
     pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
       RmsNorm(x_.data() + r0 * H, L.input_norm, r1 - r0, H, eps, h_.data() + r0 * H);
     });
@@ -121,10 +149,11 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
         AddBiasRows(v_.data() + r0 * kvd, r1 - r0, kvd, L.v_bias);
       }
       if (arch_.after_qkv != nullptr) arch_.after_qkv(c, L, r1 - r0, q, k);
+      if (!rope) return;  // SmolLM3's layers without position encoding
       const float* cos = rope_cos_.data() + r0 * half;
       const float* sin = rope_sin_.data() + r0 * half;
-      RopeRotate(q, r1 - r0, c.num_heads, c.head_dim, cos, sin);
-      RopeRotate(k, r1 - r0, c.num_kv_heads, c.head_dim, cos, sin);
+      Rotate(q, r1 - r0, c.num_heads, c.head_dim, rotary_dim, cos, sin);
+      Rotate(k, r1 - r0, c.num_kv_heads, c.head_dim, rotary_dim, cos, sin);
     });
     {
       int64_t t = 0;

@@ -76,6 +76,28 @@ Status SpecialTokens(const GgufReader& r, ModelConfig* c) {
   return OkStatus();
 }
 
+// phi3's extra keys, as its converter writes them: the pretrained context
+// (longrope's threshold), longrope's attention factor, and a sliding window
+// (0 = none; llama.cpp ignores it, kvfork refuses one the context exceeds:
+// windows are the sliding-window work's).
+Status Phi3Keys(const GgufCheckpoint& gguf, const Keys& k, ModelConfig* c) {
+  KVFORK_ASSIGN_OR_RETURN(
+      c->rope_scaling.original_max_position_embeddings,
+      k.Int("rope.scaling.original_context_length", false, c->max_position_embeddings, 1));
+  KVFORK_ASSIGN_OR_RETURN(c->rope_scaling.attention_factor,
+                          k.Float("rope.scaling.attn_factor", false, 1.0));
+  if (c->rope_scaling.attention_factor <= 0)
+    return k.Error("rope.scaling.attn_factor", "must be > 0");
+  KVFORK_ASSIGN_OR_RETURN(int64_t window, k.Int("attention.sliding_window", false, 0, 0));
+  if (window > 0 && window < c->max_position_embeddings)
+    return UnimplementedError(gguf.metadata().path() + ": key " +
+                              k.Name("attention.sliding_window") + " = " + std::to_string(window) +
+                              " (below context_length " +
+                              std::to_string(c->max_position_embeddings) +
+                              "): sliding-window attention is not supported");
+  return OkStatus();
+}
+
 }  // namespace
 
 StatusOr<ModelConfig> ModelConfigFromGguf(const GgufCheckpoint& gguf) {
@@ -116,11 +138,15 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufCheckpoint& gguf) {
     return k.Error("attention.value_length", "(" + std::to_string(value_length) +
                                                  ") must equal attention.key_length (" +
                                                  std::to_string(c.head_dim) + ")");
-  KVFORK_ASSIGN_OR_RETURN(int64_t rope_dims, k.Int("rope.dimension_count", false, c.head_dim, 1));
-  if (rope_dims != c.head_dim)
+  KVFORK_ASSIGN_OR_RETURN(c.rotary_dim, k.Int("rope.dimension_count", false, c.head_dim, 1));
+  // Partial rotary (phi3's Phi-4-mini) rotates the leading dims NeoX-style;
+  // llama's interleaved (permuted) layout has no partial form here.
+  if (c.rotary_dim > c.head_dim || c.rotary_dim % 2 != 0 ||
+      (c.rotary_dim != c.head_dim && arch->gguf_rope_permuted))
     return UnimplementedError(path + ": key " + k.Name("rope.dimension_count") + " is " +
-                              std::to_string(rope_dims) + ": partial rotary (not head_dim " +
-                              std::to_string(c.head_dim) + ") is not supported");
+                              std::to_string(c.rotary_dim) + ": rotary dims other than head_dim " +
+                              std::to_string(c.head_dim) +
+                              " are supported only even, smaller, and for NeoX-RoPE architectures");
   if (c.head_dim % 2 != 0)
     return k.Error("attention.key_length", "must be even for rotary embeddings");
   if (c.head_dim > kMaxAttentionHeadDim)
@@ -146,19 +172,41 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufCheckpoint& gguf) {
       return UnimplementedError(path + ": key " + k.Name("rope.scaling.type") + " is \"" + type +
                                 "\", which is not supported (none, or llama3 as rope_freqs)");
   }
-  if (const TensorInfo* f = gguf.Find("rope_freqs.weight")) {
-    if (f->dtype != DType::kF32 || f->shape != std::vector<int64_t>{c.head_dim / 2})
-      return InvalidArgumentError(f->file + ": tensor \"rope_freqs.weight\" is " +
-                                  DTypeName(f->dtype) + " " + f->ShapeString() +
-                                  ", expected f32 [" + std::to_string(c.head_dim / 2) + "]");
-    c.rope_scaling.type = RopeScaling::Type::kFreqFactors;
-    c.rope_scaling.freq_factors.resize(c.head_dim / 2);
-    std::memcpy(c.rope_scaling.freq_factors.data(), f->data, f->num_bytes);
-    for (float x : c.rope_scaling.freq_factors)
+  const int64_t half = c.rotary_dim / 2;
+  // One f32 [rotary_dim / 2] tensor of positive finite factors.
+  auto factors = [&](const char* name, std::vector<float>* out) -> Status {
+    const TensorInfo* f = gguf.Find(name);
+    if (f->dtype != DType::kF32 || f->shape != std::vector<int64_t>{half})
+      return InvalidArgumentError(f->file + ": tensor \"" + name + "\" is " + DTypeName(f->dtype) +
+                                  " " + f->ShapeString() + ", expected f32 [" +
+                                  std::to_string(half) + "]");
+    out->resize(half);
+    std::memcpy(out->data(), f->data, f->num_bytes);
+    for (float x : *out)
       if (!(x > 0) || !std::isfinite(x))
-        return InvalidArgumentError(f->file + ": tensor \"rope_freqs.weight\" has factor " +
+        return InvalidArgumentError(f->file + ": tensor \"" + name + "\" has factor " +
                                     std::to_string(x) + "; every factor must be finite and > 0");
+    return OkStatus();
+  };
+  if (gguf.Find("rope_freqs.weight") != nullptr) {
+    c.rope_scaling.type = RopeScaling::Type::kFreqFactors;
+    KVFORK_RETURN_IF_ERROR(factors("rope_freqs.weight", &c.rope_scaling.freq_factors));
   }
+  if (c.arch == Architecture::kPhi3) KVFORK_RETURN_IF_ERROR(Phi3Keys(gguf, k, &c));
+  const bool has_short = gguf.Find("rope_factors_short.weight") != nullptr;
+  const bool has_long = gguf.Find("rope_factors_long.weight") != nullptr;
+  if (has_short || has_long) {
+    if (c.arch != Architecture::kPhi3 || !has_short || !has_long ||
+        c.rope_scaling.type != RopeScaling::Type::kNone)
+      return InvalidArgumentError(path +
+                                  ": tensors rope_factors_short.weight and "
+                                  "rope_factors_long.weight come as a pair, in phi3 only, "
+                                  "without rope_freqs.weight");
+    c.rope_scaling.type = RopeScaling::Type::kLongRope;
+    KVFORK_RETURN_IF_ERROR(factors("rope_factors_short.weight", &c.rope_scaling.short_factor));
+    KVFORK_RETURN_IF_ERROR(factors("rope_factors_long.weight", &c.rope_scaling.long_factor));
+  }
+  if (c.arch == Architecture::kSmolLM3) c.layer_uses_rope = SmolLM3GgufRopeLayers(c.num_layers);
 
   const TensorInfo* embd = gguf.Find("token_embd.weight");
   if (embd == nullptr)

@@ -259,6 +259,32 @@ Status AddTokenizerFromGguf(const std::string& path, const ModelConfig& config, 
   return OkStatus();
 }
 
+// What convert_hf_to_gguf's hash detection yields for each family's
+// tokenizer: Llama 3 (and SmolLM3's, derived from it), Qwen 2/3, Phi-4-mini's
+// o200k.
+const char* DefaultTokenizerPre(Architecture arch) {
+  switch (arch) {
+    case Architecture::kLlama:
+    case Architecture::kSmolLM3:
+      return "llama-bpe";
+    case Architecture::kPhi3:
+      return "gpt-4o";
+    case Architecture::kQwen2:
+    case Architecture::kQwen3:
+      break;
+  }
+  return "qwen2";
+}
+
+// A model-wide f32 vector tensor (rope_freqs, rope_factors_*).
+Status AddF32Vector(GgufWriter* w, const std::string& name, std::vector<float> values) {
+  auto v = std::make_shared<std::vector<float>>(std::move(values));
+  return w->AddTensor(name, GgmlType::kF32, {static_cast<int64_t>(v->size())}, [v](uint8_t* dst) {
+    std::memcpy(dst, v->data(), v->size() * 4);
+    return OkStatus();
+  });
+}
+
 }  // namespace
 
 Status ExportGguf(const std::string& model_dir, const std::string& out_path,
@@ -288,16 +314,35 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
   w.Set(arch + ".rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
   w.Set(arch + ".attention.layer_norm_rms_epsilon",
         GgufValue::F32(static_cast<float>(c.rms_norm_eps)));
-  u32("attention.key_length", c.head_dim);
-  u32("attention.value_length", c.head_dim);
-  u32("vocab_size", c.vocab_size);
-  if (c.arch == Architecture::kLlama) u32("rope.dimension_count", c.head_dim);
+  if (c.arch == Architecture::kPhi3) {
+    // Phi3MiniModel.set_gguf_parameters: no key/value length or vocab_size
+    // keys (head_dim is embedding_length / head_count), the pretrained
+    // context, and sliding_window 0 for none.
+    u32("rope.dimension_count", c.RotaryDim());
+    u32("rope.scaling.original_context_length", c.rope_scaling.original_max_position_embeddings);
+    u32("attention.sliding_window", 0);
+    if (c.hidden_size != c.num_heads * c.head_dim)
+      return UnimplementedError(model_dir + "/config.json: head_dim " + std::to_string(c.head_dim) +
+                                " is not hidden_size / num_attention_heads, which phi3 GGUF "
+                                "cannot express (it has no attention.key_length)");
+  } else {
+    u32("attention.key_length", c.head_dim);
+    u32("attention.value_length", c.head_dim);
+    u32("vocab_size", c.vocab_size);
+  }
+  if (c.arch == Architecture::kLlama || c.arch == Architecture::kSmolLM3)
+    u32("rope.dimension_count", c.head_dim);
+  if (c.arch == Architecture::kSmolLM3 && c.layer_uses_rope != SmolLM3GgufRopeLayers(c.num_layers))
+    return UnimplementedError(model_dir +
+                              "/config.json: no_rope_layers differs from llama.cpp's fixed "
+                              "smollm3 pattern (no RoPE in every 4th layer), which GGUF cannot "
+                              "express");
 
   if (!options.vocab_gguf.empty()) {
     KVFORK_RETURN_IF_ERROR(AddTokenizerFromGguf(options.vocab_gguf, c, &w));
   } else {
     std::string pre = options.tokenizer_pre;
-    if (pre.empty()) pre = c.arch == Architecture::kLlama ? "llama-bpe" : "qwen2";
+    if (pre.empty()) pre = DefaultTokenizerPre(c.arch);
     const std::string dir = options.tokenizer_dir.empty() ? model_dir : options.tokenizer_dir;
     KVFORK_RETURN_IF_ERROR(AddTokenizerFromJson(dir, c, pre, &w));
   }
@@ -337,16 +382,20 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
     // frequency by this factor, so it is base / scaled from the one
     // RoPE-frequency function the decoder uses.
     const std::vector<float> scaled = c.RopeInvFreq();
-    auto factors = std::make_shared<std::vector<float>>();
+    std::vector<float> factors;
     for (size_t i = 0; i < scaled.size(); ++i)
-      factors->push_back(
-          static_cast<float>(c.RopeBaseInvFreq(static_cast<int64_t>(i)) / scaled[i]));
-    KVFORK_RETURN_IF_ERROR(w.AddTensor("rope_freqs.weight", GgmlType::kF32,
-                                       {static_cast<int64_t>(factors->size())},
-                                       [factors](uint8_t* dst) {
-                                         std::memcpy(dst, factors->data(), factors->size() * 4);
-                                         return OkStatus();
-                                       }));
+      factors.push_back(static_cast<float>(c.RopeBaseInvFreq(static_cast<int64_t>(i)) / scaled[i]));
+    KVFORK_RETURN_IF_ERROR(AddF32Vector(&w, "rope_freqs.weight", std::move(factors)));
+  }
+  if (c.rope_scaling.type == RopeScaling::Type::kLongRope) {
+    // Phi3MiniModel.generate_extra_tensors: both factor lists, and the
+    // attention factor as rope.scaling.attn_factor.
+    w.Set(arch + ".rope.scaling.attn_factor",
+          GgufValue::F32(static_cast<float>(c.rope_scaling.attention_factor)));
+    KVFORK_RETURN_IF_ERROR(
+        AddF32Vector(&w, "rope_factors_long.weight", c.rope_scaling.long_factor));
+    KVFORK_RETURN_IF_ERROR(
+        AddF32Vector(&w, "rope_factors_short.weight", c.rope_scaling.short_factor));
   }
   for (size_t i = 1; i < tensors.size(); ++i) KVFORK_RETURN_IF_ERROR(add(tensors[i]));
   for (const auto& [key, value] : options.extra_metadata) w.Set(key, value);

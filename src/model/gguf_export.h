@@ -1,11 +1,17 @@
 // Converts a kvfork / Hugging Face model directory (config.json, safetensors,
 // tokenizer.json) into a GGUF v3 file that llama.cpp loads, doing what
-// llama.cpp's convert_hf_to_gguf.py does for LlamaForCausalLM and
-// Qwen3ForCausalLM:
-//   - hyperparameters as {arch}.* keys (arch "llama" or "qwen3");
+// llama.cpp's convert_hf_to_gguf.py does for LlamaForCausalLM,
+// Qwen2ForCausalLM, Qwen3ForCausalLM, SmolLM3ForCausalLM and Phi3ForCausalLM:
+//   - hyperparameters as {arch}.* keys (general.architecture = the
+//     ArchSpec's gguf_name); phi3 as Phi3MiniModel writes them (no key/value
+//     length, rope.dimension_count = the partial rotary dims,
+//     rope.scaling.original_context_length, attention.sliding_window 0);
+//   - smollm3 only when no_rope_layers is llama.cpp's fixed pattern;
+//   - for longrope, rope_factors_long / rope_factors_short tensors and
+//     rope.scaling.attn_factor;
 //   - tensors renamed (token_embd, blk.N.attn_q, ..., output_norm, output;
 //     output omitted when the embeddings are tied);
-//   - for llama, Q and K rows permuted from HF's rotate-half order back to
+//   - for llama and smollm3, Q and K rows permuted from HF's rotate-half order back to
 //     llama.cpp's interleaved pairs (LlamaModel.permute); qwen3 uses NeoX
 //     RoPE and is written unpermuted;
 //   - for llama3 rope scaling, a rope_freqs tensor of per-pair factors;
@@ -37,9 +43,10 @@ struct GgufExportOptions {
   // If set, the tokenizer.* keys are copied from this GGUF (one of
   // llama.cpp's models/ggml-vocab-*.gguf) instead of built from tokenizer.json.
   std::string vocab_gguf;
-  // tokenizer.ggml.pre; empty = by architecture ("llama-bpe" for llama,
-  // "qwen2" for qwen3: what convert_hf_to_gguf's hash detection yields for
-  // the Llama 3 and Qwen 2/3 tokenizers).
+  // tokenizer.ggml.pre; empty = by architecture ("llama-bpe" for llama and
+  // smollm3, "qwen2" for qwen2/qwen3, "gpt-4o" for phi3: what
+  // convert_hf_to_gguf's hash detection yields for the Llama 3, Qwen 2/3 and
+  // Phi-4-mini tokenizers).
   std::string tokenizer_pre;
   // general.name; empty = the model directory's base name.
   std::string name;

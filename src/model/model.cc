@@ -19,6 +19,12 @@ StatusOr<std::unique_ptr<Model>> Finish(ModelConfig config, std::unique_ptr<Tens
                                         const ModelLoadOptions& options) {
   const ArchSpec& arch = ArchFor(config.arch);
   const std::string path = source->path();
+  if (config.rope_scaling.type == RopeScaling::Type::kLongRope) {
+    const int64_t context =
+        options.context_length > 0 ? options.context_length : config.max_position_embeddings;
+    config.rope_scaling.use_long_factor =
+        context > config.rope_scaling.original_max_position_embeddings;
+  }
   auto weights = BindWeights(config, arch, std::move(source), options);
   if (!weights.ok()) return weights.status().WithContext("loading " + path);
   KVFORK_LOG(kInfo) << "loaded " << arch.hf_name << " from " << path << ": "

@@ -1,4 +1,4 @@
-// The decoder for the architectures of arch.h (Llama, Qwen2, Qwen3): load a
+// The decoder for the architectures of arch.h (Llama, Qwen2, Qwen3, SmolLM3, Phi3): load a
 // Hugging Face directory or a GGUF file, run a batch of tokens against
 // per-sequence block tables.
 //
@@ -30,6 +30,10 @@ struct ModelLoadOptions {
   bool f16_to_f32 = false;
   // Print a progress bar to stderr while loading when it is a terminal.
   bool show_progress = true;
+  // The longest sequence the caller will run (prompt + output); 0 = the
+  // model's max_position_embeddings. Picks longrope's factors as llama.cpp
+  // does: long when this exceeds original_max_position_embeddings, else short.
+  int64_t context_length = 0;
 };
 
 // One sequence's slice of a ForwardBatch.

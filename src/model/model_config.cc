@@ -77,6 +77,53 @@ class Fields {
   std::string prefix_;
 };
 
+// A list of rotary_dim / 2 positive finite factors (longrope's
+// short_factor / long_factor).
+Status FactorList(const json& rs, const Fields& f, const char* name, int64_t count,
+                  std::vector<float>* out) {
+  if (!f.Has(name)) return f.Error(name, "is missing");
+  const json& v = rs.at(name);
+  if (!v.is_array() || static_cast<int64_t>(v.size()) != count)
+    return f.Error(name,
+                   "must be a list of " + std::to_string(count) + " numbers (rotary dims / 2)");
+  for (const json& x : v) {
+    if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() <= 0)
+      return f.Error(name, "must hold finite numbers > 0, got " + x.dump());
+    out->push_back(static_cast<float>(x.get<double>()));
+  }
+  return OkStatus();
+}
+
+// longrope (Phi-3.5, Phi-4-mini), as transformers'
+// _compute_longrope_parameters: the factor is max_position_embeddings /
+// original_max_position_embeddings, and without an explicit
+// attention_factor, sqrt(1 + ln(factor) / ln(original)) when factor > 1.
+Status ParseLongRope(const json& rs, const Fields& f, ModelConfig* c) {
+  RopeScaling& s = c->rope_scaling;
+  s.type = RopeScaling::Type::kLongRope;
+  if (f.Has("original_max_position_embeddings")) {
+    KVFORK_ASSIGN_OR_RETURN(s.original_max_position_embeddings,
+                            f.Int("original_max_position_embeddings", true, 0, 1));
+  }
+  const int64_t half = c->RotaryDim() / 2;
+  KVFORK_RETURN_IF_ERROR(FactorList(rs, f, "short_factor", half, &s.short_factor));
+  KVFORK_RETURN_IF_ERROR(FactorList(rs, f, "long_factor", half, &s.long_factor));
+  const double factor = static_cast<double>(c->max_position_embeddings) /
+                        static_cast<double>(s.original_max_position_embeddings);
+  s.factor = factor;
+  if (f.Has("attention_factor")) {
+    KVFORK_ASSIGN_OR_RETURN(s.attention_factor, f.Double("attention_factor", true, 1.0));
+    if (s.attention_factor <= 0) return f.Error("attention_factor", "must be > 0");
+  } else {
+    s.attention_factor =
+        factor <= 1.0
+            ? 1.0
+            : std::sqrt(1 + std::log(factor) /
+                                std::log(static_cast<double>(s.original_max_position_embeddings)));
+  }
+  return OkStatus();
+}
+
 Status ParseRopeScaling(const json& root, const std::string& path, ModelConfig* c) {
   if (!root.contains("rope_scaling") || root.at("rope_scaling").is_null()) return OkStatus();
   const json& rs = root.at("rope_scaling");
@@ -91,9 +138,12 @@ Status ParseRopeScaling(const json& root, const std::string& path, ModelConfig* 
     KVFORK_ASSIGN_OR_RETURN(type, f.String("type", false));
   }
   if (type == "default" || type.empty()) return OkStatus();
+  // "su" is longrope's older name (Phi-3 configs of 2024).
+  if ((type == "longrope" || type == "su") && c->arch == Architecture::kPhi3)
+    return ParseLongRope(rs, f, c);
   if (type != "llama3")
     return UnimplementedError(path + ": rope_scaling type \"" + type +
-                              "\" is not supported (only llama3)");
+                              "\" is not supported (llama3; longrope for Phi3ForCausalLM)");
   RopeScaling& s = c->rope_scaling;
   s.type = RopeScaling::Type::kLlama3;
   KVFORK_ASSIGN_OR_RETURN(s.factor, f.Double("factor", true, 0));
@@ -105,6 +155,47 @@ Status ParseRopeScaling(const json& root, const std::string& path, ModelConfig* 
   if (s.low_freq_factor <= 0) return f.Error("low_freq_factor", "must be > 0");
   if (s.high_freq_factor <= s.low_freq_factor)
     return f.Error("high_freq_factor", "must be greater than low_freq_factor");
+  return OkStatus();
+}
+
+// partial_rotary_factor (Phi3 only): RoPE on the first
+// int(head_dim * factor) dims of each head, as transformers' Phi3Attention.
+Status ParseRotaryDim(const json& root, const Fields& f, ModelConfig* c) {
+  c->rotary_dim = c->head_dim;
+  if (!f.Has("partial_rotary_factor")) return OkStatus();
+  KVFORK_ASSIGN_OR_RETURN(double prf, f.Double("partial_rotary_factor", true, 1.0));
+  if (prf == 1.0) return OkStatus();
+  if (c->arch != Architecture::kPhi3)
+    return f.Error("partial_rotary_factor",
+                   "other than 1 is supported for Phi3ForCausalLM only, got " +
+                       root.at("partial_rotary_factor").dump());
+  if (!(prf > 0 && prf < 1)) return f.Error("partial_rotary_factor", "must be in (0, 1]");
+  c->rotary_dim = static_cast<int64_t>(static_cast<double>(c->head_dim) * prf);
+  if (c->rotary_dim < 2 || c->rotary_dim % 2 != 0)
+    return f.Error("partial_rotary_factor", "gives " + std::to_string(c->rotary_dim) +
+                                                " rotary dims; they must be even and >= 2");
+  return OkStatus();
+}
+
+// SmolLM3's no_rope_layers: one entry per layer, 1 = RoPE, 0 = none. Absent:
+// transformers' default, every no_rope_layer_interval-th layer without.
+Status ParseNoRopeLayers(const json& root, const Fields& f, ModelConfig* c) {
+  c->layer_uses_rope.assign(static_cast<size_t>(c->num_layers), true);
+  if (f.Has("no_rope_layers")) {
+    const json& v = root.at("no_rope_layers");
+    if (!v.is_array() || static_cast<int64_t>(v.size()) != c->num_layers)
+      return f.Error("no_rope_layers", "must be a list of num_hidden_layers (" +
+                                           std::to_string(c->num_layers) + ") 0/1 entries");
+    for (size_t l = 0; l < v.size(); ++l) {
+      if (!v[l].is_number_integer() || (v[l].get<int64_t>() != 0 && v[l].get<int64_t>() != 1))
+        return f.Error("no_rope_layers",
+                       "entry " + std::to_string(l) + " must be 0 or 1, got " + v[l].dump());
+      c->layer_uses_rope[l] = v[l].get<int64_t>() == 1;
+    }
+    return OkStatus();
+  }
+  KVFORK_ASSIGN_OR_RETURN(int64_t interval, f.Int("no_rope_layer_interval", false, 4, 1));
+  for (int64_t l = 0; l < c->num_layers; ++l) c->layer_uses_rope[l] = (l + 1) % interval != 0;
   return OkStatus();
 }
 
@@ -186,6 +277,22 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
   KVFORK_ASSIGN_OR_RETURN(c.rope_theta, f.Double("rope_theta", false, 10000.0));
   if (c.rope_theta <= 1) return f.Error("rope_theta", "must be > 1");
   KVFORK_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  KVFORK_RETURN_IF_ERROR(ParseRotaryDim(root, f, &c));
+  if (c.arch == Architecture::kPhi3) {
+    // Phi3Config keeps the pretrained context beside max_position_embeddings
+    // (default 4096); longrope's factor is their ratio.
+    KVFORK_ASSIGN_OR_RETURN(c.rope_scaling.original_max_position_embeddings,
+                            f.Int("original_max_position_embeddings", false, 4096, 1));
+    // A window the context can exceed masks attention: the sliding-window
+    // work (issue 24) owns that; a window >= the context changes nothing.
+    KVFORK_ASSIGN_OR_RETURN(int64_t window,
+                            f.Int("sliding_window", false, c.max_position_embeddings, 1));
+    if (window < c.max_position_embeddings)
+      return UnimplementedError(path + ": field \"sliding_window\" = " + std::to_string(window) +
+                                " (below max_position_embeddings " +
+                                std::to_string(c.max_position_embeddings) + ") is not supported");
+  }
+  if (c.arch == Architecture::kSmolLM3) KVFORK_RETURN_IF_ERROR(ParseNoRopeLayers(root, f, &c));
   KVFORK_RETURN_IF_ERROR(ParseRopeScaling(root, path, &c));
 
   // Features of the HF classes we do not implement are errors, not silently ignored.
@@ -193,7 +300,8 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     KVFORK_ASSIGN_OR_RETURN(bool on, f.Bool(name, false));
     if (on) return UnimplementedError(path + ": field \"" + name + "\" = true is not supported");
   }
-  if (c.arch == Architecture::kQwen3 || c.arch == Architecture::kQwen2) {
+  if (c.arch == Architecture::kQwen3 || c.arch == Architecture::kQwen2 ||
+      c.arch == Architecture::kSmolLM3) {
     KVFORK_ASSIGN_OR_RETURN(bool sliding, f.Bool("use_sliding_window", false));
     if (sliding)
       return UnimplementedError(path + ": field \"use_sliding_window\" = true is not supported");
@@ -246,14 +354,14 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
 }
 
 double ModelConfig::RopeBaseInvFreq(int64_t i) const {
-  return 1.0 / std::pow(rope_theta, static_cast<double>(2 * i) / head_dim);
+  return 1.0 / std::pow(rope_theta, static_cast<double>(2 * i) / RotaryDim());
 }
 
 std::vector<float> ModelConfig::RopeInvFreq() const {
   // As transformers' _compute_default_rope_parameters and
   // _compute_llama3_parameters, evaluated in double and rounded once; a
   // GGUF's freq factors divide as llama.cpp's rope does (theta / factor).
-  const int64_t half = head_dim / 2;
+  const int64_t half = RotaryDim() / 2;
   std::vector<float> out(half);
   const double kPi = 3.14159265358979323846;
   for (int64_t i = 0; i < half; ++i) {
@@ -275,6 +383,10 @@ std::vector<float> ModelConfig::RopeInvFreq() const {
     } else if (rope_scaling.type == RopeScaling::Type::kFreqFactors &&
                static_cast<size_t>(i) < rope_scaling.freq_factors.size()) {
       inv = inv / rope_scaling.freq_factors[i];
+    } else if (rope_scaling.type == RopeScaling::Type::kLongRope) {
+      const std::vector<float>& f =
+          rope_scaling.use_long_factor ? rope_scaling.long_factor : rope_scaling.short_factor;
+      if (static_cast<size_t>(i) < f.size()) inv = inv / f[i];
     }
     out[i] = static_cast<float>(inv);
   }

@@ -9,15 +9,24 @@
 
 namespace kvfork {
 
-// LlamaForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM; arch.h has the rest.
-enum class Architecture { kLlama, kQwen3, kQwen2 };
+// LlamaForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM, SmolLM3ForCausalLM,
+// Phi3ForCausalLM; arch.h has the rest.
+enum class Architecture { kLlama, kQwen3, kQwen2, kSmolLM3, kPhi3 };
 
 struct RopeScaling {
   // kFreqFactors: a GGUF's rope_freqs tensor, one divisor per frequency pair
   // (how llama.cpp's converter stores llama3 scaling).
-  enum class Type { kNone, kLlama3, kFreqFactors };
+  // kLongRope (Phi-3.5, Phi-4-mini): each pair's base frequency divided by
+  // short_factor[i], or long_factor[i] when the context the model is loaded
+  // for exceeds original_max_position_embeddings (as llama.cpp chooses), and
+  // cos/sin multiplied by attention_factor.
+  enum class Type { kNone, kLlama3, kFreqFactors, kLongRope };
   Type type = Type::kNone;
-  std::vector<float> freq_factors;  // [head_dim / 2], kFreqFactors only
+  std::vector<float> freq_factors;  // [rotary_dim / 2], kFreqFactors only
+  std::vector<float> short_factor;  // [rotary_dim / 2], kLongRope only
+  std::vector<float> long_factor;   // [rotary_dim / 2], kLongRope only
+  bool use_long_factor = false;     // kLongRope: set by Model::Load from the context
+  double attention_factor = 1.0;    // kLongRope: scales cos and sin
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
@@ -33,6 +42,12 @@ struct ModelConfig {
   int64_t num_heads = 0;         // num_attention_heads
   int64_t num_kv_heads = 0;      // num_key_value_heads (defaults to num_heads)
   int64_t head_dim = 0;          // explicit (Qwen3) or hidden_size / num_heads
+  // Leading dims of each head that RoPE rotates (Phi-4-mini's
+  // partial_rotary_factor 0.75); the rest pass through. Even, <= head_dim.
+  int64_t rotary_dim = 0;
+  // Per layer: false where the layer applies no RoPE (SmolLM3's
+  // no_rope_layers entries of 0). Empty: every layer applies it.
+  std::vector<bool> layer_uses_rope;
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
@@ -42,11 +57,16 @@ struct ModelConfig {
   int32_t bos_token_id = -1;
   std::string torch_dtype;  // as written, for the log
 
-  // Rotary inverse frequencies [head_dim / 2], with the scaling applied: the
-  // one RoPE-frequency function (export-gguf derives rope_freqs from it).
+  // Rotary inverse frequencies [rotary_dim / 2], with the scaling applied:
+  // the one RoPE-frequency function (export-gguf derives rope_freqs from it).
   std::vector<float> RopeInvFreq() const;
-  // The unscaled inverse frequency of pair i: rope_theta^(-2i / head_dim).
+  // The unscaled inverse frequency of pair i: rope_theta^(-2i / rotary_dim).
   double RopeBaseInvFreq(int64_t i) const;
+  // rotary_dim, or head_dim where a hand-built config left it 0.
+  int64_t RotaryDim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+  bool LayerUsesRope(int64_t layer) const {
+    return layer_uses_rope.empty() || layer_uses_rope[static_cast<size_t>(layer)];
+  }
 };
 
 // Parses and validates config.json; errors name the file and the field.

@@ -31,6 +31,8 @@ struct Shape {
   int64_t max_pos;
   bool rope_scaling;
   RopeScaling scaling;
+  // Phi3 only: partial_rotary_factor (rotary dims = head_dim * this).
+  double partial_rotary = 1.0;
 };
 
 RopeScaling Llama3Scaling(double factor, int64_t original) {
@@ -43,18 +45,40 @@ RopeScaling Llama3Scaling(double factor, int64_t original) {
   return s;
 }
 
+// Phi3's longrope: the factor lists are made up at config time (they depend
+// on the rotary dims), only the pretrained context is the shape's.
+RopeScaling LongRope(int64_t original) {
+  RopeScaling s;
+  s.type = RopeScaling::Type::kLongRope;
+  s.original_max_position_embeddings = original;
+  return s;
+}
+
 const std::vector<Shape>& Shapes() {
   static const std::vector<Shape> shapes = {
       // tiny's rope scaling uses original_max_position_embeddings 32 so that
       // with head_dim 16 its frequencies fall in all three llama3 bands.
-      {"tiny", 64, 128, 2, 4, 2, 16, 0, false, 10000.0, 1e-6, 4096, false,
-       Llama3Scaling(8.0, 32)},
+      {"tiny", 64, 128, 2, 4, 2, 16, 0, false, 10000.0, 1e-6, 4096, false, Llama3Scaling(8.0, 32)},
       {"default-50m", 256, 1024, 12, 4, 2, 64, 0, true, 1000000.0, 1e-6, 40960, false,
        Llama3Scaling(8.0, 8192)},
       {"qwen3-0.6b", 1024, 3072, 28, 16, 8, 128, 151936, true, 1000000.0, 1e-6, 40960, false,
        Llama3Scaling(8.0, 8192)},
       {"llama-3.2-1b", 2048, 8192, 16, 32, 8, 64, 128256, true, 500000.0, 1e-5, 131072, true,
        Llama3Scaling(32.0, 8192)},
+      // Qwen2.5-0.5B(-Instruct)'s config.json, and a tiny one of its kind.
+      {"qwen2.5-0.5b", 896, 4864, 24, 14, 2, 64, 151936, true, 1000000.0, 1e-6, 32768, false,
+       RopeScaling()},
+      {"qwen2.5-tiny", 64, 128, 2, 4, 2, 16, 0, true, 1000000.0, 1e-6, 32768, false, RopeScaling()},
+      // SmolLM3-3B; the tiny one has 4 layers so that layer 3 has no RoPE.
+      {"smollm3-3b", 2048, 11008, 36, 16, 4, 128, 128256, true, 5000000.0, 1e-6, 65536, false,
+       RopeScaling()},
+      {"smollm3-tiny", 64, 128, 4, 4, 2, 16, 0, true, 5000000.0, 1e-6, 65536, false, RopeScaling()},
+      // Phi-4-mini-instruct (3.8B): partial rotary 0.75, longrope from 4096.
+      // The tiny one's pretrained context of 32 puts a 64-token prompt on the
+      // long factors, as transformers and llama.cpp would choose.
+      {"phi-4-mini", 3072, 8192, 32, 24, 8, 128, 200064, true, 10000.0, 1e-5, 131072, true,
+       LongRope(4096), 0.75},
+      {"phi3-tiny", 64, 128, 2, 4, 2, 16, 0, false, 10000.0, 1e-5, 4096, false, LongRope(32), 0.75},
   };
   return shapes;
 }
@@ -93,7 +117,8 @@ std::pair<double, double> Distribution(const ExpectedTensor& t, const ModelConfi
   const double fan_in = static_cast<double>(t.shape[1]);
   if (EndsWith(t.name, "embed_tokens.weight") || EndsWith(t.name, "lm_head.weight"))
     return {0.0, 2.5 / std::sqrt(static_cast<double>(c.hidden_size))};
-  if (EndsWith(t.name, "q_proj.weight") || EndsWith(t.name, "k_proj.weight"))
+  if (EndsWith(t.name, "q_proj.weight") || EndsWith(t.name, "k_proj.weight") ||
+      EndsWith(t.name, "qkv_proj.weight"))
     return {0.0, 1.5 / std::sqrt(fan_in)};
   return {0.0, 1.0 / std::sqrt(fan_in)};
 }
@@ -154,8 +179,22 @@ json ConfigJson(const ModelConfig& c, DType dtype) {
                          {"high_freq_factor", c.rope_scaling.high_freq_factor},
                          {"original_max_position_embeddings",
                           c.rope_scaling.original_max_position_embeddings}};
+  } else if (c.rope_scaling.type == RopeScaling::Type::kLongRope) {
+    j["rope_scaling"] = {{"type", "longrope"},
+                         {"short_factor", c.rope_scaling.short_factor},
+                         {"long_factor", c.rope_scaling.long_factor}};
   } else {
     j["rope_scaling"] = nullptr;
+  }
+  if (c.arch == Architecture::kPhi3) {
+    j["original_max_position_embeddings"] = c.rope_scaling.original_max_position_embeddings;
+    j["partial_rotary_factor"] = static_cast<double>(c.RotaryDim()) / c.head_dim;
+  }
+  if (c.arch == Architecture::kSmolLM3) {
+    std::vector<int> no_rope_layers;
+    for (int64_t l = 0; l < c.num_layers; ++l) no_rope_layers.push_back(c.LayerUsesRope(l) ? 1 : 0);
+    j["no_rope_layers"] = no_rope_layers;
+    j["use_sliding_window"] = false;
   }
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["hidden_act"] = "silu";
@@ -229,7 +268,44 @@ StatusOr<ModelConfig> RandomModelConfig(const RandomModelOptions& o) {
   c.rms_norm_eps = shape->rms_norm_eps;
   c.rope_theta = shape->rope_theta;
   c.tie_word_embeddings = o.tie_word_embeddings.value_or(shape->tie);
-  if (o.rope_scaling.value_or(shape->rope_scaling)) c.rope_scaling = shape->scaling;
+  c.rotary_dim = c.head_dim;
+  if (c.arch == Architecture::kPhi3) {
+    c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * shape->partial_rotary);
+    if (c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
+      return InvalidArgumentError("head_dim " + std::to_string(c.head_dim) + " with " +
+                                  "partial rotary factor " + std::to_string(shape->partial_rotary) +
+                                  " gives an odd rotary dim count");
+    // Its converter has no head_dim key: head_dim must be hidden / heads.
+    if (c.hidden_size != c.num_heads * c.head_dim)
+      return InvalidArgumentError("phi3: hidden_size must be num_heads * head_dim");
+    // Pretrained context even without scaling: Phi3Config always has one.
+    c.rope_scaling.original_max_position_embeddings =
+        shape->scaling.type == RopeScaling::Type::kLongRope
+            ? shape->scaling.original_max_position_embeddings
+            : 4096;
+  }
+  if (c.arch == Architecture::kSmolLM3) {
+    // transformers' default no_rope_layers: every 4th layer without RoPE.
+    c.layer_uses_rope = SmolLM3GgufRopeLayers(c.num_layers);
+  }
+  if (o.rope_scaling.value_or(shape->rope_scaling)) {
+    if (c.arch == Architecture::kPhi3) {
+      // longrope (Phi-3.5 / Phi-4-mini): short factors near 1, long ones
+      // growing to ~32 toward the low frequencies, as the real lists do.
+      const int64_t original = c.rope_scaling.original_max_position_embeddings;
+      c.rope_scaling = LongRope(original);
+      const int64_t half = c.rotary_dim / 2;
+      for (int64_t i = 0; i < half; ++i) {
+        const double x = static_cast<double>(i) / static_cast<double>(half);
+        c.rope_scaling.short_factor.push_back(static_cast<float>(1.0 + 0.25 * x));
+        c.rope_scaling.long_factor.push_back(static_cast<float>(1.0 + 31.0 * x * x));
+      }
+    } else if (shape->scaling.type == RopeScaling::Type::kLlama3) {
+      c.rope_scaling = shape->scaling;
+    } else {
+      c.rope_scaling = Llama3Scaling(8.0, 32);
+    }
+  }
   c.torch_dtype = DTypeName(o.dtype);
 
   int64_t tokenizer_vocab = 0;

@@ -27,8 +27,9 @@ namespace kvfork {
 
 struct RandomModelOptions {
   Architecture arch = Architecture::kQwen3;
-  // "tiny" | "default-50m" | "qwen3-0.6b" | "llama-3.2-1b"; the explicit
-  // dims below override the shape's when > 0.
+  // "tiny" | "default-50m" | "qwen3-0.6b" | "llama-3.2-1b" | "qwen2.5-0.5b" |
+  // "qwen2.5-tiny" | "smollm3-3b" | "smollm3-tiny" | "phi-4-mini" |
+  // "phi3-tiny"; the explicit dims below override the shape's when > 0.
   std::string shape = "tiny";
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -45,7 +46,8 @@ struct RandomModelOptions {
   // (max token id + 1). Must cover every tokenizer id.
   int64_t vocab_size = 0;
   std::optional<bool> tie_word_embeddings;  // default: the shape's
-  std::optional<bool> rope_scaling;         // llama3 rope scaling; default: the shape's
+  // Rope scaling (llama3; longrope for phi3); default: the shape's.
+  std::optional<bool> rope_scaling;
   // A progress line while weights are written, on a terminal only
   // (core/progress.h); `kvfork make-model` sets it.
   bool show_progress = false;

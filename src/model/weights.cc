@@ -116,6 +116,15 @@ class Binder {
 
 size_t MatrixBytes(const MatrixView& m) { return static_cast<size_t>(m.rows) * m.row_bytes(); }
 
+// Rows [first, first + count) of m, in place: a fused projection's part.
+// Rows are whole blocks in every format, so any row range is a matrix.
+MatrixView RowRange(const MatrixView& m, int64_t first, int64_t count) {
+  MatrixView out = m;
+  out.data = m.row(first);
+  out.rows = count;
+  return out;
+}
+
 ExpectedTensor ModelTensor(TensorRole role, const char* hf_name, const char* gguf_name,
                            std::vector<int64_t> shape, bool is_vector) {
   ExpectedTensor t;
@@ -129,7 +138,10 @@ ExpectedTensor ModelTensor(TensorRole role, const char* hf_name, const char* ggu
 
 }  // namespace
 
-bool IsGgufConfigTensor(const std::string& name) { return name == "rope_freqs.weight"; }
+bool IsGgufConfigTensor(const std::string& name) {
+  return name == "rope_freqs.weight" || name == "rope_factors_short.weight" ||
+         name == "rope_factors_long.weight";
+}
 
 std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c, const ArchSpec& arch) {
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
@@ -141,17 +153,27 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c, const ArchSpec
   for (int64_t l = 0; l < c.num_layers; ++l) {
     out.push_back(
         LayerTensor(l, R::kInputNorm, "input_layernorm.weight", "attn_norm.weight", {h}, true));
-    out.push_back(LayerTensor(l, R::kQ, "self_attn.q_proj.weight", "attn_q.weight", {q, h}));
-    if (arch.gguf_rope_permuted) out.back().gguf_rope_heads = c.num_heads;
-    out.push_back(LayerTensor(l, R::kK, "self_attn.k_proj.weight", "attn_k.weight", {kv, h}));
-    if (arch.gguf_rope_permuted) out.back().gguf_rope_heads = c.num_kv_heads;
-    out.push_back(LayerTensor(l, R::kV, "self_attn.v_proj.weight", "attn_v.weight", {kv, h}));
+    if (arch.fused_projections) {
+      out.push_back(
+          LayerTensor(l, R::kQkv, "self_attn.qkv_proj.weight", "attn_qkv.weight", {q + 2 * kv, h}));
+    } else {
+      out.push_back(LayerTensor(l, R::kQ, "self_attn.q_proj.weight", "attn_q.weight", {q, h}));
+      if (arch.gguf_rope_permuted) out.back().gguf_rope_heads = c.num_heads;
+      out.push_back(LayerTensor(l, R::kK, "self_attn.k_proj.weight", "attn_k.weight", {kv, h}));
+      if (arch.gguf_rope_permuted) out.back().gguf_rope_heads = c.num_kv_heads;
+      out.push_back(LayerTensor(l, R::kV, "self_attn.v_proj.weight", "attn_v.weight", {kv, h}));
+    }
     out.push_back(LayerTensor(l, R::kO, "self_attn.o_proj.weight", "attn_output.weight", {h, q}));
     if (arch.add_layer_tensors != nullptr) arch.add_layer_tensors(c, l, &out);
     out.push_back(LayerTensor(l, R::kPostAttnNorm, "post_attention_layernorm.weight",
                               "ffn_norm.weight", {h}, true));
-    out.push_back(LayerTensor(l, R::kGate, "mlp.gate_proj.weight", "ffn_gate.weight", {f, h}));
-    out.push_back(LayerTensor(l, R::kUp, "mlp.up_proj.weight", "ffn_up.weight", {f, h}));
+    if (arch.fused_projections) {
+      out.push_back(
+          LayerTensor(l, R::kGateUp, "mlp.gate_up_proj.weight", "ffn_up.weight", {2 * f, h}));
+    } else {
+      out.push_back(LayerTensor(l, R::kGate, "mlp.gate_proj.weight", "ffn_gate.weight", {f, h}));
+      out.push_back(LayerTensor(l, R::kUp, "mlp.up_proj.weight", "ffn_up.weight", {f, h}));
+    }
     out.push_back(LayerTensor(l, R::kDown, "mlp.down_proj.weight", "ffn_down.weight", {h, f}));
   }
   out.push_back(ModelTensor(R::kFinalNorm, "model.norm.weight", "output_norm.weight", {h}, true));
@@ -170,9 +192,9 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
   // Where the expected shapes come from, for messages.
   const std::string config_name = gguf ? ck.path() + " metadata" : "config.json";
   // Bound the config by what the files hold before building its tensor list:
-  // a layer has at least 9 tensors, so num_hidden_layers 1000000000 is refused
-  // here instead of after 9e9 tensor names have been built.
-  constexpr int64_t kTensorsPerLayer = 9;
+  // a layer has at least 9 tensors (6 fused), so num_hidden_layers 1000000000
+  // is refused here instead of after 9e9 tensor names have been built.
+  const int64_t kTensorsPerLayer = arch.fused_projections ? 6 : 9;
   const int64_t num_tensors = static_cast<int64_t>(ck.tensors().size());
   if (c.num_layers > num_tensors / kTensorsPerLayer)
     return InvalidArgumentError((gguf ? ck.path() + ": key " + arch.gguf_name + ".block_count "
@@ -304,6 +326,17 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
         break;
       case TensorRole::kDown:
         L.down_proj = m;
+        break;
+      case TensorRole::kQkv: {
+        const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+        L.q_proj = RowRange(m, 0, q);
+        L.k_proj = RowRange(m, q, kv);
+        L.v_proj = RowRange(m, q + kv, kv);
+        break;
+      }
+      case TensorRole::kGateUp:
+        L.gate_proj = RowRange(m, 0, c.intermediate_size);
+        L.up_proj = RowRange(m, c.intermediate_size, c.intermediate_size);
         break;
       default:
         KVFORK_CHECK_MSG(false, "matrix tensor with a vector role: " + e.name);

@@ -63,7 +63,8 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
                                                     const ModelLoadOptions& options);
 
 // Tensors a GGUF holds beside the weights, which the loader reads into the
-// config instead of binding (llama3 scaling's rope_freqs).
+// config instead of binding (llama3 scaling's rope_freqs, longrope's
+// rope_factors_short / rope_factors_long).
 bool IsGgufConfigTensor(const std::string& name);
 
 }  // namespace kvfork

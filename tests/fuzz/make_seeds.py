@@ -121,9 +121,14 @@ def main():
         write(out, "tokenizer_load", name + "_alone", tj)
 
     # Models on the small Qwen3 tokenizer: config.json, safetensors, GGUF.
-    for arch, extra in (("qwen3", []), ("llama", ["--rope-scaling", "1", "--tie", "1"])):
+    # smollm3 (no_rope_layers) and phi3 (fused tensors, partial rotary,
+    # longrope factors) on their tiny shapes.
+    for arch, shape, extra in (("qwen3", "tiny", []),
+                               ("llama", "tiny", ["--rope-scaling", "1", "--tie", "1"]),
+                               ("smollm3", "smollm3-tiny", []),
+                               ("phi3", "phi3-tiny", ["--rope-scaling", "1"])):
         m = os.path.join(work, "model-" + arch)
-        subprocess.run([a.kvfork, "make-model", "--arch", arch, "--shape", "tiny", "--seed", "1",
+        subprocess.run([a.kvfork, "make-model", "--arch", arch, "--shape", shape, "--seed", "1",
                         "--dtype", "bf16", "--tokenizer", os.path.join(work, "tok-qwen3"),
                         "--out", m] + extra, check=True, stdout=subprocess.DEVNULL)
         write(out, "model_config", arch, open(os.path.join(m, "config.json"), "rb").read())

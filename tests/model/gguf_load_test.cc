@@ -185,12 +185,11 @@ void Poke(std::string* bytes, size_t pos, T v) {
   std::memcpy(bytes->data() + pos, &v, sizeof(T));
 }
 
-const char* ArchLabel(Architecture a) {
-  return a == Architecture::kLlama ? "llama" : a == Architecture::kQwen2 ? "qwen2" : "qwen3";
-}
+const char* ArchLabel(Architecture a) { return ArchFor(a).gguf_name; }
 
 TEST(GgufLoad, SameLogitsAsTheHfDirectory) {
-  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3, Architecture::kQwen2}) {
+  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3, Architecture::kQwen2,
+                            Architecture::kSmolLM3, Architecture::kPhi3}) {
     // f16 is converted to bf16 at load from either file, the same way.
     for (DType dtype : {DType::kF32, DType::kBf16, DType::kF16}) {
       for (bool tie : {false, true}) {
@@ -214,6 +213,8 @@ TEST(GgufLoad, SameLogitsAsTheHfDirectory) {
         EXPECT_EQ(b.tie_word_embeddings, tie) << where;
         EXPECT_EQ(static_cast<float>(b.rms_norm_eps), static_cast<float>(a.rms_norm_eps)) << where;
         EXPECT_EQ(b.RopeInvFreq(), a.RopeInvFreq()) << where;
+        EXPECT_EQ(b.RotaryDim(), a.RotaryDim()) << where;
+        EXPECT_EQ(b.layer_uses_rope, a.layer_uses_rope) << where;
         const auto& wa = dynamic_cast<Decoder&>(*hf).weights();
         const auto& wb = dynamic_cast<Decoder&>(*gguf).weights();
         EXPECT_EQ(wb.decode_bytes_per_token, wa.decode_bytes_per_token) << where;
@@ -268,6 +269,52 @@ TEST(GgufLoad, Llama3RopeScalingFromRopeFreqs) {
   for (size_t i = 0; i < x.size(); ++i)
     max_diff = std::max(max_diff, std::fabs(double(x[i]) - y[i]));
   EXPECT_LT(max_diff, 1e-4);
+}
+
+// phi3's longrope goes out as rope_factors_short / rope_factors_long (exact:
+// the factors are f32 already) and rope.scaling.attn_factor (rounded to f32
+// once), and comes back as the same scaling.
+TEST(GgufLoad, Phi3LongRopeFromRopeFactors) {
+  TempDir tmp;
+  Exported e = ExportTiny(tmp, Architecture::kPhi3, DType::kF32, false, /*rope_scaling=*/true);
+  std::unique_ptr<Model> hf = MustLoad(e.dir);
+  std::unique_ptr<Model> gguf = MustLoad(e.gguf);
+  const RopeScaling& a = hf->config().rope_scaling;
+  const RopeScaling& b = gguf->config().rope_scaling;
+  ASSERT_EQ(a.type, RopeScaling::Type::kLongRope);
+  ASSERT_EQ(b.type, RopeScaling::Type::kLongRope);
+  EXPECT_EQ(b.short_factor, a.short_factor);
+  EXPECT_EQ(b.long_factor, a.long_factor);
+  EXPECT_EQ(b.original_max_position_embeddings, 32);
+  EXPECT_TRUE(a.use_long_factor);  // context 4096 > 32, on both
+  EXPECT_TRUE(b.use_long_factor);
+  EXPECT_EQ(static_cast<float>(b.attention_factor), static_cast<float>(a.attention_factor));
+  EXPECT_EQ(gguf->config().RotaryDim(), 12);  // 16 * 0.75
+  EXPECT_EQ(b.short_factor.size(), 6u);
+  const std::vector<float> x = AllLogits(*hf), y = AllLogits(*gguf);
+  ASSERT_EQ(x.size(), y.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    max_diff = std::max(max_diff, std::fabs(double(x[i]) - y[i]));
+  EXPECT_LT(max_diff, 1e-4);
+}
+
+// llama.cpp hard-codes smollm3's RoPE-less layers (every 4th); a config with
+// another pattern cannot be exported, and the loader restores that one.
+TEST(GgufLoad, SmolLM3NoRopeLayers) {
+  TempDir tmp;
+  Exported e = ExportTiny(tmp, Architecture::kSmolLM3, DType::kF32);
+  std::unique_ptr<Model> gguf = MustLoad(e.gguf);
+  EXPECT_EQ(gguf->config().layer_uses_rope, (std::vector<bool>{true, true, true, false}));
+  std::string cfg = ReadFile(e.dir + "/config.json");
+  const std::string from = "\"no_rope_layers\": [\n    1,\n    1,\n    1,\n    0\n  ]";
+  const size_t at = cfg.find(from);
+  ASSERT_NE(at, std::string::npos) << cfg;
+  WriteFile(e.dir + "/config.json",
+            cfg.replace(at, from.size(), "\"no_rope_layers\": [1, 0, 1, 1]"));
+  Status s = ExportGguf(e.dir, tmp.Sub("other.gguf"), GgufExportOptions());
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.ToString();
+  EXPECT_NE(s.message().find("no_rope_layers"), std::string::npos) << s.ToString();
 }
 
 TEST(GgufLoad, SplitFiles) {
@@ -396,6 +443,33 @@ TEST(GgufLoad, MissingOrBadMetadata) {
   Rewrite(e.gguf, bad,
           [](KvList* kv) { SetKey(kv, "tokenizer.ggml.eos_token_id", GgufValue::U32(256)); });
   ExpectLoadError(bad, StatusCode::kInvalidArgument, {"tokenizer.ggml.eos_token_id", "256"});
+}
+
+// issue 24's keys and tensors: a bad rotary width, a window the context
+// exceeds, half of longrope's factor pair, a bad attention factor, each named.
+TEST(GgufLoad, Phi3AndSmolLM3BadMetadata) {
+  TempDir tmp;
+  Exported e = ExportTiny(tmp, Architecture::kPhi3, DType::kF32, false, /*rope_scaling=*/true);
+  const std::string bad = tmp.Sub("bad.gguf");
+  Rewrite(e.gguf, bad,
+          [](KvList* kv) { SetKey(kv, "phi3.rope.dimension_count", GgufValue::U32(11)); });
+  ExpectLoadError(bad, StatusCode::kUnimplemented, {"phi3.rope.dimension_count", "11"});
+  Rewrite(e.gguf, bad,
+          [](KvList* kv) { SetKey(kv, "phi3.attention.sliding_window", GgufValue::U32(2047)); });
+  ExpectLoadError(bad, StatusCode::kUnimplemented, {"phi3.attention.sliding_window", "2047"});
+  Rewrite(e.gguf, bad, nullptr,
+          [](const std::string& n) { return n != "rope_factors_long.weight"; });
+  ExpectLoadError(bad, StatusCode::kInvalidArgument, {"rope_factors_short.weight", "pair"});
+  Rewrite(e.gguf, bad,
+          [](KvList* kv) { SetKey(kv, "phi3.rope.scaling.attn_factor", GgufValue::F32(-1)); });
+  ExpectLoadError(bad, StatusCode::kInvalidArgument, {"phi3.rope.scaling.attn_factor"});
+  // Llama's permuted Q/K has no partial form.
+  TempDir tmp2;
+  Exported l = ExportTiny(tmp2, Architecture::kSmolLM3, DType::kF32);
+  const std::string bad2 = tmp2.Sub("bad.gguf");
+  Rewrite(l.gguf, bad2,
+          [](KvList* kv) { SetKey(kv, "smollm3.rope.dimension_count", GgufValue::U32(8)); });
+  ExpectLoadError(bad2, StatusCode::kUnimplemented, {"smollm3.rope.dimension_count", "8"});
 }
 
 // The attention kernels' limits are refused at load, naming the limit.

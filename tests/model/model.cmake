@@ -5,3 +5,4 @@ kvfork_test(model_load_test SOURCES model_load_test.cc LABELS unit LIBS kvfork_m
 kvfork_test(model_batch_invariance_test SOURCES model_batch_invariance_test.cc LABELS model
             LIBS kvfork_model)
 kvfork_test(model_reference_test SOURCES model_reference_test.cc LABELS model LIBS kvfork_model)
+kvfork_test(model_shapes_test SOURCES model_shapes_test.cc LABELS unit LIBS kvfork_model)

@@ -86,7 +86,9 @@ TEST(ModelBatchInvariance, AloneBatchedChunkedThreads) {
   for (auto [arch, head_dim] : {std::pair{Architecture::kLlama, int64_t{0}},
                                 {Architecture::kQwen3, int64_t{0}},
                                 {Architecture::kQwen3, int64_t{32}},
-                                {Architecture::kQwen2, int64_t{0}}}) {
+                                {Architecture::kQwen2, int64_t{0}},
+                                {Architecture::kSmolLM3, int64_t{0}},
+                                {Architecture::kPhi3, int64_t{0}}}) {
     testing::TempDir tmp;
     RandomModelOptions options =
         testing::TinyOptions(arch, DType::kBf16, arch == Architecture::kQwen3, true, kVocab, 5);

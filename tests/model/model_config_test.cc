@@ -170,5 +170,83 @@ TEST(ModelConfig, Llama3RopeScaling) {
   EXPECT_NEAR(f[63], 1.0 / std::pow(500000.0, 126.0 / 128), 1e-12);
 }
 
+// SmolLM3: no_rope_layers as written (1 = RoPE), else transformers' default
+// of every no_rope_layer_interval-th layer without; bad lists name the field.
+TEST(ModelConfig, ParsesSmolLM3NoRopeLayers) {
+  std::string j = Replace(kGood, "LlamaForCausalLM", "SmolLM3ForCausalLM");
+  j = Replace(j, "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 8");
+  auto c = ParseModelConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->arch, Architecture::kSmolLM3);
+  EXPECT_EQ(c->layer_uses_rope,
+            (std::vector<bool>{true, true, true, false, true, true, true, false}));
+  c = ParseModelConfig(
+      Replace(j, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"no_rope_layer_interval\": 2"),
+      "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->layer_uses_rope,
+            (std::vector<bool>{true, false, true, false, true, false, true, false}));
+  c = ParseModelConfig(Replace(j, "\"vocab_size\": 1000",
+                               "\"vocab_size\": 1000, \"no_rope_layers\": [0,1,1,1,1,1,1,1]"),
+                       "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->LayerUsesRope(0));
+  EXPECT_TRUE(c->LayerUsesRope(7));
+  ExpectError(
+      Replace(j, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"no_rope_layers\": [1, 0]"),
+      StatusCode::kInvalidArgument, "no_rope_layers");
+  ExpectError(Replace(j, "\"vocab_size\": 1000",
+                      "\"vocab_size\": 1000, \"no_rope_layers\": [1,1,1,2,1,1,1,1]"),
+              StatusCode::kInvalidArgument, "entry 3 must be 0 or 1");
+  ExpectError(
+      Replace(j, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"use_sliding_window\": true"),
+      StatusCode::kUnimplemented, "use_sliding_window");
+}
+
+// Phi3: partial rotary, longrope (factors, the attention factor from the
+// two contexts as _compute_longrope_parameters), and the refusals.
+const char* kPhi3 = R"({
+  "architectures": ["Phi3ForCausalLM"], "vocab_size": 1000, "hidden_size": 64,
+  "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+  "num_key_value_heads": 2, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+  "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+  "partial_rotary_factor": 0.75, "sliding_window": 262144,
+  "rope_scaling": {"type": "longrope", "short_factor": [1, 1, 1, 1, 1, 2],
+                   "long_factor": [1, 2, 4, 8, 16, 32]}})";
+
+TEST(ModelConfig, ParsesPhi3LongRopeAndPartialRotary) {
+  auto c = ParseModelConfig(kPhi3, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->arch, Architecture::kPhi3);
+  EXPECT_EQ(c->head_dim, 16);
+  EXPECT_EQ(c->RotaryDim(), 12);
+  ASSERT_EQ(c->rope_scaling.type, RopeScaling::Type::kLongRope);
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 4096);
+  EXPECT_NEAR(c->rope_scaling.attention_factor, std::sqrt(1 + std::log(32.0) / std::log(4096.0)),
+              1e-15);
+  // Short factors until Model::Load picks the long ones for a long context.
+  std::vector<float> f = c->RopeInvFreq();
+  ASSERT_EQ(f.size(), 6u);
+  EXPECT_FLOAT_EQ(f[5], static_cast<float>(1.0 / std::pow(10000.0, 10.0 / 12) / 2));
+  c->rope_scaling.use_long_factor = true;
+  f = c->RopeInvFreq();
+  EXPECT_FLOAT_EQ(f[5], static_cast<float>(1.0 / std::pow(10000.0, 10.0 / 12) / 32));
+  EXPECT_FLOAT_EQ(f[1], static_cast<float>(1.0 / std::pow(10000.0, 2.0 / 12) / 2));
+
+  ExpectError(Replace(kPhi3, "[1, 2, 4, 8, 16, 32]", "[1, 2]"), StatusCode::kInvalidArgument,
+              "rope_scaling.long_factor");
+  ExpectError(Replace(kPhi3, "[1, 1, 1, 1, 1, 2]", "[1, 1, 1, 1, 1, -2]"),
+              StatusCode::kInvalidArgument, "rope_scaling.short_factor");
+  ExpectError(Replace(kPhi3, "\"sliding_window\": 262144", "\"sliding_window\": 2047"),
+              StatusCode::kUnimplemented, "sliding_window");
+  ExpectError(Replace(kPhi3, "\"partial_rotary_factor\": 0.75", "\"partial_rotary_factor\": 0.7"),
+              StatusCode::kInvalidArgument, "partial_rotary_factor");
+  // longrope and partial rotary are Phi3's only.
+  std::string llama = Replace(kPhi3, "Phi3ForCausalLM", "LlamaForCausalLM");
+  ExpectError(llama, StatusCode::kInvalidArgument, "partial_rotary_factor");
+  ExpectError(Replace(llama, "\"partial_rotary_factor\": 0.75", "\"partial_rotary_factor\": 1.0"),
+              StatusCode::kUnimplemented, "longrope");
+}
+
 }  // namespace
 }  // namespace kvfork

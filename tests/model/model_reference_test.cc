@@ -105,9 +105,72 @@ TEST_P(ModelReference, MatchesFloat64Reference) {
   SetActiveIsaForTesting(BestSupportedIsa());
 }
 
+// longrope's short factors: transformers uses them while the sequence is
+// within original_max_position_embeddings (32 for phi3-tiny), kvfork when it
+// is loaded for a context that fits there. On 16 tokens, loaded for 32, the
+// two agree; loaded for the model's whole context (long factors, as
+// llama.cpp with a large n_ctx) they do not, so the choice is what is tested.
+TEST(ModelReferenceLongRope, ShortFactorsWithinThePretrainedContext) {
+  constexpr int64_t kVocab = 512, kTokens = 16;
+  testing::TempDir tmp;
+  const std::string dir = tmp.Sub("model");
+  ASSERT_TRUE(WriteRandomModel(testing::TinyOptions(Architecture::kPhi3, DType::kF32, false, true,
+                                                    kVocab, /*seed=*/12),
+                               dir)
+                  .ok());
+  std::string ids_text;
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < kTokens; ++i) {
+    ids.push_back(static_cast<int32_t>((i * 53 + 7) % kVocab));
+    ids_text += (i ? "," : "") + std::to_string(ids.back());
+  }
+  const std::string ref_path = tmp.Sub("ref.f64");
+  const std::string cmd = "/usr/bin/python3 " + testing::SourceDir() +
+                          "/tools/reference/hf_reference.py --model " + dir + " --prompt-ids " +
+                          ids_text + " --out " + ref_path + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::vector<double> ref(kTokens * kVocab);
+  {
+    std::ifstream in(ref_path, std::ios::binary);
+    in.read(reinterpret_cast<char*>(ref.data()), ref.size() * sizeof(double));
+    ASSERT_TRUE(in.good());
+  }
+  auto worst_error = [&](int64_t context_length) {
+    ModelLoadOptions lo;
+    lo.show_progress = false;
+    lo.context_length = context_length;
+    auto model = Model::Load(dir, lo);
+    KVFORK_CHECK_MSG(model.ok(), model.status().ToString());
+    KvLayout layout = (*model)->MakeKvLayout(KvDType::kF32, 16);
+    testing::LocalKv kv(layout, kTokens);
+    ForwardBatch b;
+    b.tokens = ids;
+    b.seqs = {{kTokens, 0, kv.blocks.data(), true}};
+    ThreadPool pool(2);
+    std::vector<float> logits;
+    KVFORK_CHECK((*model)->Forward(b, layout, pool, &logits).ok());
+    double worst = 0;
+    for (int64_t p = 0; p < kTokens; ++p) {
+      double max_ref = 0, max_diff = 0;
+      for (int64_t v = 0; v < kVocab; ++v) {
+        max_ref = std::max(max_ref, std::abs(ref[p * kVocab + v]));
+        max_diff = std::max(max_diff, std::abs(logits[p * kVocab + v] - ref[p * kVocab + v]));
+      }
+      worst = std::max(worst, max_diff / max_ref);
+    }
+    return worst;
+  };
+  const double short_err = worst_error(32), long_err = worst_error(0);
+  std::printf("phi3 longrope, 16 tokens: loaded for 32 (short) %.3g, for 4096 (long) %.3g\n",
+              short_err, long_err);
+  EXPECT_LE(short_err, 1e-4);
+  EXPECT_GT(long_err, 1e-2);
+}
+
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
-  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3, Architecture::kQwen2})
+  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3, Architecture::kQwen2,
+                            Architecture::kSmolLM3, Architecture::kPhi3})
     for (DType dtype : {DType::kF32, DType::kBf16})
       for (bool tie : {false, true})
         for (bool rope : {false, true}) cases.push_back({arch, dtype, tie, rope});

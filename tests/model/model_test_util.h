@@ -42,7 +42,11 @@ inline RandomModelOptions TinyOptions(Architecture arch, DType dtype, bool tie, 
                                       int64_t vocab = 256, uint64_t seed = 7) {
   RandomModelOptions o;
   o.arch = arch;
-  o.shape = "tiny";
+  // SmolLM3 and Phi3 need their own tiny shapes: 4 layers so one has no
+  // RoPE; partial rotary and longrope's short pretrained context.
+  o.shape = arch == Architecture::kSmolLM3 ? "smollm3-tiny"
+            : arch == Architecture::kPhi3  ? "phi3-tiny"
+                                           : "tiny";
   o.dtype = dtype;
   o.tie_word_embeddings = tie;
   o.rope_scaling = rope_scaling;

@@ -1,6 +1,7 @@
 """Peer tier: kvfork and llama.cpp on the same GGUF file (issue 22, section 4).
 
-For each architecture (qwen3, llama) a random-weight model of a real shape is
+For each architecture (qwen3, llama; qwen2, smollm3, phi3 as ARCH:SHAPE, or
+their real shapes with --real-shapes) a random-weight model of a real shape is
 made (`kvfork make-model`), exported to f32 GGUF (`kvfork export-gguf`), and
 quantized by llama.cpp's own `llama-quantize` to every format kvfork reads.
 On each file both servers run the same prompt (token ids), greedy:
@@ -35,7 +36,10 @@ SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CACHE = os.path.join(SRC, ".cache")
 KVFORK = os.environ.get("KVFORK_BIN", os.path.join(SRC, "build/release/src/cli/kvfork"))
 LLAMA_BIN = os.environ.get("LLAMA_BIN_DIR", os.path.join(CACHE, "llama-server/build/bin"))
-TOKENIZERS = {"qwen3": "tokenizer-qwen3", "llama": "tokenizer-llama3"}
+TOKENIZERS = {"qwen3": "tokenizer-qwen3", "qwen2": "tokenizer-qwen3", "llama": "tokenizer-llama3",
+              "smollm3": "tokenizer-llama3", "phi3": "tokenizer-llama3"}
+# Each family's real shape (issue 24), for --archs ARCH:SHAPE or --real-shapes.
+REAL_SHAPES = {"qwen2": "qwen2.5-0.5b", "smollm3": "smollm3-3b", "phi3": "phi-4-mini"}
 # llama-quantize type -> tolerance on |logprob difference| (nats). f32/bf16
 # differ only by kvfork's bf16 activation rounding; the quantized formats add
 # each engine's int8 activation rounding (both quantize activations to q8, but
@@ -146,7 +150,10 @@ def tokenize(model_dir):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--archs", default="qwen3,llama")
+    ap.add_argument("--archs", default="qwen3,llama",
+                    help="comma list of ARCH or ARCH:SHAPE (the shape defaults to --shape)")
+    ap.add_argument("--real-shapes", action="store_true",
+                    help="add qwen2:qwen2.5-0.5b, smollm3:smollm3-3b and phi3:phi-4-mini")
     ap.add_argument("--shape", default="default-50m",
                     help="make-model shape: rows a multiple of 256, as the K formats need")
     ap.add_argument("--formats", default=",".join(FORMATS))
@@ -164,15 +171,23 @@ def main():
             for name in sorted(os.listdir(os.path.join(SRC, "docs"))):
                 if name.endswith(".md"):
                     out.write(open(os.path.join(SRC, "docs", name), encoding="utf-8").read())
-        for arch in a.archs.split(","):
+        items = a.archs.split(",")
+        if a.real_shapes:
+            items += [f"{k}:{v}" for k, v in REAL_SHAPES.items()]
+        for item in items:
+            arch, _, shape = item.partition(":")
+            shape = shape or a.shape
             model = os.path.join(tmp, arch)
             tok = os.path.join(CACHE, "npm", TOKENIZERS[arch], "package", "models")
-            subprocess.run([KVFORK, "make-model", "--arch", arch, "--shape", a.shape, "--seed",
+            subprocess.run([KVFORK, "make-model", "--arch", arch, "--shape", shape, "--seed",
                             "11", "--dtype", "bf16", "--tokenizer", tok, "--out", model],
                            check=True, capture_output=True)
             f32 = os.path.join(tmp, arch + "-f32.gguf")
+            # The tokenizer's own pre-tokenizer name (phi3's default, gpt-4o,
+            # is Phi-4-mini's o200k, not the Llama 3 tokenizer used here).
+            pre = "qwen2" if TOKENIZERS[arch] == "tokenizer-qwen3" else "llama-bpe"
             subprocess.run([KVFORK, "export-gguf", "--model", model, "--out", f32, "--dtype",
-                            "f32"], check=True, capture_output=True)
+                            "f32", "--tokenizer-pre", pre], check=True, capture_output=True)
             ids = tokenize(model)
             for fmt in a.formats.split(","):
                 gguf = f32 if fmt == "F32" else os.path.join(tmp, f"{arch}-{fmt}.gguf")
@@ -195,7 +210,7 @@ def main():
                 ppl_diff = abs(k_ppl - l_ppl) / l_ppl
                 ok = (same is None and len(k_toks) == STEPS and worst <= FORMATS[fmt] and
                       ppl_diff <= 1e-3)
-                rows.append({"arch": arch, "format": fmt, "greedy_identical": same is None,
+                rows.append({"arch": arch, "shape": shape, "format": fmt, "greedy_identical": same is None,
                              "first_divergence": same, "max_logprob_diff": worst,
                              "tolerance": FORMATS[fmt], "kvfork_ppl": k_ppl,
                              "llama_ppl": l_ppl, "ppl_rel_diff": ppl_diff, "ok": ok})

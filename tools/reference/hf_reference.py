@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""Independent float64 reference for LlamaForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM.
+"""Independent float64 reference for LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+SmolLM3ForCausalLM and Phi3ForCausalLM.
 
 Written from the Hugging Face transformers definitions (modeling_llama.py,
-modeling_qwen3.py, modeling_rope_utils.py), not from kvfork's C++: it reads
+modeling_qwen2.py, modeling_qwen3.py, modeling_smollm3.py, modeling_phi3.py,
+modeling_rope_utils.py), not from kvfork's C++: it reads
 the same config.json and safetensors and computes the logits of every
 position of a prompt in float64 with numpy.
 
@@ -59,16 +61,35 @@ def load_weights(model_dir):
     return read_safetensors(os.path.join(model_dir, "model.safetensors"))
 
 
-def rope_inv_freq(cfg, head_dim):
+def rope_inv_freq(cfg, head_dim, seq_len):
+    """(inv_freq [dim / 2], attention_scaling); dim = the rotary dims."""
     # modeling_rope_utils._compute_default_rope_parameters
     base = cfg.get("rope_theta", 10000.0)
     inv_freq = 1.0 / (base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
     rs = cfg.get("rope_scaling")
     if rs is None:
-        return inv_freq
+        return inv_freq, 1.0
     rtype = rs.get("rope_type", rs.get("type"))
     if rtype in (None, "default"):
-        return inv_freq
+        return inv_freq, 1.0
+    if rtype in ("longrope", "su"):
+        # _compute_longrope_parameters (Phi3): factor from the configured
+        # contexts; the long factors once the sequence passes the pretrained
+        # context (the dynamic update of Phi3RotaryEmbedding, seq_len =
+        # max position + 1), the short ones before.
+        original = rs.get("original_max_position_embeddings",
+                          cfg.get("original_max_position_embeddings"))
+        if original is not None:
+            factor = cfg["max_position_embeddings"] / original
+        else:
+            original = cfg["max_position_embeddings"]
+            factor = rs.get("factor", 1.0)
+        attention_factor = rs.get("attention_factor")
+        if attention_factor is None:
+            attention_factor = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+        ext = np.array(rs["long_factor"] if seq_len > original else rs["short_factor"], dtype=np.float64)
+        inv_freq = 1.0 / (ext * base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
+        return inv_freq, attention_factor
     if rtype != "llama3":
         raise ValueError(f"rope type {rtype} not supported")
     # modeling_rope_utils._compute_llama3_parameters
@@ -83,7 +104,7 @@ def rope_inv_freq(cfg, head_dim):
     smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
     smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
     is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
-    return np.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+    return np.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama), 1.0
 
 
 def rms_norm(x, weight, eps):
@@ -115,9 +136,11 @@ def forward(cfg, w, ids, matmul_input_bf16=False):
         return h @ w[name].T
 
     arch = cfg["architectures"][0]
-    if arch not in ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"):
+    if arch not in ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "SmolLM3ForCausalLM",
+                    "Phi3ForCausalLM"):
         raise ValueError(f"architecture {arch} not supported")
     qwen3 = arch == "Qwen3ForCausalLM"
+    phi3 = arch == "Phi3ForCausalLM"
     hidden = cfg["hidden_size"]
     nh = cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads", nh)
@@ -126,22 +149,44 @@ def forward(cfg, w, ids, matmul_input_bf16=False):
     n_layers = cfg["num_hidden_layers"]
     T = len(ids)
 
+    # Phi3Attention: RoPE on the first int(head_dim * partial_rotary_factor)
+    # dims of each head, the rest passed through.
+    rot = int(hd * cfg.get("partial_rotary_factor", 1.0)) if phi3 else hd
+    # SmolLM3Attention: use_rope = config.no_rope_layers[layer_idx]; the
+    # config's default is every no_rope_layer_interval-th layer without.
+    if arch == "SmolLM3ForCausalLM":
+        interval = cfg.get("no_rope_layer_interval", 4)
+        use_rope = cfg.get("no_rope_layers") or [int((l + 1) % interval != 0) for l in range(n_layers)]
+    else:
+        use_rope = [1] * n_layers
+
     x = w["model.embed_tokens.weight"][np.array(ids)]  # [T, hidden]
-    inv_freq = rope_inv_freq(cfg, hd)
+    inv_freq, attention_scaling = rope_inv_freq(cfg, rot, T)
     pos = np.arange(T, dtype=np.float64)
     freqs = np.outer(pos, inv_freq)
-    emb = np.concatenate([freqs, freqs], axis=-1)  # [T, hd]
-    cos = np.cos(emb)[:, None, :]
-    sin = np.sin(emb)[:, None, :]
+    emb = np.concatenate([freqs, freqs], axis=-1)  # [T, rot]
+    cos = (np.cos(emb) * attention_scaling)[:, None, :]
+    sin = (np.sin(emb) * attention_scaling)[:, None, :]
+
+    def rope(t):
+        r = t[..., :rot]
+        r = r * cos + rotate_half(r) * sin
+        return np.concatenate([r, t[..., rot:]], axis=-1)
     mask = np.triu(np.full((T, T), -np.inf), k=1)
     groups = nh // nkv
 
     for l in range(n_layers):
         p = f"model.layers.{l}."
         h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
-        q = mm(h, p + "self_attn.q_proj.weight")
-        k = mm(h, p + "self_attn.k_proj.weight")
-        v = mm(h, p + "self_attn.v_proj.weight")
+        if phi3:  # Phi3Attention: one qkv_proj, split q | k | v
+            qkv = mm(h, p + "self_attn.qkv_proj.weight")
+            q = qkv[:, :nh * hd]
+            k = qkv[:, nh * hd:(nh + nkv) * hd]
+            v = qkv[:, (nh + nkv) * hd:]
+        else:
+            q = mm(h, p + "self_attn.q_proj.weight")
+            k = mm(h, p + "self_attn.k_proj.weight")
+            v = mm(h, p + "self_attn.v_proj.weight")
         if arch == "Qwen2ForCausalLM":  # Qwen2Attention: bias on q, k, v
             q = q + w[p + "self_attn.q_proj.bias"]
             k = k + w[p + "self_attn.k_proj.bias"]
@@ -152,8 +197,9 @@ def forward(cfg, w, ids, matmul_input_bf16=False):
         if qwen3:
             q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
             k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        if use_rope[l]:
+            q = rope(q)
+            k = rope(k)
         k = np.repeat(k, groups, axis=1)  # repeat_kv
         v = np.repeat(v, groups, axis=1)
         # [heads, T, T]
@@ -164,8 +210,12 @@ def forward(cfg, w, ids, matmul_input_bf16=False):
         attn = np.einsum("hts,shd->thd", probs, v).reshape(T, nh * hd)
         x = x + mm(attn, p + "self_attn.o_proj.weight")
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
-        gate = mm(h, p + "mlp.gate_proj.weight")
-        up = mm(h, p + "mlp.up_proj.weight")
+        if phi3:  # Phi3MLP: gate_up_proj, chunked gate | up
+            gate_up = mm(h, p + "mlp.gate_up_proj.weight")
+            gate, up = np.split(gate_up, 2, axis=-1)
+        else:
+            gate = mm(h, p + "mlp.gate_proj.weight")
+            up = mm(h, p + "mlp.up_proj.weight")
         act = gate / (1.0 + np.exp(-gate)) * up
         x = x + mm(act, p + "mlp.down_proj.weight")
     x = rms_norm(x, w["model.norm.weight"], eps)

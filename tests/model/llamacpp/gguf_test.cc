@@ -2,6 +2,7 @@
 // metadata and tensor contents on a tiny random model (no llama.cpp needed).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -189,6 +190,51 @@ INSTANTIATE_TEST_SUITE_P(Arch, GgufExportTest,
                          [](const auto& info) {
                            return info.param == Architecture::kLlama ? "llama" : "qwen3";
                          });
+
+// phi3 as Phi3MiniModel writes it: no key/value length or vocab_size keys,
+// the partial rotary dims, the pretrained context, sliding_window 0, the
+// fused tensors as attn_qkv / ffn_up (gate rows first, unpermuted), and
+// longrope's factors as two f32 tensors plus rope.scaling.attn_factor.
+TEST(GgufExport, Phi3AsItsConverter) {
+  const fs::path dir = WorkDir("export_phi3");
+  RandomModelOptions o;
+  o.arch = Architecture::kPhi3;
+  o.shape = "phi3-tiny";  // hidden 64, 4 heads of 16, rotary 12, original 32
+  o.dtype = DType::kF32;
+  o.seed = 6;
+  o.rope_scaling = true;
+  o.tokenizer_dir = kvfork::testing::LlamaTokenizerDir();
+  ASSERT_TRUE(WriteRandomModel(o, (dir / "model").string()).ok());
+  Status st = ExportGguf((dir / "model").string(), (dir / "m.gguf").string(), GgufExportOptions());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto r = GgufReader::Open((dir / "m.gguf").string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r->GetString("general.architecture"), "phi3");
+  EXPECT_EQ(*r->GetU32("phi3.rope.dimension_count"), 12u);
+  EXPECT_EQ(*r->GetU32("phi3.rope.scaling.original_context_length"), 32u);
+  EXPECT_EQ(*r->GetU32("phi3.attention.sliding_window"), 0u);
+  EXPECT_EQ(r->Find("phi3.attention.key_length"), nullptr);
+  EXPECT_EQ(r->Find("phi3.vocab_size"), nullptr);
+  // sqrt(1 + ln(4096 / 32) / ln(32)), transformers' and the converter's.
+  EXPECT_FLOAT_EQ(*r->GetF32("phi3.rope.scaling.attn_factor"),
+                  static_cast<float>(std::sqrt(1 + std::log(128.0) / std::log(32.0))));
+  EXPECT_EQ(*r->GetString("tokenizer.ggml.pre"), "gpt-4o");
+  // ne is ggml order: [cols, rows].
+  const GgufTensorInfo* qkv = r->FindTensor("blk.0.attn_qkv.weight");
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(qkv->ne, (std::vector<int64_t>{64, 64 + 2 * 32}));
+  const GgufTensorInfo* up = r->FindTensor("blk.0.ffn_up.weight");
+  ASSERT_NE(up, nullptr);
+  EXPECT_EQ(up->ne, (std::vector<int64_t>{64, 2 * 128}));
+  EXPECT_EQ(r->FindTensor("blk.0.ffn_gate.weight"), nullptr);
+  EXPECT_EQ(r->FindTensor("blk.0.attn_q.weight"), nullptr);
+  for (const char* name : {"rope_factors_short.weight", "rope_factors_long.weight"}) {
+    const GgufTensorInfo* f = r->FindTensor(name);
+    ASSERT_NE(f, nullptr) << name;
+    EXPECT_EQ(f->ggml_type, static_cast<uint32_t>(GgmlType::kF32));
+    EXPECT_EQ(f->ne, (std::vector<int64_t>{6}));
+  }
+}
 
 TEST(GgufExport, ErrorsNameWhatIsWrong) {
   const fs::path dir = WorkDir("errors");

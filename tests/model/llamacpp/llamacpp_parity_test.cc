@@ -7,7 +7,9 @@
 // Both sides run f32 weights and an f32 KV cache (llama.cpp's default f16
 // cache alone costs ~1e-3).
 // Covers Llama (permuted Q/K, GQA, untied output), Llama with llama3 rope
-// scaling (rope_freqs tensor) and Qwen3 (NeoX RoPE, q/k norms, tied output),
+// scaling (rope_freqs tensor), Qwen3 (NeoX RoPE, q/k norms, tied output),
+// Qwen2 (q/k/v bias), SmolLM3 (a layer without RoPE) and Phi3 (fused qkv and
+// gate_up, partial rotary, longrope's factor tensors),
 // in f32, and every block format through llama.cpp's mixes: the f32 model is
 // quantized by `kvfork quantize` (byte for byte what llama-quantize writes:
 // quantize_llamacpp_test) and both engines load that one file. Fixed seeds
@@ -65,19 +67,27 @@ fs::path WorkDir(const std::string& name) {
   return d;
 }
 
+// Llama 3's for the llama-tokenizer families (and Phi3, whose o200k
+// tokenizer is not here: the prompt is token ids, so only the vocab size
+// matters), Qwen's for Qwen.
 std::string TokenizerDir(Architecture arch) {
-  return arch == Architecture::kLlama ? kvfork::testing::LlamaTokenizerDir()
-                                      : kvfork::testing::QwenTokenizerDir();
+  return arch == Architecture::kQwen2 || arch == Architecture::kQwen3
+             ? kvfork::testing::QwenTokenizerDir()
+             : kvfork::testing::LlamaTokenizerDir();
 }
 
 RandomModelOptions Options(const Case& c) {
   RandomModelOptions o;
   o.arch = c.arch;
-  o.shape = "tiny";
+  // phi3-tiny: partial rotary 0.75 and longrope from a pretrained context of
+  // 32, so the 43-token run is on the long factors in both engines (llama.cpp
+  // picks them by its context of 64, kvfork by the model's 4096).
+  o.shape = c.arch == Architecture::kPhi3 ? "phi3-tiny" : "tiny";
   // head_dim 32: llama.cpp's CPU kernels want head_dim >= 32.
   o.hidden_size = c.arch == Architecture::kQwen3 ? 64 : 128;
   o.intermediate_size = 192;
-  o.num_layers = 2;
+  // SmolLM3: 4 layers, so layer 3 runs without RoPE.
+  o.num_layers = c.arch == Architecture::kSmolLM3 ? 4 : 2;
   o.num_heads = 4;
   o.num_kv_heads = 2;
   o.head_dim = 32;
@@ -197,7 +207,11 @@ TEST_P(LlamaCppParity, GreedyAndLogitsMatch) {
   // The exported file says what llama.cpp will build.
   auto r = GgufReader::Open(gguf.string());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->FindTensor("rope_freqs.weight") != nullptr, c.rope_scaling);
+  EXPECT_EQ(r->FindTensor("rope_freqs.weight") != nullptr,
+            c.rope_scaling && c.arch != Architecture::kPhi3);
+  EXPECT_EQ(r->FindTensor("rope_factors_long.weight") != nullptr,
+            c.rope_scaling && c.arch == Architecture::kPhi3);
+  EXPECT_EQ(r->FindTensor("blk.0.attn_qkv.weight") != nullptr, c.arch == Architecture::kPhi3);
   EXPECT_EQ(r->FindTensor("output.weight") != nullptr, !c.tied);
   EXPECT_EQ(r->FindTensor("blk.0.attn_q_norm.weight") != nullptr, c.arch == Architecture::kQwen3);
 
@@ -256,17 +270,32 @@ TEST_P(LlamaCppParity, GreedyAndLogitsMatch) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, LlamaCppParity,
-    ::testing::Values(Case{"llama", Architecture::kLlama, false, false, 11},
-                      Case{"llama_rope_scaling", Architecture::kLlama, true, true, 12},
-                      Case{"qwen3", Architecture::kQwen3, false, true, 13},
-                      Case{"qwen2", Architecture::kQwen2, false, false, 14},
-                      // The formats that agree with node-llama-cpp's build
-                      // (q8_0 1.8e-7, q6_k 5e-7 relative measured). On the
-                      // other formats its logits and ours differ by 1-3%
-                      // relative on some rows; not yet explained (issue 22).
-                      Case{"qwen3_q8_0", Architecture::kQwen3, false, true, 21, QuantizeMix::kQ8_0},
-                      Case{"llama_q6_k", Architecture::kLlama, false, false, 28,
-                           QuantizeMix::kQ6_K}),
+    ::testing::Values(
+        Case{"llama", Architecture::kLlama, false, false, 11},
+        Case{"llama_rope_scaling", Architecture::kLlama, true, true, 12},
+        Case{"qwen3", Architecture::kQwen3, false, true, 13},
+        Case{"qwen2", Architecture::kQwen2, false, false, 14},
+        Case{"smollm3", Architecture::kSmolLM3, false, true, 15},
+        Case{"phi3", Architecture::kPhi3, false, false, 16},
+        Case{"phi3_longrope", Architecture::kPhi3, true, true, 17},
+        // The formats that agree with node-llama-cpp's build
+        // (q8_0 1.8e-7, q6_k 5e-7 relative measured). On the
+        // other formats its logits and ours differ by 1-3%
+        // relative on some rows; not yet explained (issue 22).
+        Case{"qwen3_q8_0", Architecture::kQwen3, false, true, 21, QuantizeMix::kQ8_0},
+        Case{"llama_q6_k", Architecture::kLlama, false, false, 28, QuantizeMix::kQ6_K},
+        // Issue 24's families quantized: greedy identical, but
+        // logits only within 5e-2 (measured 1.07e-2 smollm3
+        // q8_0, 1.33e-2 phi3 longrope q8_0, 1.16e-2 phi3
+        // Q4_K_M). That is issue 22's open gap, not these
+        // architectures: plain llama in q8_0 with 4 layers
+        // measured 1.55e-2 against the same node-llama-cpp
+        // build (and its greedy diverged), while every f32 case
+        // above agrees to 3e-6. A wrong split, rotary width or
+        // RoPE-less layer moves logits by O(1).
+        Case{"smollm3_q8_0", Architecture::kSmolLM3, false, true, 29, QuantizeMix::kQ8_0, 5e-2},
+        Case{"phi3_longrope_q8_0", Architecture::kPhi3, true, false, 30, QuantizeMix::kQ8_0, 5e-2},
+        Case{"phi3_q4_k_m", Architecture::kPhi3, true, false, 31, QuantizeMix::kQ4_K_M, 5e-2}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace
