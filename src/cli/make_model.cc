@@ -16,10 +16,13 @@ Status MakeModel(int argc, char** argv) {
   KVFORK_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(argc, argv, {}));
   RandomModelOptions o;
   KVFORK_ASSIGN_OR_RETURN(std::string arch, flags.GetString("arch", "qwen3"));
-  const ArchSpec* spec = ArchForGgufName(arch);
-  if (spec == nullptr)
-    return InvalidArgumentError("--arch must be one of " + SupportedArchNames(/*gguf=*/true) +
-                                ", got \"" + arch + "\"");
+  // By config.json model_type: llama, qwen2, qwen3, mistral, ...
+  const ArchSpec* spec = ArchForModelType(arch);
+  if (spec == nullptr) {
+    std::string types;
+    for (const ArchSpec* a : Architectures()) types += (types.empty() ? "" : ", ") + std::string(a->ModelType());
+    return InvalidArgumentError("--arch must be one of " + types + ", got \"" + arch + "\"");
+  }
   o.arch = spec->id;
   KVFORK_ASSIGN_OR_RETURN(o.shape, flags.GetString("shape", "tiny"));
   KVFORK_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 0));
@@ -47,6 +50,11 @@ Status MakeModel(int argc, char** argv) {
     if (rs != 0 && rs != 1) return InvalidArgumentError("--rope-scaling must be 0 or 1");
     o.rope_scaling = rs == 1;
   }
+  if (flags.Has("sliding-window")) {
+    KVFORK_ASSIGN_OR_RETURN(int64_t w, flags.GetInt("sliding-window", 0));
+    if (w < 0) return InvalidArgumentError("--sliding-window must be >= 0 (0 = none)");
+    o.sliding_window = w;
+  }
   KVFORK_ASSIGN_OR_RETURN(std::string out, flags.GetRequiredString("out"));
   KVFORK_RETURN_IF_ERROR(flags.Finish());
 
@@ -67,9 +75,10 @@ int Run(int argc, char** argv) {
   Status s = MakeModel(argc, argv);
   if (!s.ok()) {
     std::fprintf(stderr,
-                 "kvfork make-model: %s\nusage: kvfork make-model --arch llama|qwen3 --shape "
-                 "tiny|default-50m|qwen3-0.6b|llama-3.2-1b --seed N --dtype bf16|f32 "
-                 "[--tokenizer DIR] --out DIR [--vocab-size N] [--tie 0|1] [--rope-scaling 0|1]\n",
+                 "kvfork make-model: %s\nusage: kvfork make-model --arch llama|qwen2|qwen3|mistral --shape "
+                 "tiny|default-50m|qwen3-0.6b|llama-3.2-1b|mistral-7b --seed N --dtype bf16|f32 "
+                 "[--tokenizer DIR] --out DIR [--vocab-size N] [--tie 0|1] [--rope-scaling 0|1] "
+                 "[--sliding-window N (mistral; 0 = none)]\n",
                  s.ToString().c_str());
     return 1;
   }

@@ -16,7 +16,8 @@ ExpectedTensor LayerTensor(int64_t layer, TensorRole role, const char* hf_suffix
 }
 
 const std::vector<const ArchSpec*>& Architectures() {
-  static const std::vector<const ArchSpec*> all = {&LlamaArch(), &Qwen2Arch(), &Qwen3Arch()};
+  static const std::vector<const ArchSpec*> all = {&LlamaArch(), &Qwen2Arch(), &Qwen3Arch(),
+                                                    &MistralArch()};
   return all;
 }
 
@@ -38,10 +39,18 @@ const ArchSpec* ArchForGgufName(const std::string& gguf_name) {
   return nullptr;
 }
 
+const ArchSpec* ArchForModelType(const std::string& model_type) {
+  for (const ArchSpec* a : Architectures())
+    if (model_type == a->ModelType()) return a;
+  return nullptr;
+}
+
 std::string SupportedArchNames(bool gguf) {
   std::string s;
-  for (const ArchSpec* a : Architectures())
+  for (const ArchSpec* a : Architectures()) {
+    if (gguf && ArchForGgufName(a->gguf_name) != a) continue;  // listed once
     s += (s.empty() ? "" : ", ") + std::string(gguf ? a->gguf_name : a->hf_name);
+  }
   return s;
 }
 

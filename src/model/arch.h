@@ -1,5 +1,5 @@
 // What differs between the supported architectures, one small file each
-// (llama.cc, qwen2.cc, qwen3.cc), and the registry that finds them by the
+// (llama.cc, qwen2.cc, qwen3.cc, mistral.cc), and the registry that finds them by the
 // Hugging Face architecture name (config.json "architectures") or the GGUF
 // general.architecture. The shared decoder (decoder.cc), the loader
 // (weights.cc, model_config.cc, gguf_config.cc) and export-gguf ask only this.
@@ -78,6 +78,13 @@ struct ArchSpec {
   // nullptr when the architecture has nothing there. Must be per-row.
   void (*after_qkv)(const ModelConfig& c, const LayerWeights& w, int64_t num_tokens, float* q,
                     float* k) = nullptr;
+  // config.json "model_type" where it is not gguf_name (Mistral's GGUF arch
+  // is "llama", its model_type "mistral"); nullptr: gguf_name.
+  const char* model_type = nullptr;
+  // The architecture reads config.json "sliding_window" (null = none).
+  bool has_sliding_window = false;
+
+  const char* ModelType() const { return model_type != nullptr ? model_type : gguf_name; }
 };
 
 // Row permutation LlamaModel.permute applies to a [n_head * head_dim, cols]
@@ -88,13 +95,17 @@ std::vector<int64_t> LlamaRopePermutation(int64_t n_head, int64_t head_dim);
 const ArchSpec& LlamaArch();
 const ArchSpec& Qwen2Arch();
 const ArchSpec& Qwen3Arch();
+const ArchSpec& MistralArch();
 
 // Every supported architecture, in a stable order.
 const std::vector<const ArchSpec*>& Architectures();
 const ArchSpec& ArchFor(Architecture arch);
-// nullptr when unknown.
+// nullptr when unknown. Where architectures share a GGUF name (Mistral's
+// files are "llama"), the first registered one is the GGUF's.
 const ArchSpec* ArchForHfName(const std::string& hf_name);
 const ArchSpec* ArchForGgufName(const std::string& gguf_name);
+// By config.json "model_type" (ArchSpec::ModelType()).
+const ArchSpec* ArchForModelType(const std::string& model_type);
 // "LlamaForCausalLM, Qwen2ForCausalLM, ..." (or the GGUF names) for messages.
 std::string SupportedArchNames(bool gguf);
 

@@ -137,6 +137,8 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
         t += s.num_tokens;
       }
     }
+    const int64_t window = c.LayerWindow(l);
+    for (AttentionSeq& s : attn_seqs_) s.window = window;
     PagedAttention(layout, static_cast<int>(l), static_cast<int>(c.num_heads), scale, attn_seqs_,
                    pool);
     MatMulAddTo(attn_.data(), T, {L.o_proj, out_.data()}, x_.data(), pool);

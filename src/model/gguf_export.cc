@@ -291,13 +291,15 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
   u32("attention.key_length", c.head_dim);
   u32("attention.value_length", c.head_dim);
   u32("vocab_size", c.vocab_size);
-  if (c.arch == Architecture::kLlama) u32("rope.dimension_count", c.head_dim);
+  // LlamaModel (Llama and Mistral) writes rope.dimension_count; it writes no
+  // sliding window, so a Mistral GGUF runs without one (mistral.cc).
+  if (arch == "llama") u32("rope.dimension_count", c.head_dim);
 
   if (!options.vocab_gguf.empty()) {
     KVFORK_RETURN_IF_ERROR(AddTokenizerFromGguf(options.vocab_gguf, c, &w));
   } else {
     std::string pre = options.tokenizer_pre;
-    if (pre.empty()) pre = c.arch == Architecture::kLlama ? "llama-bpe" : "qwen2";
+    if (pre.empty()) pre = arch == "llama" ? "llama-bpe" : "qwen2";
     const std::string dir = options.tokenizer_dir.empty() ? model_dir : options.tokenizer_dir;
     KVFORK_RETURN_IF_ERROR(AddTokenizerFromJson(dir, c, pre, &w));
   }

@@ -126,7 +126,7 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     arch = a[0].get<std::string>();
   } else {
     KVFORK_ASSIGN_OR_RETURN(std::string model_type, f.String("model_type", false));
-    const ArchSpec* by_type = ArchForGgufName(model_type);
+    const ArchSpec* by_type = ArchForModelType(model_type);
     if (by_type != nullptr)
       arch = by_type->hf_name;
     else if (model_type.empty()) return f.Error("architectures", "is missing (and no model_type)");
@@ -197,6 +197,10 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     KVFORK_ASSIGN_OR_RETURN(bool sliding, f.Bool("use_sliding_window", false));
     if (sliding)
       return UnimplementedError(path + ": field \"use_sliding_window\" = true is not supported");
+  }
+  if (spec->has_sliding_window) {
+    // null (Has() is false) or absent: no window.
+    KVFORK_ASSIGN_OR_RETURN(c.sliding_window, f.Int("sliding_window", false, 0, 1));
   }
   if (f.Has("hidden_act")) {
     KVFORK_ASSIGN_OR_RETURN(std::string act, f.String("hidden_act", true));

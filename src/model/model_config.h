@@ -10,7 +10,7 @@
 namespace kvfork {
 
 // LlamaForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM; arch.h has the rest.
-enum class Architecture { kLlama, kQwen3, kQwen2 };
+enum class Architecture { kLlama, kQwen3, kQwen2, kMistral };
 
 struct RopeScaling {
   // kFreqFactors: a GGUF's rope_freqs tensor, one divisor per frequency pair
@@ -37,6 +37,12 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
+  // Sliding-window attention (Mistral's sliding_window): 0 = none. Layers
+  // whose sliding_layers entry is true attend to the last sliding_window
+  // positions only (AttentionSeq::window); an empty sliding_layers with a
+  // window means every layer.
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;  // [num_layers] or empty
   bool tie_word_embeddings = false;
   std::vector<int32_t> eos_token_ids;  // config.json eos_token_id (number or list)
   int32_t bos_token_id = -1;
@@ -47,6 +53,12 @@ struct ModelConfig {
   std::vector<float> RopeInvFreq() const;
   // The unscaled inverse frequency of pair i: rope_theta^(-2i / head_dim).
   double RopeBaseInvFreq(int64_t i) const;
+  // Layer `layer`'s attention window (AttentionSeq::window): 0 = global.
+  int64_t LayerWindow(int64_t layer) const {
+    if (sliding_window <= 0) return 0;
+    if (sliding_layers.empty()) return sliding_window;
+    return sliding_layers[layer] ? sliding_window : 0;
+  }
 };
 
 // Parses and validates config.json; errors name the file and the field.

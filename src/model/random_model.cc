@@ -30,6 +30,9 @@ struct Shape {
   int64_t max_pos;
   bool rope_scaling;
   RopeScaling scaling;
+  // For architectures with a sliding window (ArchSpec::has_sliding_window):
+  // tiny's 32 makes a prompt of a few dozen tokens cut.
+  int64_t sliding_window = 0;
 };
 
 RopeScaling Llama3Scaling(double factor, int64_t original) {
@@ -47,13 +50,16 @@ const std::vector<Shape>& Shapes() {
       // tiny's rope scaling uses original_max_position_embeddings 32 so that
       // with head_dim 16 its frequencies fall in all three llama3 bands.
       {"tiny", 64, 128, 2, 4, 2, 16, 0, false, 10000.0, 1e-6, 4096, false,
-       Llama3Scaling(8.0, 32)},
+       Llama3Scaling(8.0, 32), 32},
       {"default-50m", 256, 1024, 12, 4, 2, 64, 0, true, 1000000.0, 1e-6, 40960, false,
        Llama3Scaling(8.0, 8192)},
       {"qwen3-0.6b", 1024, 3072, 28, 16, 8, 128, 151936, true, 1000000.0, 1e-6, 40960, false,
        Llama3Scaling(8.0, 8192)},
       {"llama-3.2-1b", 2048, 8192, 16, 32, 8, 64, 128256, true, 500000.0, 1e-5, 131072, true,
        Llama3Scaling(32.0, 8192)},
+      // Mistral-7B-v0.1's config.json: the release with a 4096 window.
+      {"mistral-7b", 4096, 14336, 32, 32, 8, 128, 32000, false, 10000.0, 1e-5, 32768, false,
+       Llama3Scaling(8.0, 8192), 4096},
   };
   return shapes;
 }
@@ -135,7 +141,7 @@ json ConfigJson(const ModelConfig& c, DType dtype) {
   const bool llama = c.arch == Architecture::kLlama;
   const ArchSpec& arch = ArchFor(c.arch);
   j["architectures"] = {arch.hf_name};
-  j["model_type"] = arch.gguf_name;
+  j["model_type"] = arch.ModelType();
   j["hidden_size"] = c.hidden_size;
   j["intermediate_size"] = c.intermediate_size;
   j["num_hidden_layers"] = c.num_layers;
@@ -155,6 +161,13 @@ json ConfigJson(const ModelConfig& c, DType dtype) {
                           c.rope_scaling.original_max_position_embeddings}};
   } else {
     j["rope_scaling"] = nullptr;
+  }
+  if (arch.has_sliding_window) {
+    if (c.sliding_window > 0) {
+      j["sliding_window"] = c.sliding_window;
+    } else {
+      j["sliding_window"] = nullptr;
+    }
   }
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["hidden_act"] = "silu";
@@ -229,6 +242,8 @@ StatusOr<ModelConfig> RandomModelConfig(const RandomModelOptions& o) {
   c.rope_theta = shape->rope_theta;
   c.tie_word_embeddings = o.tie_word_embeddings.value_or(shape->tie);
   if (o.rope_scaling.value_or(shape->rope_scaling)) c.rope_scaling = shape->scaling;
+  if (ArchFor(o.arch).has_sliding_window)
+    c.sliding_window = o.sliding_window.value_or(shape->sliding_window);
   c.torch_dtype = DTypeName(o.dtype);
 
   int64_t tokenizer_vocab = 0;

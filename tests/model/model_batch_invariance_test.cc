@@ -86,7 +86,10 @@ TEST(ModelBatchInvariance, AloneBatchedChunkedThreads) {
   for (auto [arch, head_dim] : {std::pair{Architecture::kLlama, int64_t{0}},
                                 {Architecture::kQwen3, int64_t{0}},
                                 {Architecture::kQwen3, int64_t{32}},
-                                {Architecture::kQwen2, int64_t{0}}}) {
+                                {Architecture::kQwen2, int64_t{0}},
+                                // window 32 under a 40-token prompt
+                                {Architecture::kMistral, int64_t{0}},
+                                {Architecture::kMistral, int64_t{32}}}) {
     testing::TempDir tmp;
     RandomModelOptions options =
         testing::TinyOptions(arch, DType::kBf16, arch == Architecture::kQwen3, true, kVocab, 5);

@@ -28,6 +28,38 @@ TEST(ModelConfig, ParsesLlama) {
   EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 8192);
 }
 
+std::string Replace(std::string s, const std::string& from, const std::string& to);
+
+// MistralForCausalLM: Llama's fields plus sliding_window (an integer, or
+// null / absent for none) on every layer; model_type "mistral" names it too.
+TEST(ModelConfig, ParsesMistralSlidingWindow) {
+  const std::string mistral = Replace(kGood, "LlamaForCausalLM", "MistralForCausalLM");
+  for (const auto& [field, want] :
+       {std::pair<std::string, int64_t>{"\"sliding_window\": 4096,", 4096},
+        {"\"sliding_window\": null,", 0},
+        {"", 0}}) {
+    auto c = ParseModelConfig(Replace(mistral, "\"vocab_size\"", field + " \"vocab_size\""),
+                              "config.json");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->arch, Architecture::kMistral);
+    EXPECT_EQ(c->sliding_window, want) << field;
+    EXPECT_EQ(c->LayerWindow(0), want);
+    EXPECT_EQ(c->LayerWindow(1), want);
+  }
+  auto by_type = ParseModelConfig(Replace(Replace(mistral, "\"architectures\": [\"MistralForCausalLM\"],",
+                                                  "\"model_type\": \"mistral\","),
+                                          "\"vocab_size\"", "\"sliding_window\": 32, \"vocab_size\""),
+                                  "config.json");
+  ASSERT_TRUE(by_type.ok()) << by_type.status().ToString();
+  EXPECT_EQ(by_type->arch, Architecture::kMistral);
+  EXPECT_EQ(by_type->sliding_window, 32);
+  // Llama has no window: the field is not read.
+  auto llama = ParseModelConfig(Replace(kGood, "\"vocab_size\"", "\"sliding_window\": 32, \"vocab_size\""),
+                                "config.json");
+  ASSERT_TRUE(llama.ok());
+  EXPECT_EQ(llama->LayerWindow(0), 0);
+}
+
 std::string Replace(std::string s, const std::string& from, const std::string& to) {
   size_t at = s.find(from);
   EXPECT_NE(at, std::string::npos) << from;
@@ -50,8 +82,11 @@ TEST(ModelConfig, ErrorsNameFileAndField) {
               StatusCode::kInvalidArgument, "\"hidden_size\" must be an integer");
   ExpectError(Replace(kGood, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"),
               StatusCode::kInvalidArgument, "num_key_value_heads");
-  ExpectError(Replace(kGood, "LlamaForCausalLM", "MistralForCausalLM"),
-              StatusCode::kUnimplemented, "MistralForCausalLM");
+  ExpectError(Replace(kGood, "LlamaForCausalLM", "FalconForCausalLM"),
+              StatusCode::kUnimplemented, "FalconForCausalLM");
+  ExpectError(Replace(Replace(kGood, "LlamaForCausalLM", "MistralForCausalLM"), "\"vocab_size\": 1000",
+                      "\"vocab_size\": 1000, \"sliding_window\": 0"),
+              StatusCode::kInvalidArgument, "\"sliding_window\" must be >= 1");
   ExpectError(Replace(kGood, "\"rope_type\": \"llama3\"", "\"rope_type\": \"yarn\""),
               StatusCode::kUnimplemented, "yarn");
   ExpectError(Replace(kGood, "\"factor\": 32.0,", ""), StatusCode::kInvalidArgument,

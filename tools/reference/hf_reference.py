@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Independent float64 reference for LlamaForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM.
+"""Independent float64 reference for Llama, Qwen2, Qwen3 and MistralForCausalLM.
 
 Written from the Hugging Face transformers definitions (modeling_llama.py,
-modeling_qwen3.py, modeling_rope_utils.py), not from kvfork's C++: it reads
+modeling_qwen3.py, modeling_mistral.py, modeling_rope_utils.py,
+masking_utils.py), not from kvfork's C++: it reads
 the same config.json and safetensors and computes the logits of every
 position of a prompt in float64 with numpy.
 
@@ -115,7 +116,8 @@ def forward(cfg, w, ids, matmul_input_bf16=False):
         return h @ w[name].T
 
     arch = cfg["architectures"][0]
-    if arch not in ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"):
+    if arch not in ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                    "MistralForCausalLM"):
         raise ValueError(f"architecture {arch} not supported")
     qwen3 = arch == "Qwen3ForCausalLM"
     hidden = cfg["hidden_size"]
@@ -134,6 +136,13 @@ def forward(cfg, w, ids, matmul_input_bf16=False):
     cos = np.cos(emb)[:, None, :]
     sin = np.sin(emb)[:, None, :]
     mask = np.triu(np.full((T, T), -np.inf), k=1)
+    if arch == "MistralForCausalLM" and cfg.get("sliding_window") is not None:
+        # masking_utils.sliding_window_overlay: kv_idx > q_idx - sliding_window
+        # is kept, so query t drops the keys s with t - s >= sliding_window.
+        window = cfg["sliding_window"]
+        t_idx = np.arange(T)[:, None]
+        s_idx = np.arange(T)[None, :]
+        mask = np.where(t_idx - s_idx >= window, -np.inf, mask)
     groups = nh // nkv
 
     for l in range(n_layers):

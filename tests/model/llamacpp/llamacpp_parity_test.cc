@@ -7,8 +7,8 @@
 // Both sides run f32 weights and an f32 KV cache (llama.cpp's default f16
 // cache alone costs ~1e-3).
 // Covers Llama (permuted Q/K, GQA, untied output), Llama with llama3 rope
-// scaling (rope_freqs tensor) and Qwen3 (NeoX RoPE, q/k norms, tied output),
-// in f32, and every block format through llama.cpp's mixes: the f32 model is
+// scaling (rope_freqs tensor), Qwen3 (NeoX RoPE, q/k norms, tied output),
+// Qwen2 and Mistral (exported as llama.cpp does: a "llama" GGUF), in f32, and every block format through llama.cpp's mixes: the f32 model is
 // quantized by `kvfork quantize` (byte for byte what llama-quantize writes:
 // quantize_llamacpp_test) and both engines load that one file. Fixed seeds
 // and 2 threads on both sides.
@@ -57,6 +57,11 @@ struct Case {
   // activation row to int8 (q8_0 / q8_K) on both sides, the same codes and
   // f16 scales: measured 0 (q8_0) to 5e-7, so f32's 1e-4 bound holds.
   double rel_tol = kRelTol;
+  // Mistral's sliding_window (0 = none). llama.cpp's converter writes a
+  // Mistral as a "llama" GGUF without the window, so a windowed Mistral's
+  // GGUF runs windowless in both engines: kvfork then loads that GGUF, not
+  // the Hugging Face directory (whose window model_reference_test checks).
+  int64_t sliding_window = 0;
 };
 
 fs::path WorkDir(const std::string& name) {
@@ -66,7 +71,8 @@ fs::path WorkDir(const std::string& name) {
 }
 
 std::string TokenizerDir(Architecture arch) {
-  return arch == Architecture::kLlama ? kvfork::testing::LlamaTokenizerDir()
+  return arch == Architecture::kLlama || arch == Architecture::kMistral
+             ? kvfork::testing::LlamaTokenizerDir()
                                       : kvfork::testing::QwenTokenizerDir();
 }
 
@@ -91,6 +97,7 @@ RandomModelOptions Options(const Case& c) {
   o.tokenizer_dir = TokenizerDir(c.arch);
   o.tie_word_embeddings = c.tied;
   o.rope_scaling = c.rope_scaling;
+  if (c.arch == Architecture::kMistral) o.sliding_window = c.sliding_window;
   return o;
 }
 
@@ -197,6 +204,12 @@ TEST_P(LlamaCppParity, GreedyAndLogitsMatch) {
   EXPECT_EQ(r->FindTensor("rope_freqs.weight") != nullptr, c.rope_scaling);
   EXPECT_EQ(r->FindTensor("output.weight") != nullptr, !c.tied);
   EXPECT_EQ(r->FindTensor("blk.0.attn_q_norm.weight") != nullptr, c.arch == Architecture::kQwen3);
+  if (c.arch == Architecture::kMistral) {
+    auto arch = r->GetString("general.architecture");
+    ASSERT_TRUE(arch.ok());
+    EXPECT_EQ(*arch, "llama");
+    EXPECT_EQ(r->Find("llama.attention.sliding_window"), nullptr);
+  }
 
   // Fixed prompt of ordinary (non-special) token ids; llama.cpp adds no BOS
   // to a token-id prompt, so both sides see exactly these.
@@ -205,7 +218,7 @@ TEST_P(LlamaCppParity, GreedyAndLogitsMatch) {
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
   // f32: the Hugging Face directory (export and load are checked with it);
   // quantized: the file llama.cpp ran.
-  auto ours = RunKvfork(c.mix ? file : model_dir, prompt);
+  auto ours = RunKvfork(c.mix || c.sliding_window > 0 ? file : model_dir, prompt);
   ASSERT_TRUE(ours.ok()) << ours.status().ToString();
 
   const int64_t vocab = ref->vocab_size;
@@ -257,6 +270,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama_rope_scaling", Architecture::kLlama, true, true, 12},
                       Case{"qwen3", Architecture::kQwen3, false, true, 13},
                       Case{"qwen2", Architecture::kQwen2, false, false, 14},
+                      // Mistral v0.2+ (no window) from its HF directory; a
+                      // windowed one (v0.1) through its windowless GGUF.
+                      Case{"mistral", Architecture::kMistral, false, false, 15},
+                      Case{"mistral_window_gguf", Architecture::kMistral, false, false, 16,
+                           std::nullopt, kRelTol, 32},
                       // The formats that agree with node-llama-cpp's build
                       // (q8_0 1.8e-7, q6_k 5e-7 relative measured). On the
                       // other formats its logits and ours differ by 1-3%
