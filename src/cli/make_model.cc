@@ -18,6 +18,7 @@ Status MakeModel(int argc, char** argv) {
   KVFORK_ASSIGN_OR_RETURN(std::string arch, flags.GetString("arch", "qwen3"));
   // By config.json model_type: llama, qwen2, qwen3, mistral, ...
   const ArchSpec* spec = ArchForModelType(arch);
+  if (spec == nullptr) spec = ArchForGgufName(arch);  // "gemma3" too
   if (spec == nullptr) {
     std::string types;
     for (const ArchSpec* a : Architectures()) types += (types.empty() ? "" : ", ") + std::string(a->ModelType());
@@ -75,10 +76,10 @@ int Run(int argc, char** argv) {
   Status s = MakeModel(argc, argv);
   if (!s.ok()) {
     std::fprintf(stderr,
-                 "kvfork make-model: %s\nusage: kvfork make-model --arch llama|qwen2|qwen3|mistral --shape "
-                 "tiny|default-50m|qwen3-0.6b|llama-3.2-1b|mistral-7b --seed N --dtype bf16|f32 "
+                 "kvfork make-model: %s\nusage: kvfork make-model --arch llama|qwen2|qwen3|mistral|gemma3 "
+                 "--shape tiny|default-50m|qwen3-0.6b|llama-3.2-1b|mistral-7b|gemma-3-1b --seed N --dtype bf16|f32 "
                  "[--tokenizer DIR] --out DIR [--vocab-size N] [--tie 0|1] [--rope-scaling 0|1] "
-                 "[--sliding-window N (mistral; 0 = none)]\n",
+                 "[--sliding-window N (mistral, gemma3; 0 = none)]\n",
                  s.ToString().c_str());
     return 1;
   }

@@ -95,6 +95,16 @@ void RopeRotate(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_di
 // out[i] = silu(gate[i]) * up[i]. out may alias gate.
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 
+// out[i] = gelu_tanh(gate[i]) * up[i]: GELU's tanh approximation as
+// PyTorch's gelu(approximate="tanh") (Gemma's "gelu_pytorch_tanh"), in f32
+// with std::tanh. One portable version on every level (each element alone,
+// so batch invariant). out may alias gate.
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
+
+// x[i] = cap * tanh(x[i] / cap) (final logit softcapping), as llama.cpp
+// computes it: x * (1 / cap), tanh, * cap, in f32.
+void SoftCap(float* x, int64_t n, float cap);
+
 // y[i] += x[i]
 void AddInPlace(float* y, const float* x, int64_t n);
 

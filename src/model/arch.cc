@@ -17,7 +17,7 @@ ExpectedTensor LayerTensor(int64_t layer, TensorRole role, const char* hf_suffix
 
 const std::vector<const ArchSpec*>& Architectures() {
   static const std::vector<const ArchSpec*> all = {&LlamaArch(), &Qwen2Arch(), &Qwen3Arch(),
-                                                    &MistralArch()};
+                                                    &MistralArch(), &Gemma3Arch()};
   return all;
 }
 

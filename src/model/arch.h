@@ -1,5 +1,5 @@
 // What differs between the supported architectures, one small file each
-// (llama.cc, qwen2.cc, qwen3.cc, mistral.cc), and the registry that finds them by the
+// (llama.cc, qwen2.cc, qwen3.cc, mistral.cc, gemma3.cc), and the registry that finds them by the
 // Hugging Face architecture name (config.json "architectures") or the GGUF
 // general.architecture. The shared decoder (decoder.cc), the loader
 // (weights.cc, model_config.cc, gguf_config.cc) and export-gguf ask only this.
@@ -34,6 +34,8 @@ enum class TensorRole {
   kVBias,
   kQNorm,
   kKNorm,
+  kAttnOutNorm,  // Gemma's post_attention_layernorm: on the attention output
+  kFfnOutNorm,   // Gemma's post_feedforward_layernorm: on the MLP output
   kGate,
   kUp,
   kDown,
@@ -83,6 +85,15 @@ struct ArchSpec {
   const char* model_type = nullptr;
   // The architecture reads config.json "sliding_window" (null = none).
   bool has_sliding_window = false;
+  // Gemma: norms on the attention and MLP outputs too (kAttnOutNorm,
+  // kFfnOutNorm), and the pre-MLP norm is "pre_feedforward_layernorm".
+  bool sandwich_norms = false;
+  // Added to every norm weight of a Hugging Face checkpoint at load (Gemma's
+  // (1 + w) RMSNorm: 1); llama.cpp's converter bakes it into the GGUF, so
+  // export-gguf adds it and GGUF weights are used as they are.
+  float hf_norm_offset = 0.0f;
+  // Gemma: the embedding rows are multiplied by sqrt(hidden_size) (in f32).
+  bool scale_embeddings = false;
 
   const char* ModelType() const { return model_type != nullptr ? model_type : gguf_name; }
 };
@@ -96,6 +107,7 @@ const ArchSpec& LlamaArch();
 const ArchSpec& Qwen2Arch();
 const ArchSpec& Qwen3Arch();
 const ArchSpec& MistralArch();
+const ArchSpec& Gemma3Arch();
 
 // Every supported architecture, in a stable order.
 const std::vector<const ArchSpec*>& Architectures();

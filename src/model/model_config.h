@@ -10,7 +10,11 @@
 namespace kvfork {
 
 // LlamaForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM; arch.h has the rest.
-enum class Architecture { kLlama, kQwen3, kQwen2, kMistral };
+enum class Architecture { kLlama, kQwen3, kQwen2, kMistral, kGemma3 };
+
+// The MLP's gate activation: silu (Llama's SwiGLU) or the tanh
+// approximation of GELU (Gemma's "gelu_pytorch_tanh").
+enum class Activation { kSilu, kGeluTanh };
 
 struct RopeScaling {
   // kFreqFactors: a GGUF's rope_freqs tensor, one divisor per frequency pair
@@ -43,6 +47,13 @@ struct ModelConfig {
   // window means every layer.
   int64_t sliding_window = 0;
   std::vector<bool> sliding_layers;  // [num_layers] or empty
+  // Gemma 3: RoPE base of the sliding layers (rope_local_base_freq; 0 = rope_theta).
+  double rope_local_theta = 0;
+  Activation hidden_act = Activation::kSilu;
+  // Attention scores scale by query_pre_attn_scalar^-0.5 (Gemma 3); 0 = head_dim.
+  double query_pre_attn_scalar = 0;
+  // logits = cap * tanh(logits / cap) (Gemma's final_logit_softcapping); 0 = none.
+  double final_logit_softcapping = 0;
   bool tie_word_embeddings = false;
   std::vector<int32_t> eos_token_ids;  // config.json eos_token_id (number or list)
   int32_t bos_token_id = -1;
@@ -51,6 +62,9 @@ struct ModelConfig {
   // Rotary inverse frequencies [head_dim / 2], with the scaling applied: the
   // one RoPE-frequency function (export-gguf derives rope_freqs from it).
   std::vector<float> RopeInvFreq() const;
+  // The sliding layers' frequencies (rope_local_theta, no scaling), where
+  // rope_local_theta is set; else RopeInvFreq().
+  std::vector<float> RopeLocalInvFreq() const;
   // The unscaled inverse frequency of pair i: rope_theta^(-2i / head_dim).
   double RopeBaseInvFreq(int64_t i) const;
   // Layer `layer`'s attention window (AttentionSeq::window): 0 = global.

@@ -27,7 +27,7 @@ namespace kvfork {
 
 struct RandomModelOptions {
   Architecture arch = Architecture::kQwen3;
-  // "tiny" | "default-50m" | "qwen3-0.6b" | "llama-3.2-1b" | "mistral-7b"; the explicit
+  // "tiny" | "default-50m" | "qwen3-0.6b" | "llama-3.2-1b" | "mistral-7b" | "gemma-3-1b"; the explicit
   // dims below override the shape's when > 0.
   std::string shape = "tiny";
   int64_t hidden_size = 0;
@@ -46,8 +46,8 @@ struct RandomModelOptions {
   int64_t vocab_size = 0;
   std::optional<bool> tie_word_embeddings;  // default: the shape's
   std::optional<bool> rope_scaling;         // llama3 rope scaling; default: the shape's
-  // Architectures with a sliding window (mistral): its size, 0 = none;
-  // default: the shape's (tiny 32, mistral-7b 4096).
+  // Architectures with a sliding window (mistral, gemma3): its size, 0 =
+  // none; default: the shape's (tiny 32, mistral-7b 4096, gemma-3-1b 512).
   std::optional<int64_t> sliding_window;
 };
 

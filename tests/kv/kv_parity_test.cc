@@ -113,6 +113,8 @@ class Parity : public ::testing::TestWithParam<std::tuple<Architecture, KvDType>
     o.dtype = DType::kBf16;
     o.vocab_size = kVocab;
     o.seed = 11;
+    // Gemma 3: 5 sliding layers (window 32) and a global one.
+    if (arch == Architecture::kGemma3) o.num_layers = 6;
     Status w = WriteRandomModel(o, dir_);
     ASSERT_TRUE(w.ok()) << w.ToString();
     ModelLoadOptions lo;
@@ -267,14 +269,15 @@ TEST_P(Parity, PagedVersusDense) {
   ExpectSame(paged_warm, dense_warm, "paged warm vs dense warm");
 }
 
-// Mistral's tiny shape has a sliding window of 32 on every layer, so every
+// Mistral's tiny shape has a sliding window of 32 on every layer (Gemma 3's
+// on five of six), so every
 // gate's prompt (37 to 75 tokens) is longer than the window: reuse keeps all
 // blocks (the pool does not drop out-of-window ones yet), and a warm request
 // must still give the cold bits.
 INSTANTIATE_TEST_SUITE_P(
     ArchAndFormat, Parity,
     ::testing::Combine(::testing::Values(Architecture::kLlama, Architecture::kQwen3,
-                                         Architecture::kMistral),
+                                         Architecture::kMistral, Architecture::kGemma3),
                        ::testing::Values(KvDType::kBf16, KvDType::kF32, KvDType::kInt8)),
     [](const auto& info) {
       return std::string(ArchFor(std::get<0>(info.param)).ModelType()) + "_" +

@@ -29,6 +29,7 @@ TEST(ModelConfig, ParsesLlama) {
 }
 
 std::string Replace(std::string s, const std::string& from, const std::string& to);
+void ExpectError(const std::string& json, StatusCode code, const std::string& needle);
 
 // MistralForCausalLM: Llama's fields plus sliding_window (an integer, or
 // null / absent for none) on every layer; model_type "mistral" names it too.
@@ -58,6 +59,50 @@ TEST(ModelConfig, ParsesMistralSlidingWindow) {
                                 "config.json");
   ASSERT_TRUE(llama.ok());
   EXPECT_EQ(llama->LayerWindow(0), 0);
+}
+
+// Gemma3ForCausalLM (text): the window pattern from layer_types or
+// sliding_window_pattern, Gemma3TextConfig's defaults, and its refusals.
+TEST(ModelConfig, ParsesGemma3) {
+  const std::string gemma = R"({
+    "architectures": ["Gemma3ForCausalLM"], "vocab_size": 1000, "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 7, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "head_dim": 32, "sliding_window": 16,
+    "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 24,
+    "rope_local_base_freq": 20000.0, "final_logit_softcapping": 30.0})";
+  auto c = ParseModelConfig(gemma, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->arch, Architecture::kGemma3);
+  EXPECT_TRUE(c->tie_word_embeddings);  // Gemma3TextConfig's default
+  EXPECT_EQ(c->rope_theta, 1000000.0);
+  EXPECT_EQ(c->rope_local_theta, 20000.0);
+  EXPECT_EQ(c->hidden_act, Activation::kGeluTanh);
+  EXPECT_EQ(c->query_pre_attn_scalar, 24.0);
+  EXPECT_EQ(c->final_logit_softcapping, 30.0);
+  // sliding_window_pattern's default 6: layer 5 is global.
+  for (int64_t l = 0; l < 7; ++l) EXPECT_EQ(c->LayerWindow(l), l == 5 ? 0 : 16) << l;
+  EXPECT_NE(c->RopeLocalInvFreq(), c->RopeInvFreq());
+  auto typed = ParseModelConfig(
+      Replace(gemma, "\"sliding_window\": 16,",
+              "\"sliding_window\": 16, \"layer_types\": [\"full_attention\", \"sliding_attention\", "
+              "\"sliding_attention\", \"full_attention\", \"sliding_attention\", "
+              "\"sliding_attention\", \"sliding_attention\"],"),
+      "config.json");
+  ASSERT_TRUE(typed.ok()) << typed.status().ToString();
+  for (int64_t l = 0; l < 7; ++l) EXPECT_EQ(typed->LayerWindow(l), l == 0 || l == 3 ? 0 : 16) << l;
+  auto pattern = ParseModelConfig(
+      Replace(gemma, "\"sliding_window\": 16,", "\"sliding_window\": 16, \"sliding_window_pattern\": 2,"),
+      "config.json");
+  ASSERT_TRUE(pattern.ok());
+  for (int64_t l = 0; l < 7; ++l) EXPECT_EQ(pattern->LayerWindow(l), l % 2 == 1 ? 0 : 16) << l;
+  ExpectError(Replace(gemma, "gelu_pytorch_tanh", "silu"), StatusCode::kUnimplemented,
+              "hidden_activation");
+  ExpectError(Replace(gemma, "\"final_logit_softcapping\": 30.0",
+                      "\"final_logit_softcapping\": 30.0, \"attn_logit_softcapping\": 50.0"),
+              StatusCode::kUnimplemented, "attn_logit_softcapping");
+  ExpectError(Replace(gemma, "\"sliding_window\": 16,",
+                      "\"sliding_window\": 16, \"layer_types\": [\"full_attention\"],"),
+              StatusCode::kInvalidArgument, "layer_types");
 }
 
 std::string Replace(std::string s, const std::string& from, const std::string& to) {

@@ -42,10 +42,12 @@ TEST_P(ModelReference, MatchesFloat64Reference) {
   constexpr int64_t kVocab = 512, kTokens = 64;
   testing::TempDir tmp;
   const std::string dir = tmp.Sub("model");
-  ASSERT_TRUE(WriteRandomModel(testing::TinyOptions(c.arch, c.dtype, c.tie, c.rope_scaling, kVocab,
-                                                    /*seed=*/11),
-                               dir)
-                  .ok());
+  RandomModelOptions options =
+      testing::TinyOptions(c.arch, c.dtype, c.tie, c.rope_scaling, kVocab, /*seed=*/11);
+  // Gemma 3: 7 layers, so 5 sliding (window 32, local RoPE base), a global
+  // one (global base) and a sliding one after it.
+  if (c.arch == Architecture::kGemma3) options.num_layers = 7;
+  ASSERT_TRUE(WriteRandomModel(options, dir).ok());
   std::vector<int32_t> ids;
   std::string ids_text;
   for (int64_t i = 0; i < kTokens; ++i) {
@@ -116,6 +118,10 @@ std::vector<Case> AllCases() {
   // half attends to a window, so ignoring it would miss the bound.
   for (DType dtype : {DType::kF32, DType::kBf16})
     for (bool tie : {false, true}) cases.push_back({Architecture::kMistral, dtype, tie, false});
+  // Gemma 3 (tiny: window 32, final softcap 30): sandwich (1 + w) norms,
+  // GELU-tanh, embedding scale, per-layer-type RoPE base.
+  for (DType dtype : {DType::kF32, DType::kBf16})
+    for (bool tie : {false, true}) cases.push_back({Architecture::kGemma3, dtype, tie, false});
   return cases;
 }
 
