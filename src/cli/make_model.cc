@@ -16,8 +16,11 @@ namespace {
 Status MakeModel(int argc, char** argv) {
   Flags flags = Flags::Parse(argc, argv, {});
   RandomModelOptions o;
+  std::string types;
+  for (const ArchSpec* a : Architectures())
+    types += (types.empty() ? "" : ", ") + std::string(a->ModelType());
   const std::string arch =
-      flags.GetString("arch", "qwen3", "architecture: " + SupportedArchNames(/*gguf=*/true));
+      flags.GetString("arch", "qwen3", "architecture, as config.json's model_type: " + types);
   std::string shapes;
   for (const std::string& s : RandomModelShapes()) shapes += (shapes.empty() ? "" : ", ") + s;
   o.shape = flags.GetString("shape", "tiny", "dimensions: " + shapes);
@@ -37,12 +40,14 @@ Status MakeModel(int argc, char** argv) {
       flags.GetInt("tie", -1, "1: lm_head is the embedding, 0: its own; -1: the shape's choice");
   const int64_t rope_scaling =
       flags.GetInt("rope-scaling", -1, "1: rope scaling (llama3; longrope for phi3), 0: none; -1: the shape's choice");
+  const int64_t sliding_window = flags.GetInt(
+      "sliding-window", -1, "mistral, gemma3: the attention window, 0 = none; -1: the shape's");
   const std::string out = flags.GetRequiredString("out", "the model directory to write");
   KVFORK_RETURN_IF_ERROR(flags.Finish());
-  const ArchSpec* spec = ArchForGgufName(arch);
+  const ArchSpec* spec = ArchForModelType(arch);
+  if (spec == nullptr) spec = ArchForGgufName(arch);  // "gemma3" too
   if (spec == nullptr)
-    return InvalidArgumentError("--arch must be one of " + SupportedArchNames(/*gguf=*/true) +
-                                ", got \"" + arch + "\"");
+    return InvalidArgumentError("--arch must be one of " + types + ", got \"" + arch + "\"");
   o.arch = spec->id;
   if (dtype == "bf16") o.dtype = DType::kBf16;
   else if (dtype == "f32") o.dtype = DType::kF32;
@@ -53,6 +58,8 @@ Status MakeModel(int argc, char** argv) {
   if (rope_scaling < -1 || rope_scaling > 1)
     return InvalidArgumentError("--rope-scaling must be -1, 0 or 1");
   if (rope_scaling >= 0) o.rope_scaling = rope_scaling == 1;
+  if (sliding_window < -1) return InvalidArgumentError("--sliding-window must be >= 0 (0 = none)");
+  if (sliding_window >= 0) o.sliding_window = sliding_window;
 
   o.show_progress = true;  // on a terminal only
   KVFORK_ASSIGN_OR_RETURN(ModelConfig c, RandomModelConfig(o));

@@ -62,6 +62,7 @@ struct alignas(64) QueryTile {
   uint16_t qt[kMaxHeadDim / 32][2][kRows * 32];  // Q^T B tiles per 32 dims: hi, lo
   float acc[kRows][kMaxHeadDim];                 // O, unnormalized
   int32_t ctx[kRows];                            // keys a row sees: positions < ctx
+  int32_t first[kRows];                          // and >= first (its sliding window)
   float m[kRows];                                // running max score
   float l[kRows];                                // running sum of p
   int64_t t0;                                    // first query token (of the sequence)
@@ -100,6 +101,7 @@ void InitTile(const KvLayout& l, int num_heads, int G, const AttentionSeq& s, in
   for (int i = 0; i < kRows; ++i) {
     // Padding rows copy row 0's context so their math stays finite.
     tile->ctx[i] = static_cast<int32_t>(s.start_pos + t0 + (i < rows ? i / G : 0) + 1);
+    tile->first[i] = static_cast<int32_t>(AttentionWindowStart(tile->ctx[i] - 1, s.window));
     tile->m[i] = -INFINITY;
     tile->l[i] = 0.0f;
   }
@@ -232,19 +234,24 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
 
   // Online softmax, lanes = query rows, keys in position order.
   const __m512i ctx = _mm512_load_si512(tile->ctx);
+  const __m512i first = _mm512_load_si512(tile->first);
   const __m512 vscale = _mm512_set1_ps(scale), neg_inf = _mm512_set1_ps(-INFINITY);
   const __m512 m_old = _mm512_load_ps(tile->m);
   __m512 m_new = m_old;
   __m512 sc[kGroupKeys];
   for (int j = 0; j < kGroupKeys; ++j) {
-    const __mmask16 seen =
-        _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(g0 + j)), ctx);
+    const __m512i pos = _mm512_set1_epi32(static_cast<int32_t>(g0 + j));
+    const __mmask16 seen = _mm512_cmplt_epi32_mask(pos, ctx) & _mm512_cmpge_epi32_mask(pos, first);
     pf.Step(hd / 32);
     sc[j] = _mm512_mask_blend_ps(seen, neg_inf, _mm512_mul_ps(_mm512_load_ps(st[j]), vscale));
     m_new = _mm512_max_ps(sc[j], m_new);
   }
-  const __m512 corr = Exp(_mm512_sub_ps(m_old, m_new));
-  for (int j = 0; j < kGroupKeys; ++j) sc[j] = Exp(_mm512_sub_ps(sc[j], m_new));
+  // Rows that have seen no key yet and see none here (before their window)
+  // subtract 0: corr = exp(-inf) = 0 and p = 0 keep their state (-inf, 0, 0).
+  const __m512 m_sub = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(m_new, neg_inf, _CMP_EQ_OQ), m_new,
+                                            _mm512_setzero_ps());
+  const __m512 corr = Exp(_mm512_sub_ps(m_old, m_sub));
+  for (int j = 0; j < kGroupKeys; ++j) sc[j] = Exp(_mm512_sub_ps(sc[j], m_sub));
   // Sum of p by one fixed tree over the 32 keys.
   __m512 t[16];
   for (int j = 0; j < 16; ++j) t[j] = _mm512_add_ps(sc[2 * j], sc[2 * j + 1]);
@@ -330,12 +337,14 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
     InitTile(l, num_heads, G, s, t, tokens, task.kvh, &tiles[k]);
   }
   const int64_t span_end = s.start_pos + task.t0 + task.tokens;  // keys written
-  for (int64_t g0 = 0; g0 < span_end; g0 += kGroupKeys) {
+  // Key groups wholly before the first query's window are seen by no row.
+  const int64_t first_key = AttentionWindowStart(s.start_pos + task.t0, s.window);
+  for (int64_t g0 = first_key / kGroupKeys * kGroupKeys; g0 < span_end; g0 += kGroupKeys) {
     const int n_keys = static_cast<int>(span_end - g0 < kGroupKeys ? span_end - g0 : kGroupKeys);
     PackV(l, s, layer, task.kvh, g0, n_keys, pv);
     GroupPrefetch pf(l, s, layer, task.kvh, g0 + kGroupKeys, span_end);
     for (int k = 0; k < ntiles; ++k)
-      if (g0 < tiles[k].ctx_end)
+      if (g0 < tiles[k].ctx_end && g0 + kGroupKeys > tiles[k].first[0])
         TileGroup(l, s, layer, task.kvh, scale, g0, span_end, *pv, &tiles[k], pf);
   }
   for (int k = 0; k < ntiles; ++k) FinishTile(l, num_heads, G, s, task.kvh, tiles[k]);

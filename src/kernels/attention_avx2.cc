@@ -261,10 +261,13 @@ void TileBlock(const KvLayout& l, float scale, const AttentionSeq& s, int64_t b0
   const int64_t ctx_end = ctx0 + tile->tokens - 1;  // and of its last
   const int n = static_cast<int>(ctx_end - b0 < bs ? ctx_end - b0 : bs);  // keys read
   const int n8 = (n + 7) & ~7;
-  int valid[kMaxTileRows];  // keys of this block row r may see (0 .. n)
+  int valid[kMaxTileRows];  // keys of this block row r may see: [first[r], valid[r])
+  int first[kMaxTileRows];
   for (int r = 0; r < rows; ++r) {
     const int64_t v = ctx0 + r / group - b0;
     valid[r] = static_cast<int>(v < 0 ? 0 : v > n ? n : v);
+    const int64_t f = AttentionWindowStart(ctx0 + r / group - 1, s.window) - b0;
+    first[r] = static_cast<int>(f < 0 ? 0 : f > n ? n : f);
   }
 
   alignas(32) float scores[kMaxTileRows][kMaxBlockSize + 8];
@@ -280,7 +283,8 @@ void TileBlock(const KvLayout& l, float scale, const AttentionSeq& s, int64_t b0
     for (int r = 0; r < rows; ++r) {
       __m256 sc = _mm256_mul_ps(Reduce8(dots + r * 8), vscale_all);
       if (kscale != nullptr) sc = _mm256_mul_ps(sc, kscales);
-      const __m256 in_ctx = _mm256_castsi256_ps(TailMask(valid[r] - j0));
+      const __m256 in_ctx = _mm256_castsi256_ps(
+          _mm256_andnot_si256(TailMask(first[r] - j0), TailMask(valid[r] - j0)));
       _mm256_store_ps(scores[r] + j0, _mm256_blendv_ps(neg_inf, sc, in_ctx));
     }
   }
@@ -291,8 +295,11 @@ void TileBlock(const KvLayout& l, float scale, const AttentionSeq& s, int64_t b0
     __m256 bmax = neg_inf;
     for (int j = 0; j < n8; j += 8) bmax = _mm256_max_ps(_mm256_load_ps(sr + j), bmax);
     const float m_new = std::fmax(tile->ms[r], Hmax(bmax));
-    corr[r] = ExpScalar(tile->ms[r] - m_new);
-    const __m256 vm = _mm256_set1_ps(m_new);
+    // A row that has seen no key yet and sees none here (before its window)
+    // subtracts 0: corr = exp(-inf) = 0 and p = 0 keep its state (-inf, 0, 0).
+    const float m_sub = m_new == -INFINITY ? 0.0f : m_new;
+    corr[r] = ExpScalar(tile->ms[r] - m_sub);
+    const __m256 vm = _mm256_set1_ps(m_sub);
     __m256 psum = _mm256_setzero_ps();
     for (int j = 0; j < n8; j += 8) {
       __m256 p = Exp(_mm256_sub_ps(_mm256_load_ps(sr + j), vm));
@@ -361,7 +368,9 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale,
   }
   const bool int8 = D == KvDType::kInt8;
   const int64_t last_ctx_end = s.start_pos + task.t + int64_t{task.ntiles} * tokens;
-  for (int64_t b0 = 0; b0 < last_ctx_end; b0 += bs) {
+  // Blocks wholly before the first query's window are seen by no row.
+  const int64_t first_key = AttentionWindowStart(s.start_pos + task.t, s.window);
+  for (int64_t b0 = first_key / bs * bs; b0 < last_ctx_end; b0 += bs) {
     const uint8_t* block = s.blocks[b0 / bs];
     const int n = static_cast<int>(last_ctx_end - b0 < bs ? last_ctx_end - b0 : bs);
     const int64_t next = b0 + bs;
@@ -379,7 +388,8 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale,
     const float* vscale =
         int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, task.kvh)) : nullptr;
     for (int k = 0; k < task.ntiles; ++k)
-      if (b0 < s.start_pos + tiles[k].t0 + tokens)
+      if (b0 < s.start_pos + tiles[k].t0 + tokens &&
+          b0 + bs > AttentionWindowStart(s.start_pos + tiles[k].t0, s.window))
         TileBlock(l, scale, s, b0, kf, vf, kscale, vscale, &tiles[k]);
   }
   for (int k = 0; k < task.ntiles; ++k) TileFinish(l, num_heads, s, task.kvh, tiles[k]);

@@ -167,10 +167,13 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
   const uint8_t* block = s.blocks[b0 / bs];
   const int n = static_cast<int>(ctx_end - b0 < bs ? ctx_end - b0 : bs);  // keys read
   const int n16 = (n + 15) & ~15;
-  int valid[Q];  // keys of this block token i may see (0 .. n)
+  int valid[Q];  // keys of this block token i may see: [first[i], valid[i])
+  int first[Q];
   for (int i = 0; i < Q; ++i) {
     const int64_t v = ctx0 + i - b0;
     valid[i] = static_cast<int>(v < 0 ? 0 : v > n ? n : v);
+    const int64_t f = AttentionWindowStart(ctx0 + i - 1, s.window) - b0;
+    first[i] = static_cast<int>(f < 0 ? 0 : f > n ? n : f);
   }
   const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
   const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
@@ -213,8 +216,9 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
     const __m512 kscale_lanes =
         int8 ? _mm512_maskz_loadu_ps(Mask16(n - j0), kscale + j0) : _mm512_setzero_ps();
     for (int i = 0; i < Q * G; ++i) {
-      const int left = valid[i / G] - j0;
-      const __mmask16 mask = Mask16(left > 0 ? left : 0);
+      const int left = valid[i / G] - j0, before = first[i / G] - j0;
+      const __mmask16 mask = static_cast<__mmask16>(Mask16(left > 0 ? left : 0) &
+                                                    ~Mask16(before > 0 ? before : 0));
       __m512 sc = _mm512_mul_ps(Reduce16(dots[i]), _mm512_set1_ps(scale));
       if (int8) sc = _mm512_mul_ps(sc, kscale_lanes);
       _mm512_store_ps(scores[i] + j0, _mm512_mask_blend_ps(mask, neg_inf, sc));
@@ -226,8 +230,11 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
     __m512 bmax = _mm512_set1_ps(-INFINITY);
     for (int j = 0; j < n16; j += 16) bmax = _mm512_max_ps(_mm512_load_ps(scores[i] + j), bmax);
     const float m_new = std::fmax(ms[i], Hmax(bmax));
-    const float corr = ExpScalar(ms[i] - m_new);
-    const __m512 vm = _mm512_set1_ps(m_new);
+    // A row that has seen no key yet and sees none here (before its window)
+    // subtracts 0: corr = exp(-inf) = 0 and p = 0 keep its state (-inf, 0, 0).
+    const float m_sub = m_new == -INFINITY ? 0.0f : m_new;
+    const float corr = ExpScalar(ms[i] - m_sub);
+    const __m512 vm = _mm512_set1_ps(m_sub);
     __m512 psum = _mm512_setzero_ps();
     for (int j = 0; j < n16; j += 16) {
       __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores[i] + j), vm));
@@ -289,9 +296,13 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
       ThreadScratch(kScratchTask, static_cast<size_t>(ntiles) * sizeof(Tile<G, Q>)));
   for (int k = 0; k < ntiles; ++k) TileInit(l, num_heads, s, t0 + k * Q, kvh, &tiles[k]);
   const int64_t last_ctx_end = s.start_pos + t0 + int64_t{ntiles} * Q;
-  for (int64_t b0 = 0; b0 < last_ctx_end; b0 += l.block_size) {
+  // Blocks wholly before the first query's window are seen by no row.
+  const int64_t first_key = AttentionWindowStart(s.start_pos + t0, s.window);
+  for (int64_t b0 = first_key / l.block_size * l.block_size; b0 < last_ctx_end;
+       b0 += l.block_size) {
     for (int k = 0; k < ntiles; ++k)
-      if (b0 < s.start_pos + tiles[k].t0 + Q) {
+      if (b0 < s.start_pos + tiles[k].t0 + Q &&
+          b0 + l.block_size > AttentionWindowStart(s.start_pos + tiles[k].t0, s.window)) {
         // Decode-like spans read each block once: prefetch the next one.
         const int64_t next = b0 + l.block_size;
         if (ntiles == 1 && next < s.start_pos + tiles[k].t0 + Q) {

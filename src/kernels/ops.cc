@@ -129,6 +129,19 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   KVFORK_DISPATCH(SiluMul(gate, up, n, out));
 }
 void AddInPlace(float* y, const float* x, int64_t n) { KVFORK_DISPATCH(AddInPlace(y, x, n)); }
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
+  // PyTorch's GeluKernel (approximate tanh): kBeta = sqrt(2) * (2 / sqrt(pi)) / 2.
+  const float kBeta = 0.7978845608028654f, kKappa = 0.044715f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    const float inner = kBeta * (x + kKappa * (x * x * x));
+    out[i] = 0.5f * x * (1.0f + std::tanh(inner)) * up[i];
+  }
+}
+void SoftCap(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] * inv) * cap;
+}
 void Softmax(float* x, int64_t n) { KVFORK_DISPATCH(Softmax(x, n)); }
 void EmbeddingLookup(const MatrixView& table, const int32_t* ids, int64_t n, float* out) {
   if (IsQuantized(table.dtype)) {

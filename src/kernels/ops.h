@@ -95,6 +95,16 @@ void RopeRotate(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_di
 // out[i] = silu(gate[i]) * up[i]. out may alias gate.
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 
+// out[i] = gelu_tanh(gate[i]) * up[i]: GELU's tanh approximation as
+// PyTorch's gelu(approximate="tanh") (Gemma's "gelu_pytorch_tanh"), in f32
+// with std::tanh. One portable version on every level (each element alone,
+// so batch invariant). out may alias gate.
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
+
+// x[i] = cap * tanh(x[i] / cap) (final logit softcapping), as llama.cpp
+// computes it: x * (1 / cap), tanh, * cap, in f32.
+void SoftCap(float* x, int64_t n, float cap);
+
 // y[i] += x[i]
 void AddInPlace(float* y, const float* x, int64_t n);
 
@@ -124,7 +134,17 @@ struct AttentionSeq {
   int64_t num_tokens = 0;    // new tokens (queries)
   int64_t start_pos = 0;     // position of the first query token
   uint8_t* const* blocks = nullptr;  // the sequence's block table (base addresses)
+  // The layer's sliding window, 0 = none: the query at position p sees the
+  // keys at positions k with p - k < window (Hugging Face's
+  // sliding_window_overlay, kv_idx > q_idx - window; llama.cpp masks
+  // p - k >= n_swa), so `window` keys counting its own.
+  int64_t window = 0;
 };
+
+// The first key position the query at `pos` attends to under `window`.
+inline int64_t AttentionWindowStart(int64_t pos, int64_t window) {
+  return window > 0 && pos >= window ? pos - window + 1 : 0;
+}
 
 // What PagedAttention supports: its SIMD paths keep q, the accumulator and
 // one block's scores on the stack. Model configs (head_dim, heads per KV
@@ -134,9 +154,12 @@ inline constexpr int kMaxAttentionBlockSize = 1024;
 inline constexpr int kMaxAttentionGroup = 16;  // query heads per KV head
 
 // Causal attention over a block table: query t attends to positions
-// [0, start_pos + t]. K/V of the new tokens must already be written. Keys are
-// reduced in position order with an online softmax, the same for every
-// chunking. GQA: query head h reads kv head h / (num_heads / num_kv_heads).
+// [AttentionWindowStart(start_pos + t, window), start_pos + t]. K/V of the
+// new tokens must already be written (and the blocks of the window, at
+// least). Keys are reduced in position order with an online softmax, the same
+// for every chunking: keys outside a row's window are masked to -inf, and a
+// block (or key group) that a row sees none of leaves its state exactly as it
+// was, so a row's bits do not depend on which rows share its tile. GQA: query head h reads kv head h / (num_heads / num_kv_heads).
 void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,
                     std::span<const AttentionSeq> seqs, ThreadPool& pool);
 

@@ -198,11 +198,11 @@ void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scal
       const float* q = s.q + (t * num_heads + h) * hd;
       float* out = s.out + (t * num_heads + h) * hd;
       const int64_t ctx = s.start_pos + t + 1;
-      // Online softmax over keys in position order.
+      // Online softmax over the window's keys in position order.
       float m = -std::numeric_limits<float>::infinity();
       float l = 0.0f;
       std::vector<float> acc(hd, 0.0f);
-      for (int64_t p = 0; p < ctx; ++p) {
+      for (int64_t p = AttentionWindowStart(ctx - 1, s.window); p < ctx; ++p) {
         float dot = 0.0f;
         for (int d = 0; d < hd; ++d) dot += q[d] * ReadKv(layout, layer, 0, s.blocks, p, kvh, d);
         float score = dot * scale;

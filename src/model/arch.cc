@@ -17,7 +17,8 @@ ExpectedTensor LayerTensor(int64_t layer, TensorRole role, const char* hf_suffix
 
 const std::vector<const ArchSpec*>& Architectures() {
   static const std::vector<const ArchSpec*> all = {&LlamaArch(), &Qwen2Arch(), &Qwen3Arch(),
-                                                   &SmolLM3Arch(), &Phi3Arch()};
+                                                   &SmolLM3Arch(), &Phi3Arch(), &MistralArch(),
+                                                   &Gemma3Arch()};
   return all;
 }
 
@@ -39,10 +40,18 @@ const ArchSpec* ArchForGgufName(const std::string& gguf_name) {
   return nullptr;
 }
 
+const ArchSpec* ArchForModelType(const std::string& model_type) {
+  for (const ArchSpec* a : Architectures())
+    if (model_type == a->ModelType()) return a;
+  return nullptr;
+}
+
 std::string SupportedArchNames(bool gguf) {
   std::string s;
-  for (const ArchSpec* a : Architectures())
+  for (const ArchSpec* a : Architectures()) {
+    if (gguf && ArchForGgufName(a->gguf_name) != a) continue;  // listed once
     s += (s.empty() ? "" : ", ") + std::string(gguf ? a->gguf_name : a->hf_name);
+  }
   return s;
 }
 

@@ -1,7 +1,7 @@
 // What differs between the supported architectures, one small file each
-// (llama.cc, qwen2.cc, qwen3.cc, smollm3.cc, phi3.cc), and the registry that finds them by the
-// Hugging Face architecture name (config.json "architectures") or the GGUF
-// general.architecture. The shared decoder (decoder.cc), the loader
+// (llama.cc, qwen2.cc, qwen3.cc, smollm3.cc, phi3.cc, mistral.cc, gemma3.cc),
+// and the registry that finds them by the Hugging Face architecture name
+// (config.json "architectures") or the GGUF general.architecture. The shared decoder (decoder.cc), the loader
 // (weights.cc, model_config.cc, gguf_config.cc) and export-gguf ask only this.
 //
 // Adding an architecture: a file defining its ArchSpec, and a line in
@@ -34,6 +34,8 @@ enum class TensorRole {
   kVBias,
   kQNorm,
   kKNorm,
+  kAttnOutNorm,  // Gemma's post_attention_layernorm: on the attention output
+  kFfnOutNorm,   // Gemma's post_feedforward_layernorm: on the MLP output
   kGate,
   kUp,
   kDown,
@@ -86,6 +88,22 @@ struct ArchSpec {
   // The checkpoint holds fused qkv and gate_up projections (kQkv, kGateUp)
   // instead of q/k/v and gate/up (Phi3).
   bool fused_projections = false;
+  // config.json "model_type" where it is not gguf_name (Mistral's GGUF arch
+  // is "llama", its model_type "mistral"); nullptr: gguf_name.
+  const char* model_type = nullptr;
+  // The architecture reads config.json "sliding_window" (null = none).
+  bool has_sliding_window = false;
+  // Gemma: norms on the attention and MLP outputs too (kAttnOutNorm,
+  // kFfnOutNorm), and the pre-MLP norm is "pre_feedforward_layernorm".
+  bool sandwich_norms = false;
+  // Added to every norm weight of a Hugging Face checkpoint at load (Gemma's
+  // (1 + w) RMSNorm: 1); llama.cpp's converter bakes it into the GGUF, so
+  // export-gguf adds it and GGUF weights are used as they are.
+  float hf_norm_offset = 0.0f;
+  // Gemma: the embedding rows are multiplied by sqrt(hidden_size) (in f32).
+  bool scale_embeddings = false;
+
+  const char* ModelType() const { return model_type != nullptr ? model_type : gguf_name; }
 };
 
 // Row permutation LlamaModel.permute applies to a [n_head * head_dim, cols]
@@ -103,13 +121,18 @@ const ArchSpec& Phi3Arch();
 // (n_no_rope_layer_step, not stored in the GGUF); this is that pattern.
 constexpr int64_t kSmolLM3GgufNoRopeStep = 4;
 std::vector<bool> SmolLM3GgufRopeLayers(int64_t num_layers);
+const ArchSpec& MistralArch();
+const ArchSpec& Gemma3Arch();
 
 // Every supported architecture, in a stable order.
 const std::vector<const ArchSpec*>& Architectures();
 const ArchSpec& ArchFor(Architecture arch);
-// nullptr when unknown.
+// nullptr when unknown. Where architectures share a GGUF name (Mistral's
+// files are "llama"), the first registered one is the GGUF's.
 const ArchSpec* ArchForHfName(const std::string& hf_name);
 const ArchSpec* ArchForGgufName(const std::string& gguf_name);
+// By config.json "model_type" (ArchSpec::ModelType()).
+const ArchSpec* ArchForModelType(const std::string& model_type);
 // "LlamaForCausalLM, Qwen2ForCausalLM, ..." (or the GGUF names) for messages.
 std::string SupportedArchNames(bool gguf);
 

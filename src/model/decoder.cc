@@ -35,6 +35,8 @@ void Rotate(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot
 Decoder::Decoder(ModelConfig config, const ArchSpec& arch, std::unique_ptr<ModelWeights> weights)
     : config_(std::move(config)), arch_(arch), weights_(std::move(weights)) {
   inv_freq_ = config_.RopeInvFreq();
+  // Gemma 3's sliding layers rotate with their own base.
+  if (config_.rope_local_theta > 0) local_inv_freq_ = config_.RopeLocalInvFreq();
 }
 
 Status Decoder::Validate(const ForwardBatch& batch, const KvLayout& layout) const {
@@ -76,7 +78,9 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   const int64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // Gemma 3 scales scores by query_pre_attn_scalar^-0.5, the others head_dim^-0.5.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(
+                                 c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : c.head_dim));
   if (T == 0) {
     logits->clear();
     return OkStatus();
@@ -129,10 +133,28 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
         rope_sin_[i] *= rope_scale;
       }
   });
+  if (!local_inv_freq_.empty()) {
+    local_cos_.resize(T * half);
+    local_sin_.resize(T * half);
+    pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
+      RopeAngles(positions_.data() + r0, r1 - r0, local_inv_freq_.data(), half,
+                 local_cos_.data() + r0 * half, local_sin_.data() + r0 * half);
+    });
+  }
   EmbeddingLookup(w.embed_tokens, batch.tokens.data(), T, x_.data());
+  if (arch_.scale_embeddings) {
+    // Gemma: * sqrt(hidden_size) in f32, as llama.cpp's ggml_scale.
+    const float s = std::sqrt(static_cast<float>(H));
+    for (int64_t i = 0; i < T * H; ++i) x_[i] *= s;
+  }
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = w.layers[l];
     const bool rope = c.LayerUsesRope(l);
+    const int64_t window = c.LayerWindow(l);
+    // Sliding layers take the local RoPE tables where the model has them.
+    const bool local = window > 0 && !local_inv_freq_.empty();
+    const float* layer_cos = local ? local_cos_.data() : rope_cos_.data();
+    const float* layer_sin = local ? local_sin_.data() : rope_sin_.data();
     pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
       RmsNorm(x_.data() + r0 * H, L.input_norm, r1 - r0, H, eps, h_.data() + r0 * H);
     });
@@ -150,8 +172,8 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
       }
       if (arch_.after_qkv != nullptr) arch_.after_qkv(c, L, r1 - r0, q, k);
       if (!rope) return;  // SmolLM3's layers without position encoding
-      const float* cos = rope_cos_.data() + r0 * half;
-      const float* sin = rope_sin_.data() + r0 * half;
+      const float* cos = layer_cos + r0 * half;
+      const float* sin = layer_sin + r0 * half;
       Rotate(q, r1 - r0, c.num_heads, c.head_dim, rotary_dim, cos, sin);
       Rotate(k, r1 - r0, c.num_kv_heads, c.head_dim, rotary_dim, cos, sin);
     });
@@ -166,14 +188,24 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
         t += s.num_tokens;
       }
     }
+    for (AttentionSeq& s : attn_seqs_) s.window = window;
     PagedAttention(layout, static_cast<int>(l), static_cast<int>(c.num_heads), scale, attn_seqs_,
                    pool);
-    MatMulAddTo(attn_.data(), T, {L.o_proj, out_.data()}, x_.data(), pool);
+    AddBranch(attn_.data(), T, L.o_proj, L.attn_out_norm, pool);
     pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
       RmsNorm(x_.data() + r0 * H, L.post_attn_norm, r1 - r0, H, eps, h_.data() + r0 * H);
     });
-    MatMulSiluMul(h_.data(), T, {L.gate_proj, gate_.data()}, {L.up_proj, up_.data()}, pool);
-    MatMulAddTo(gate_.data(), T, {L.down_proj, out_.data()}, x_.data(), pool);
+    if (c.hidden_act == Activation::kGeluTanh) {
+      const MatMulTarget gate_up[] = {{L.gate_proj, gate_.data()}, {L.up_proj, up_.data()}};
+      MatMulShared(h_.data(), T, gate_up, pool);
+      pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
+        GeluTanhMul(gate_.data() + r0 * I, up_.data() + r0 * I, (r1 - r0) * I,
+                    gate_.data() + r0 * I);
+      });
+    } else {
+      MatMulSiluMul(h_.data(), T, {L.gate_proj, gate_.data()}, {L.up_proj, up_.data()}, pool);
+    }
+    AddBranch(gate_.data(), T, L.down_proj, L.ffn_out_norm, pool);
   }
 
   // Final norm and lm_head only for the rows whose logits are asked for.
@@ -194,7 +226,25 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
     }
   }
   MatMul(rows_.data(), rows, w.lm_head, logits->data(), pool);
+  if (c.final_logit_softcapping > 0)
+    SoftCap(logits->data(), rows * c.vocab_size, static_cast<float>(c.final_logit_softcapping));
   return OkStatus();
+}
+
+void Decoder::AddBranch(const float* in, int64_t T, const MatrixView& w, const float* out_norm,
+                        ThreadPool& pool) {
+  const int64_t H = config_.hidden_size;
+  if (out_norm == nullptr) {
+    MatMulAddTo(in, T, {w, out_.data()}, x_.data(), pool);
+    return;
+  }
+  // Gemma's sandwich: the branch's output is normed before the residual add.
+  MatMul(in, T, w, out_.data(), pool);
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
+    RmsNorm(out_.data() + r0 * H, out_norm, r1 - r0, H, eps, out_.data() + r0 * H);
+    AddInPlace(x_.data() + r0 * H, out_.data() + r0 * H, (r1 - r0) * H);
+  });
 }
 
 }  // namespace kvfork

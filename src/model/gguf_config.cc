@@ -208,6 +208,28 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufCheckpoint& gguf) {
   }
   if (c.arch == Architecture::kSmolLM3) c.layer_uses_rope = SmolLM3GgufRopeLayers(c.num_layers);
 
+  if (c.arch == Architecture::kGemma3) {
+    // What llama.cpp's gemma3 loader reads (src/models/gemma3.cpp): the
+    // window and its pattern (default: every 6th layer global), the
+    // sliding layers' RoPE base (default 10000), the final softcap; GELU;
+    // scores scaled by head_dim^-0.5 (the GGUF has no
+    // query_pre_attn_scalar); norm weights with the +1 already in.
+    KVFORK_ASSIGN_OR_RETURN(c.sliding_window, k.Int("attention.sliding_window", false, 0, 0));
+    KVFORK_ASSIGN_OR_RETURN(int64_t pattern,
+                            k.Int("attention.sliding_window_pattern", false, 6, 1));
+    if (c.sliding_window > 0) {
+      c.sliding_layers.assign(c.num_layers, false);
+      for (int64_t l = 0; l < c.num_layers; ++l) c.sliding_layers[l] = l % pattern < pattern - 1;
+    }
+    KVFORK_ASSIGN_OR_RETURN(c.rope_local_theta, k.Float("rope.freq_base_swa", false, 10000.0));
+    if (c.rope_local_theta <= 1) return k.Error("rope.freq_base_swa", "must be > 1");
+    KVFORK_ASSIGN_OR_RETURN(c.final_logit_softcapping,
+                            k.Float("final_logit_softcapping", false, 0.0));
+    if (c.final_logit_softcapping < 0) return k.Error("final_logit_softcapping", "must be >= 0");
+    c.hidden_act = Activation::kGeluTanh;
+    c.query_pre_attn_scalar = static_cast<double>(c.head_dim);
+  }
+
   const TensorInfo* embd = gguf.Find("token_embd.weight");
   if (embd == nullptr)
     return NotFoundError(path +

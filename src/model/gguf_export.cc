@@ -75,7 +75,7 @@ float ToF32(DType t, const uint8_t* p, int64_t i) {
 // Same-type copies are bit exact; bf16 -> f16 and the like go through f32,
 // as do block types (quantized a row at a time).
 Status CopyTensor(const TensorInfo& src, GgmlType out_type, const std::vector<int64_t>* row_map,
-                  ThreadPool* pool, uint8_t* dst) {
+                  float add, ThreadPool* pool, uint8_t* dst) {
   const int64_t n = *src.NumElements();  // Open checked it against the bytes
   const int64_t rows = src.shape.empty() ? 1 : src.shape[0];
   const int64_t cols = rows == 0 ? 0 : n / rows;
@@ -85,7 +85,7 @@ Status CopyTensor(const TensorInfo& src, GgmlType out_type, const std::vector<in
     const int64_t sr = row_map != nullptr ? (*row_map)[r] : r;
     return src.data + static_cast<size_t>(sr * cols) * esize;
   };
-  if (src.dtype == out) {
+  if (src.dtype == out && add == 0.0f) {
     for (int64_t r = 0; r < rows; ++r)
       std::memcpy(dst + static_cast<size_t>(r * cols) * esize, source_row(r), static_cast<size_t>(cols) * esize);
     return OkStatus();
@@ -94,7 +94,9 @@ Status CopyTensor(const TensorInfo& src, GgmlType out_type, const std::vector<in
       out, rows, cols,
       [&](int64_t r, float* row) {
         const uint8_t* s = source_row(r);
-        for (int64_t c = 0; c < cols; ++c) row[c] = ToF32(src.dtype, s, c);
+        // add: Gemma's +1 on norm weights, in f32 as the converter adds it
+        // (it widens bf16 to f32 first).
+        for (int64_t c = 0; c < cols; ++c) row[c] = ToF32(src.dtype, s, c) + add;
       },
       dst, pool);
   if (bad >= 0)
@@ -265,12 +267,14 @@ Status AddTokenizerFromGguf(const std::string& path, const ModelConfig& config, 
 const char* DefaultTokenizerPre(Architecture arch) {
   switch (arch) {
     case Architecture::kLlama:
+    case Architecture::kMistral:  // written as arch "llama" (mistral.cc)
     case Architecture::kSmolLM3:
       return "llama-bpe";
     case Architecture::kPhi3:
       return "gpt-4o";
     case Architecture::kQwen2:
     case Architecture::kQwen3:
+    case Architecture::kGemma3:  // kvfork's Gemma shapes carry a BPE tokenizer
       break;
   }
   return "qwen2";
@@ -330,13 +334,34 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
     u32("attention.value_length", c.head_dim);
     u32("vocab_size", c.vocab_size);
   }
-  if (c.arch == Architecture::kLlama || c.arch == Architecture::kSmolLM3)
-    u32("rope.dimension_count", c.head_dim);
+  // LlamaModel (Llama and Mistral) writes rope.dimension_count; it writes no
+  // sliding window, so a Mistral GGUF runs without one (mistral.cc).
+  if (arch == "llama" || c.arch == Architecture::kSmolLM3) u32("rope.dimension_count", c.head_dim);
   if (c.arch == Architecture::kSmolLM3 && c.layer_uses_rope != SmolLM3GgufRopeLayers(c.num_layers))
     return UnimplementedError(model_dir +
                               "/config.json: no_rope_layers differs from llama.cpp's fixed "
                               "smollm3 pattern (no RoPE in every 4th layer), which GGUF cannot "
                               "express");
+  if (c.arch == Architecture::kGemma3) {
+    // Gemma3Model.set_gguf_parameters: the window (when some layer slides),
+    // the sliding layers' RoPE base, the softcap. llama.cpp assumes every
+    // 6th layer global and scores scaled by head_dim^-0.5; a config that
+    // differs cannot be written so that llama.cpp runs what it says.
+    for (int64_t l = 0; c.sliding_window > 0 && l < c.num_layers; ++l)
+      if ((c.LayerWindow(l) > 0) != (l % 6 < 5))
+        return UnimplementedError(model_dir + ": layer " + std::to_string(l) +
+                                  " is not in Gemma 3's 5-sliding-per-global pattern, which "
+                                  "llama.cpp's gemma3 GGUF assumes");
+    if (c.query_pre_attn_scalar != static_cast<double>(c.head_dim))
+      return UnimplementedError(model_dir + ": query_pre_attn_scalar " +
+                                std::to_string(c.query_pre_attn_scalar) +
+                                " is not head_dim, which llama.cpp's gemma3 GGUF assumes");
+    if (c.sliding_window > 0) u32("attention.sliding_window", c.sliding_window);
+    w.Set(arch + ".rope.freq_base_swa", GgufValue::F32(static_cast<float>(c.rope_local_theta)));
+    if (c.final_logit_softcapping > 0)
+      w.Set(arch + ".final_logit_softcapping",
+            GgufValue::F32(static_cast<float>(c.final_logit_softcapping)));
+  }
 
   if (!options.vocab_gguf.empty()) {
     KVFORK_RETURN_IF_ERROR(AddTokenizerFromGguf(options.vocab_gguf, c, &w));
@@ -371,8 +396,10 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
     std::vector<int64_t> ne(e.shape.rbegin(), e.shape.rend());
     if (options.tensor_type) type = options.tensor_type(e.gguf_name, ne, type);
     ThreadPool* pool = options.pool;
-    return w.AddTensor(e.gguf_name, type, ne, [t, type, row_map, pool](uint8_t* dst) {
-      return CopyTensor(*t, type, row_map.get(), pool, dst);
+    // Gemma: llama.cpp's converter bakes the (1 + w) into the norm weights.
+    const float add = IsNormRole(e.role) ? spec.hf_norm_offset : 0.0f;
+    return w.AddTensor(e.gguf_name, type, ne, [t, type, row_map, add, pool](uint8_t* dst) {
+      return CopyTensor(*t, type, row_map.get(), add, pool, dst);
     });
   };
   const std::vector<ExpectedTensor> tensors = ExpectedTensors(c, spec);

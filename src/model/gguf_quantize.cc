@@ -8,6 +8,7 @@
 #include "core/bf16.h"
 #include "kernels/quantize_row.h"
 #include "model/gguf_reader.h"
+#include "model/arch.h"
 #include "model/model_config.h"
 
 namespace kvfork {
@@ -40,7 +41,7 @@ Status QuantizeDirectory(const std::string& dir, const std::string& out_path,
                          const QuantizeOptions& options) {
   KVFORK_ASSIGN_OR_RETURN(ModelConfig c, LoadModelConfig(dir + "/config.json"));
   QuantizeModelInfo info;
-  info.arch = c.arch == Architecture::kLlama ? "llama" : "qwen3";  // ExportGguf's names
+  info.arch = ArchFor(c.arch).gguf_name;  // ExportGguf's names
   info.num_layers = c.num_layers;
   info.num_heads = c.num_heads;
   info.num_kv_heads = c.num_kv_heads;

@@ -199,6 +199,52 @@ Status ParseNoRopeLayers(const json& root, const Fields& f, ModelConfig* c) {
   return OkStatus();
 }
 
+// Gemma3TextConfig's fields beyond Llama's, with its defaults.
+Status ParseGemma3(const json& root, const Fields& f, const std::string& path, ModelConfig* c) {
+  if (!f.Has("tie_word_embeddings")) c->tie_word_embeddings = true;
+  if (!f.Has("rope_theta")) c->rope_theta = 1000000.0;
+  KVFORK_ASSIGN_OR_RETURN(std::string act, f.String("hidden_activation", false));
+  if (act.empty()) {
+    KVFORK_ASSIGN_OR_RETURN(act, f.String("hidden_act", false));
+  }
+  if (!act.empty() && act != "gelu_pytorch_tanh")
+    return UnimplementedError(path + ": field \"hidden_activation\" = \"" + act +
+                              "\" is not supported (only gelu_pytorch_tanh)");
+  c->hidden_act = Activation::kGeluTanh;
+  KVFORK_ASSIGN_OR_RETURN(c->query_pre_attn_scalar, f.Double("query_pre_attn_scalar", false, 256));
+  if (c->query_pre_attn_scalar <= 0) return f.Error("query_pre_attn_scalar", "must be > 0");
+  KVFORK_ASSIGN_OR_RETURN(c->rope_local_theta, f.Double("rope_local_base_freq", false, 10000.0));
+  if (c->rope_local_theta <= 1) return f.Error("rope_local_base_freq", "must be > 1");
+  KVFORK_ASSIGN_OR_RETURN(c->final_logit_softcapping,
+                          f.Double("final_logit_softcapping", false, 0));
+  if (c->final_logit_softcapping < 0) return f.Error("final_logit_softcapping", "must be >= 0");
+  if (f.Has("attn_logit_softcapping"))
+    return UnimplementedError(path + ": field \"attn_logit_softcapping\" is not supported "
+                              "(Gemma 3 has none; null it)");
+  KVFORK_ASSIGN_OR_RETURN(c->sliding_window, f.Int("sliding_window", false, 4096, 1));
+  // layer_types (current transformers) or sliding_window_pattern (older
+  // files): every pattern-th layer is global, the others slide.
+  c->sliding_layers.assign(c->num_layers, false);
+  if (f.Has("layer_types")) {
+    const json& lt = root.at("layer_types");
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c->num_layers)
+      return f.Error("layer_types", "must be a list of num_hidden_layers strings");
+    for (int64_t l = 0; l < c->num_layers; ++l) {
+      const json& t = lt[l];
+      if (t == "sliding_attention") {
+        c->sliding_layers[l] = true;
+      } else if (t != "full_attention") {
+        return f.Error("layer_types", "entry " + std::to_string(l) + " is " + t.dump() +
+                                          " (sliding_attention or full_attention)");
+      }
+    }
+  } else {
+    KVFORK_ASSIGN_OR_RETURN(int64_t pattern, f.Int("sliding_window_pattern", false, 6, 1));
+    for (int64_t l = 0; l < c->num_layers; ++l) c->sliding_layers[l] = (l + 1) % pattern != 0;
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& path) {
@@ -217,7 +263,7 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     arch = a[0].get<std::string>();
   } else {
     KVFORK_ASSIGN_OR_RETURN(std::string model_type, f.String("model_type", false));
-    const ArchSpec* by_type = ArchForGgufName(model_type);
+    const ArchSpec* by_type = ArchForModelType(model_type);
     if (by_type != nullptr)
       arch = by_type->hf_name;
     else if (model_type.empty()) return f.Error("architectures", "is missing (and no model_type)");
@@ -306,7 +352,13 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     if (sliding)
       return UnimplementedError(path + ": field \"use_sliding_window\" = true is not supported");
   }
-  if (f.Has("hidden_act")) {
+  if (spec->has_sliding_window) {
+    // null (Has() is false) or absent: no window.
+    KVFORK_ASSIGN_OR_RETURN(c.sliding_window, f.Int("sliding_window", false, 0, 1));
+  }
+  if (c.arch == Architecture::kGemma3) {
+    KVFORK_RETURN_IF_ERROR(ParseGemma3(root, f, path, &c));
+  } else if (f.Has("hidden_act")) {
     KVFORK_ASSIGN_OR_RETURN(std::string act, f.String("hidden_act", true));
     if (act != "silu")
       return UnimplementedError(path + ": field \"hidden_act\" = \"" + act +
@@ -355,6 +407,16 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
 
 double ModelConfig::RopeBaseInvFreq(int64_t i) const {
   return 1.0 / std::pow(rope_theta, static_cast<double>(2 * i) / RotaryDim());
+}
+
+std::vector<float> ModelConfig::RopeLocalInvFreq() const {
+  if (rope_local_theta <= 0) return RopeInvFreq();
+  // transformers' Gemma3 local rotary embedding: the default rope at
+  // rope_local_base_freq, evaluated in double and rounded once.
+  std::vector<float> out(head_dim / 2);
+  for (int64_t i = 0; i < head_dim / 2; ++i)
+    out[i] = static_cast<float>(1.0 / std::pow(rope_local_theta, static_cast<double>(2 * i) / head_dim));
+  return out;
 }
 
 std::vector<float> ModelConfig::RopeInvFreq() const {

@@ -10,8 +10,12 @@
 namespace kvfork {
 
 // LlamaForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM, SmolLM3ForCausalLM,
-// Phi3ForCausalLM; arch.h has the rest.
-enum class Architecture { kLlama, kQwen3, kQwen2, kSmolLM3, kPhi3 };
+// Phi3ForCausalLM, MistralForCausalLM, Gemma3ForCausalLM; arch.h has the rest.
+enum class Architecture { kLlama, kQwen3, kQwen2, kSmolLM3, kPhi3, kMistral, kGemma3 };
+
+// The MLP's gate activation: silu (Llama's SwiGLU) or the tanh
+// approximation of GELU (Gemma's "gelu_pytorch_tanh").
+enum class Activation { kSilu, kGeluTanh };
 
 struct RopeScaling {
   // kFreqFactors: a GGUF's rope_freqs tensor, one divisor per frequency pair
@@ -52,6 +56,19 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
+  // Sliding-window attention (Mistral's sliding_window): 0 = none. Layers
+  // whose sliding_layers entry is true attend to the last sliding_window
+  // positions only (AttentionSeq::window); an empty sliding_layers with a
+  // window means every layer.
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;  // [num_layers] or empty
+  // Gemma 3: RoPE base of the sliding layers (rope_local_base_freq; 0 = rope_theta).
+  double rope_local_theta = 0;
+  Activation hidden_act = Activation::kSilu;
+  // Attention scores scale by query_pre_attn_scalar^-0.5 (Gemma 3); 0 = head_dim.
+  double query_pre_attn_scalar = 0;
+  // logits = cap * tanh(logits / cap) (Gemma's final_logit_softcapping); 0 = none.
+  double final_logit_softcapping = 0;
   bool tie_word_embeddings = false;
   std::vector<int32_t> eos_token_ids;  // config.json eos_token_id (number or list)
   int32_t bos_token_id = -1;
@@ -66,6 +83,15 @@ struct ModelConfig {
   int64_t RotaryDim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   bool LayerUsesRope(int64_t layer) const {
     return layer_uses_rope.empty() || layer_uses_rope[static_cast<size_t>(layer)];
+  }
+  // The sliding layers' frequencies (rope_local_theta, no scaling), where
+  // rope_local_theta is set; else RopeInvFreq().
+  std::vector<float> RopeLocalInvFreq() const;
+  // Layer `layer`'s attention window (AttentionSeq::window): 0 = global.
+  int64_t LayerWindow(int64_t layer) const {
+    if (sliding_window <= 0) return 0;
+    if (sliding_layers.empty()) return sliding_window;
+    return sliding_layers[layer] ? sliding_window : 0;
   }
 };
 

@@ -33,6 +33,11 @@ struct Shape {
   RopeScaling scaling;
   // Phi3 only: partial_rotary_factor (rotary dims = head_dim * this).
   double partial_rotary = 1.0;
+  // For architectures with a sliding window (ArchSpec::has_sliding_window):
+  // tiny's 32 makes a prompt of a few dozen tokens cut.
+  int64_t sliding_window = 0;
+  // Gemma 3 only (1B has none; tiny's exercises the code).
+  double final_logit_softcapping = 0;
 };
 
 RopeScaling Llama3Scaling(double factor, int64_t original) {
@@ -58,7 +63,8 @@ const std::vector<Shape>& Shapes() {
   static const std::vector<Shape> shapes = {
       // tiny's rope scaling uses original_max_position_embeddings 32 so that
       // with head_dim 16 its frequencies fall in all three llama3 bands.
-      {"tiny", 64, 128, 2, 4, 2, 16, 0, false, 10000.0, 1e-6, 4096, false, Llama3Scaling(8.0, 32)},
+      {"tiny", 64, 128, 2, 4, 2, 16, 0, false, 10000.0, 1e-6, 4096, false,
+       Llama3Scaling(8.0, 32), 1.0, 32, 30.0},
       {"default-50m", 256, 1024, 12, 4, 2, 64, 0, true, 1000000.0, 1e-6, 40960, false,
        Llama3Scaling(8.0, 8192)},
       {"qwen3-0.6b", 1024, 3072, 28, 16, 8, 128, 151936, true, 1000000.0, 1e-6, 40960, false,
@@ -79,6 +85,13 @@ const std::vector<Shape>& Shapes() {
       {"phi-4-mini", 3072, 8192, 32, 24, 8, 128, 200064, true, 10000.0, 1e-5, 131072, true,
        LongRope(4096), 0.75},
       {"phi3-tiny", 64, 128, 2, 4, 2, 16, 0, false, 10000.0, 1e-5, 4096, false, LongRope(32), 0.75},
+      // Mistral-7B-v0.1's config.json: the release with a 4096 window.
+      {"mistral-7b", 4096, 14336, 32, 32, 8, 128, 32000, false, 10000.0, 1e-5, 32768, false,
+       Llama3Scaling(8.0, 8192), 1.0, 4096},
+      // google/gemma-3-1b-pt's config.json (text only; window 512, every
+      // 6th layer global, rope_theta 1e6 / local 10000, no softcap).
+      {"gemma-3-1b", 1152, 6912, 26, 4, 1, 256, 262144, true, 1000000.0, 1e-6, 32768, false,
+       Llama3Scaling(8.0, 8192), 1.0, 512, 0.0},
   };
   return shapes;
 }
@@ -111,9 +124,10 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 // (mean, std) of a tensor's values by its role.
 std::pair<double, double> Distribution(const ExpectedTensor& t, const ModelConfig& c) {
-  // Biases are small around 0; norm weights around 1.
+  // Biases are small around 0; norm weights around 1 (Gemma stores w of its
+  // (1 + w), so around 0 there).
   if (EndsWith(t.name, ".bias")) return {0.0, 0.1};
-  if (t.is_vector) return {1.0, 0.1};
+  if (t.is_vector) return {1.0 - ArchFor(c.arch).hf_norm_offset, 0.1};
   const double fan_in = static_cast<double>(t.shape[1]);
   if (EndsWith(t.name, "embed_tokens.weight") || EndsWith(t.name, "lm_head.weight"))
     return {0.0, 2.5 / std::sqrt(static_cast<double>(c.hidden_size))};
@@ -161,7 +175,7 @@ json ConfigJson(const ModelConfig& c, DType dtype) {
   const bool llama = c.arch == Architecture::kLlama;
   const ArchSpec& arch = ArchFor(c.arch);
   j["architectures"] = {arch.hf_name};
-  j["model_type"] = arch.gguf_name;
+  j["model_type"] = arch.ModelType();
   j["hidden_size"] = c.hidden_size;
   j["intermediate_size"] = c.intermediate_size;
   j["num_hidden_layers"] = c.num_layers;
@@ -196,8 +210,31 @@ json ConfigJson(const ModelConfig& c, DType dtype) {
     j["no_rope_layers"] = no_rope_layers;
     j["use_sliding_window"] = false;
   }
+  if (arch.has_sliding_window) {
+    if (c.sliding_window > 0) {
+      j["sliding_window"] = c.sliding_window;
+    } else {
+      j["sliding_window"] = nullptr;
+    }
+  }
   j["tie_word_embeddings"] = c.tie_word_embeddings;
-  j["hidden_act"] = "silu";
+  if (c.arch == Architecture::kGemma3) {
+    // Gemma3TextConfig's fields (layer_types as current transformers writes).
+    j["hidden_activation"] = "gelu_pytorch_tanh";
+    j["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
+    j["rope_local_base_freq"] = c.rope_local_theta;
+    j["layer_types"] = json::array();
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      j["layer_types"].push_back(c.LayerWindow(l) > 0 ? "sliding_attention" : "full_attention");
+    if (c.final_logit_softcapping > 0) {
+      j["final_logit_softcapping"] = c.final_logit_softcapping;
+    } else {
+      j["final_logit_softcapping"] = nullptr;
+    }
+    j["attn_logit_softcapping"] = nullptr;
+  } else {
+    j["hidden_act"] = "silu";
+  }
   j["attention_bias"] = false;
   if (llama) j["mlp_bias"] = false;
   j["torch_dtype"] = dtype == DType::kF32 ? "float32" : dtype == DType::kF16 ? "float16" : "bfloat16";
@@ -305,6 +342,21 @@ StatusOr<ModelConfig> RandomModelConfig(const RandomModelOptions& o) {
     } else {
       c.rope_scaling = Llama3Scaling(8.0, 32);
     }
+  }
+  if (ArchFor(o.arch).has_sliding_window)
+    c.sliding_window = o.sliding_window.value_or(shape->sliding_window);
+  if (o.arch == Architecture::kGemma3) {
+    // Gemma3TextConfig: 5 sliding layers per global one, local RoPE base
+    // 10000, global 1e6 (so the two differ in every shape), GELU-tanh,
+    // query_pre_attn_scalar = head_dim (what llama.cpp's GGUF assumes).
+    c.sliding_layers.assign(c.num_layers, false);
+    for (int64_t l = 0; l < c.num_layers; ++l) c.sliding_layers[l] = (l + 1) % 6 != 0;
+    c.rope_theta = 1000000.0;
+    c.rope_local_theta = 10000.0;
+    c.hidden_act = Activation::kGeluTanh;
+    c.query_pre_attn_scalar = static_cast<double>(c.head_dim);
+    c.final_logit_softcapping = shape->final_logit_softcapping;
+    c.rope_scaling = RopeScaling();  // llama3 scaling is not Gemma's
   }
   c.torch_dtype = DTypeName(o.dtype);
 

@@ -29,7 +29,8 @@ struct RandomModelOptions {
   Architecture arch = Architecture::kQwen3;
   // "tiny" | "default-50m" | "qwen3-0.6b" | "llama-3.2-1b" | "qwen2.5-0.5b" |
   // "qwen2.5-tiny" | "smollm3-3b" | "smollm3-tiny" | "phi-4-mini" |
-  // "phi3-tiny"; the explicit dims below override the shape's when > 0.
+  // "phi3-tiny" | "mistral-7b" | "gemma-3-1b"; the explicit dims below
+  // override the shape's when > 0.
   std::string shape = "tiny";
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -51,6 +52,9 @@ struct RandomModelOptions {
   // A progress line while weights are written, on a terminal only
   // (core/progress.h); `kvfork make-model` sets it.
   bool show_progress = false;
+  // Architectures with a sliding window (mistral, gemma3): its size, 0 =
+  // none; default: the shape's (tiny 32, mistral-7b 4096, gemma-3-1b 512).
+  std::optional<int64_t> sliding_window;
 };
 
 // Names of the shapes WriteRandomModel knows.

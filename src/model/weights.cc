@@ -95,6 +95,13 @@ class Binder {
     return out;
   }
 
+  // A copy of v[0, n) with `add` added to each weight in f32 (Gemma's 1 + w).
+  const float* Offset(const float* v, int64_t n, float add) {
+    float* dst = Alloc<float>(n);
+    for (int64_t i = 0; i < n; ++i) dst[i] = v[i] + add;
+    return dst;
+  }
+
   int f16_converted() const { return f16_converted_; }
 
  private:
@@ -143,6 +150,21 @@ bool IsGgufConfigTensor(const std::string& name) {
          name == "rope_factors_long.weight";
 }
 
+bool IsNormRole(TensorRole role) {
+  switch (role) {
+    case TensorRole::kFinalNorm:
+    case TensorRole::kInputNorm:
+    case TensorRole::kPostAttnNorm:
+    case TensorRole::kQNorm:
+    case TensorRole::kKNorm:
+    case TensorRole::kAttnOutNorm:
+    case TensorRole::kFfnOutNorm:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c, const ArchSpec& arch) {
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const int64_t f = c.intermediate_size;
@@ -165,7 +187,11 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c, const ArchSpec
     }
     out.push_back(LayerTensor(l, R::kO, "self_attn.o_proj.weight", "attn_output.weight", {h, q}));
     if (arch.add_layer_tensors != nullptr) arch.add_layer_tensors(c, l, &out);
-    out.push_back(LayerTensor(l, R::kPostAttnNorm, "post_attention_layernorm.weight",
+    // The pre-MLP norm: Gemma names it pre_feedforward_layernorm (its
+    // post_attention_layernorm is the attention output's, kAttnOutNorm).
+    out.push_back(LayerTensor(l, R::kPostAttnNorm,
+                              arch.sandwich_norms ? "pre_feedforward_layernorm.weight"
+                                                  : "post_attention_layernorm.weight",
                               "ffn_norm.weight", {h}, true));
     if (arch.fused_projections) {
       out.push_back(
@@ -261,6 +287,8 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
                     std::to_string(done) + "/" + std::to_string(expected.size()) + " tensors");
     if (e.is_vector) {
       const float* v = b.Vector(t);
+      if (!gguf && arch.hf_norm_offset != 0.0f && IsNormRole(e.role))
+        v = b.Offset(v, *t.NumElements(), arch.hf_norm_offset);
       if (e.layer < 0) {
         w->final_norm = v;  // the only model-wide vector
         continue;
@@ -278,6 +306,12 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
           break;
         case TensorRole::kKNorm:
           L.k_norm = v;
+          break;
+        case TensorRole::kAttnOutNorm:
+          L.attn_out_norm = v;
+          break;
+        case TensorRole::kFfnOutNorm:
+          L.ffn_out_norm = v;
           break;
         case TensorRole::kQBias:
           L.q_bias = v;

@@ -33,7 +33,9 @@ struct LayerWeights {
   MatrixView down_proj;                   // [hidden, intermediate]
   const float* input_norm = nullptr;      // [hidden]
   const float* post_attn_norm = nullptr;  // [hidden]
-  const float* q_norm = nullptr;          // [head_dim], Qwen3 only
+  const float* attn_out_norm = nullptr;   // [hidden], Gemma 3 only
+  const float* ffn_out_norm = nullptr;    // [hidden], Gemma 3 only
+  const float* q_norm = nullptr;          // [head_dim], Qwen3 and Gemma 3
   const float* k_norm = nullptr;          // [head_dim], Qwen3 only
   const float* q_bias = nullptr;          // [num_heads * head_dim], Qwen2 only
   const float* k_bias = nullptr;          // [num_kv_heads * head_dim], Qwen2 only
@@ -66,5 +68,8 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
 // config instead of binding (llama3 scaling's rope_freqs, longrope's
 // rope_factors_short / rope_factors_long).
 bool IsGgufConfigTensor(const std::string& name);
+
+// A norm weight (final, per layer or per head), not a bias.
+bool IsNormRole(TensorRole role);
 
 }  // namespace kvfork

@@ -80,6 +80,7 @@ struct Case {
   KvLayout layout;
   int num_heads = 4;
   int64_t tokens = 0;
+  int64_t window = 0;  // AttentionSeq::window
   std::vector<float> q, k, v;
 };
 
@@ -105,7 +106,8 @@ std::vector<float> RunChunked(const Case& c, int64_t chunk, ThreadPool& pool) {
   for (int64_t p = 0; p < c.tokens; p += chunk) {
     const int64_t n = std::min(chunk, c.tokens - p);
     WriteKv(l, 1, blocks.ptrs.data(), p, n, c.k.data() + p * kvrow, c.v.data() + p * kvrow);
-    AttentionSeq s{c.q.data() + p * qrow, out.data() + p * qrow, n, p, blocks.ptrs.data()};
+    AttentionSeq s{c.q.data() + p * qrow, out.data() + p * qrow, n, p, blocks.ptrs.data(),
+                   c.window};
     PagedAttention(l, 1, c.num_heads, scale, std::span<const AttentionSeq>(&s, 1), pool);
   }
   return out;
@@ -178,6 +180,100 @@ TEST_P(AttentionTest, ChunkingThreadsAndBatchingDoNotChangeBits) {
           << IsaName(isa);
       ASSERT_TRUE(SameBits(out_b.data(), whole.data() + 20 * qrow, 10 * qrow)) << IsaName(isa);
     }
+  }
+}
+
+// Sliding windows: every level against the reference, and the bits of a
+// sequence independent of chunking, threads and batching, with windows that
+// start inside blocks (7, 33), on block (16) and key-group (32) boundaries,
+// of one key, and wider than the context. The tiles of 1 to 4 (avx2,
+// avx512) or 16 / G (amx) tokens put rows with different window starts
+// together, and the first block or key group a task walks is fully masked
+// for some of its rows.
+TEST_P(AttentionTest, SlidingWindowMatchesReferenceAndKeepsBits) {
+  ThreadPool pool1(1), pool3(3);
+  for (auto [head_dim, num_heads, block_size, tokens] :
+       {std::tuple{68, 4, 16, 90}, {64, 2, 16, 150}, {128, 4, 32, 150}, {64, 16, 16, 70},
+        {64, 6, 48, 150}, {40, 2, 16, 60}}) {
+    for (int64_t window : {1, 7, 16, 32, 33, 200}) {
+      Case c = MakeCase(GetParam(), head_dim, tokens, 50, num_heads, block_size);
+      c.window = window;
+      std::vector<float> want;
+      {
+        ScopedIsa scoped(Isa::kScalar);
+        want = RunChunked(c, c.tokens, pool1);
+      }
+      const std::string where = std::string(KvDTypeName(GetParam())) +
+                                " head_dim=" + std::to_string(head_dim) +
+                                " heads=" + std::to_string(num_heads) +
+                                " block=" + std::to_string(block_size) +
+                                " window=" + std::to_string(window);
+      for (Isa isa : SupportedIsas()) {
+        ScopedIsa scoped(isa);
+        const std::vector<float> whole = RunChunked(c, c.tokens, pool1);
+        for (size_t i = 0; i < whole.size(); ++i)
+          ASSERT_NEAR(whole[i], want[i], 1e-5f + 1e-5f * std::fabs(want[i]))
+              << IsaName(isa) << " " << where << " at " << i;
+        for (int64_t chunk : {1, 3, 16}) {
+          std::vector<float> got = RunChunked(c, chunk, chunk == 3 ? pool3 : pool1);
+          size_t at = 0;
+          ASSERT_TRUE(SameBits(whole.data(), got.data(), got.size(), &at))
+              << IsaName(isa) << " " << where << " chunk=" << chunk << " at " << at;
+        }
+        // A decode step batched with a prefill chunk of another sequence.
+        const KvLayout& l = c.layout;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(l.head_dim));
+        const int64_t qrow = c.num_heads * l.head_dim;
+        Blocks a(l, c.tokens), b(l, c.tokens);
+        WriteKv(l, 1, a.ptrs.data(), 0, c.tokens, c.k.data(), c.v.data());
+        WriteKv(l, 1, b.ptrs.data(), 0, 50, c.k.data(), c.v.data());
+        std::vector<float> out_a(qrow), out_b(13 * qrow);
+        AttentionSeq seqs[2] = {{c.q.data() + (c.tokens - 1) * qrow, out_a.data(), 1,
+                                 c.tokens - 1, a.ptrs.data(), window},
+                                {c.q.data() + 37 * qrow, out_b.data(), 13, 37, b.ptrs.data(),
+                                 window}};
+        PagedAttention(l, 1, c.num_heads, scale, std::span<const AttentionSeq>(seqs, 2), pool3);
+        ASSERT_TRUE(SameBits(out_a.data(), whole.data() + (c.tokens - 1) * qrow, qrow))
+            << IsaName(isa) << " " << where;
+        ASSERT_TRUE(SameBits(out_b.data(), whole.data() + 37 * qrow, 13 * qrow))
+            << IsaName(isa) << " " << where;
+      }
+    }
+  }
+}
+
+// The window cuts: keys before it do not change a bit of the output (their
+// K and V are overwritten with other values), and a window shorter than the
+// context gives another result than none.
+TEST_P(AttentionTest, KeysBeforeTheWindowAreNotAttended) {
+  ThreadPool pool(2);
+  const int64_t tokens = 100, window = 21;
+  Case c = MakeCase(GetParam(), 64, tokens, 60, 4, 16);
+  c.window = window;
+  const KvLayout& l = c.layout;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(l.head_dim));
+  const int64_t qrow = c.num_heads * l.head_dim, kvrow = l.num_kv_heads * l.head_dim;
+  const int64_t cut = tokens - window;  // the last query sees positions [cut, tokens)
+  const std::vector<float> k2 = RandomFloats(cut * kvrow, 61, -2, 2), v2 = RandomFloats(cut * kvrow, 62);
+  for (Isa isa : SupportedIsas()) {
+    ScopedIsa scoped(isa);
+    auto last_row = [&](const std::vector<float>& k, const std::vector<float>& v, int64_t w) {
+      Blocks blocks(l, tokens);
+      WriteKv(l, 1, blocks.ptrs.data(), 0, tokens, k.data(), v.data());
+      std::vector<float> out(qrow);
+      AttentionSeq s{c.q.data() + (tokens - 1) * qrow, out.data(), 1, tokens - 1,
+                     blocks.ptrs.data(), w};
+      PagedAttention(l, 1, c.num_heads, scale, std::span<const AttentionSeq>(&s, 1), pool);
+      return out;
+    };
+    std::vector<float> k = c.k, v = c.v;
+    std::copy(k2.begin(), k2.end(), k.begin());
+    std::copy(v2.begin(), v2.end(), v.begin());
+    const std::vector<float> want = last_row(c.k, c.v, window);
+    ASSERT_TRUE(SameBits(want.data(), last_row(k, v, window).data(), qrow)) << IsaName(isa);
+    EXPECT_FALSE(SameBits(want.data(), last_row(c.k, c.v, 0).data(), qrow)) << IsaName(isa);
+    EXPECT_FALSE(SameBits(want.data(), last_row(c.k, c.v, window + 1).data(), qrow))
+        << IsaName(isa);
   }
 }
 

@@ -91,6 +91,28 @@ TEST(SiluMul, MatchesReferenceAndIsPositionIndependent) {
   }
 }
 
+// Gemma's GELU-tanh gate and final softcap against the formulas in double
+// (PyTorch's gelu(approximate="tanh"); cap * tanh(x / cap)).
+TEST(GeluTanhMulAndSoftCap, MatchFormulas) {
+  const std::vector<float> gate = RandomFloats(1000, 81, -8, 8), up = RandomFloats(1000, 82, -2, 2);
+  std::vector<float> out(gate.size());
+  GeluTanhMul(gate.data(), up.data(), static_cast<int64_t>(gate.size()), out.data());
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double x = gate[i];
+    const double want =
+        0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * up[i];
+    ASSERT_NEAR(out[i], want, 1e-6 + 1e-6 * std::fabs(want)) << i;
+  }
+  std::vector<float> logits = RandomFloats(1000, 83, -100, 100);
+  const std::vector<float> raw = logits;
+  SoftCap(logits.data(), static_cast<int64_t>(logits.size()), 30.0f);
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const double want = 30.0 * std::tanh(raw[i] / 30.0);
+    ASSERT_NEAR(logits[i], want, 1e-5 + 1e-6 * std::fabs(want)) << i;
+    ASSERT_LE(std::fabs(logits[i]), 30.0f);
+  }
+}
+
 TEST(AddInPlace, MatchesReferenceBitwise) {
   const int64_t n = 1001;
   std::vector<float> y = RandomFloats(n, 6), x = RandomFloats(n, 7);

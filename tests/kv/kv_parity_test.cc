@@ -1,4 +1,5 @@
-// Parity gates (bitwise): on tiny random models of both architectures and
+// Parity gates (bitwise): on tiny random models (Llama, Qwen3, and Mistral
+// with a sliding window shorter than the prompts) and
 // each KV format, a request served from the cache produces exactly the
 // logits (every generated step) and greedy tokens of the same request on a
 // cold cache. Each gate also asserts how many prompt tokens were reused, so
@@ -16,6 +17,7 @@
 
 #include "core/thread_pool.h"
 #include "kv/kv_cache.h"
+#include "model/arch.h"
 #include "model/model.h"
 #include "model/random_model.h"
 
@@ -111,6 +113,8 @@ class Parity : public ::testing::TestWithParam<std::tuple<Architecture, KvDType>
     o.dtype = DType::kBf16;
     o.vocab_size = kVocab;
     o.seed = 11;
+    // Gemma 3: 5 sliding layers (window 32) and a global one.
+    if (arch == Architecture::kGemma3) o.num_layers = 6;
     Status w = WriteRandomModel(o, dir_);
     ASSERT_TRUE(w.ok()) << w.ToString();
     ModelLoadOptions lo;
@@ -265,13 +269,19 @@ TEST_P(Parity, PagedVersusDense) {
   ExpectSame(paged_warm, dense_warm, "paged warm vs dense warm");
 }
 
+// Mistral's tiny shape has a sliding window of 32 on every layer (Gemma 3's
+// on five of six), so every
+// gate's prompt (37 to 75 tokens) is longer than the window: reuse keeps all
+// blocks (the pool does not drop out-of-window ones yet), and a warm request
+// must still give the cold bits.
 INSTANTIATE_TEST_SUITE_P(
     ArchAndFormat, Parity,
-    ::testing::Combine(::testing::Values(Architecture::kLlama, Architecture::kQwen3),
+    ::testing::Combine(::testing::Values(Architecture::kLlama, Architecture::kQwen3,
+                                         Architecture::kMistral, Architecture::kGemma3),
                        ::testing::Values(KvDType::kBf16, KvDType::kF32, KvDType::kInt8)),
     [](const auto& info) {
-      return std::string(std::get<0>(info.param) == Architecture::kLlama ? "llama" : "qwen3") +
-             "_" + KvDTypeName(std::get<1>(info.param));
+      return std::string(ArchFor(std::get<0>(info.param)).ModelType()) + "_" +
+             KvDTypeName(std::get<1>(info.param));
     });
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "model/gguf_checkpoint.h"
 #include "model/gguf_export.h"
 #include "model/gguf_writer.h"
+#include "model/arch.h"
 #include "model/model.h"
 #include "model_test_util.h"
 
@@ -185,11 +186,13 @@ void Poke(std::string* bytes, size_t pos, T v) {
   std::memcpy(bytes->data() + pos, &v, sizeof(T));
 }
 
-const char* ArchLabel(Architecture a) { return ArchFor(a).gguf_name; }
+const char* ArchLabel(Architecture a) { return ArchFor(a).ModelType(); }
 
 TEST(GgufLoad, SameLogitsAsTheHfDirectory) {
+  // Gemma 3: its norms' +1 is added in f32 by the loader (HF) and by
+  // export-gguf (baked, as llama.cpp's converter does), so the bits agree.
   for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3, Architecture::kQwen2,
-                            Architecture::kSmolLM3, Architecture::kPhi3}) {
+                            Architecture::kSmolLM3, Architecture::kPhi3, Architecture::kGemma3}) {
     // f16 is converted to bf16 at load from either file, the same way.
     for (DType dtype : {DType::kF32, DType::kBf16, DType::kF16}) {
       for (bool tie : {false, true}) {
@@ -215,6 +218,12 @@ TEST(GgufLoad, SameLogitsAsTheHfDirectory) {
         EXPECT_EQ(b.RopeInvFreq(), a.RopeInvFreq()) << where;
         EXPECT_EQ(b.RotaryDim(), a.RotaryDim()) << where;
         EXPECT_EQ(b.layer_uses_rope, a.layer_uses_rope) << where;
+        EXPECT_EQ(b.RopeLocalInvFreq(), a.RopeLocalInvFreq()) << where;
+        EXPECT_EQ(b.final_logit_softcapping, a.final_logit_softcapping) << where;
+        EXPECT_EQ(b.hidden_act, a.hidden_act) << where;
+        EXPECT_EQ(b.query_pre_attn_scalar, a.query_pre_attn_scalar) << where;
+        for (int64_t l = 0; l < a.num_layers; ++l)
+          EXPECT_EQ(b.LayerWindow(l), a.LayerWindow(l)) << where << " layer " << l;
         const auto& wa = dynamic_cast<Decoder&>(*hf).weights();
         const auto& wb = dynamic_cast<Decoder&>(*gguf).weights();
         EXPECT_EQ(wb.decode_bytes_per_token, wa.decode_bytes_per_token) << where;

@@ -88,11 +88,17 @@ TEST(ModelBatchInvariance, AloneBatchedChunkedThreads) {
                                 {Architecture::kQwen3, int64_t{32}},
                                 {Architecture::kQwen2, int64_t{0}},
                                 {Architecture::kSmolLM3, int64_t{0}},
-                                {Architecture::kPhi3, int64_t{0}}}) {
+                                {Architecture::kPhi3, int64_t{0}},
+                                // window 32 under a 40-token prompt
+                                {Architecture::kMistral, int64_t{0}},
+                                {Architecture::kMistral, int64_t{32}},
+                                {Architecture::kGemma3, int64_t{0}},
+                                {Architecture::kGemma3, int64_t{32}}}) {
     testing::TempDir tmp;
     RandomModelOptions options =
         testing::TinyOptions(arch, DType::kBf16, arch == Architecture::kQwen3, true, kVocab, 5);
     options.head_dim = head_dim;
+    if (arch == Architecture::kGemma3) options.num_layers = 6;  // 5 sliding, 1 global
     ASSERT_TRUE(WriteRandomModel(options, tmp.Sub("m")).ok());
     ModelLoadOptions lo;
     lo.show_progress = false;

@@ -28,6 +28,83 @@ TEST(ModelConfig, ParsesLlama) {
   EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 8192);
 }
 
+std::string Replace(std::string s, const std::string& from, const std::string& to);
+void ExpectError(const std::string& json, StatusCode code, const std::string& needle);
+
+// MistralForCausalLM: Llama's fields plus sliding_window (an integer, or
+// null / absent for none) on every layer; model_type "mistral" names it too.
+TEST(ModelConfig, ParsesMistralSlidingWindow) {
+  const std::string mistral = Replace(kGood, "LlamaForCausalLM", "MistralForCausalLM");
+  for (const auto& [field, want] :
+       {std::pair<std::string, int64_t>{"\"sliding_window\": 4096,", 4096},
+        {"\"sliding_window\": null,", 0},
+        {"", 0}}) {
+    auto c = ParseModelConfig(Replace(mistral, "\"vocab_size\"", field + " \"vocab_size\""),
+                              "config.json");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->arch, Architecture::kMistral);
+    EXPECT_EQ(c->sliding_window, want) << field;
+    EXPECT_EQ(c->LayerWindow(0), want);
+    EXPECT_EQ(c->LayerWindow(1), want);
+  }
+  auto by_type = ParseModelConfig(Replace(Replace(mistral, "\"architectures\": [\"MistralForCausalLM\"],",
+                                                  "\"model_type\": \"mistral\","),
+                                          "\"vocab_size\"", "\"sliding_window\": 32, \"vocab_size\""),
+                                  "config.json");
+  ASSERT_TRUE(by_type.ok()) << by_type.status().ToString();
+  EXPECT_EQ(by_type->arch, Architecture::kMistral);
+  EXPECT_EQ(by_type->sliding_window, 32);
+  // Llama has no window: the field is not read.
+  auto llama = ParseModelConfig(Replace(kGood, "\"vocab_size\"", "\"sliding_window\": 32, \"vocab_size\""),
+                                "config.json");
+  ASSERT_TRUE(llama.ok());
+  EXPECT_EQ(llama->LayerWindow(0), 0);
+}
+
+// Gemma3ForCausalLM (text): the window pattern from layer_types or
+// sliding_window_pattern, Gemma3TextConfig's defaults, and its refusals.
+TEST(ModelConfig, ParsesGemma3) {
+  const std::string gemma = R"({
+    "architectures": ["Gemma3ForCausalLM"], "vocab_size": 1000, "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 7, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "head_dim": 32, "sliding_window": 16,
+    "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 24,
+    "rope_local_base_freq": 20000.0, "final_logit_softcapping": 30.0})";
+  auto c = ParseModelConfig(gemma, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->arch, Architecture::kGemma3);
+  EXPECT_TRUE(c->tie_word_embeddings);  // Gemma3TextConfig's default
+  EXPECT_EQ(c->rope_theta, 1000000.0);
+  EXPECT_EQ(c->rope_local_theta, 20000.0);
+  EXPECT_EQ(c->hidden_act, Activation::kGeluTanh);
+  EXPECT_EQ(c->query_pre_attn_scalar, 24.0);
+  EXPECT_EQ(c->final_logit_softcapping, 30.0);
+  // sliding_window_pattern's default 6: layer 5 is global.
+  for (int64_t l = 0; l < 7; ++l) EXPECT_EQ(c->LayerWindow(l), l == 5 ? 0 : 16) << l;
+  EXPECT_NE(c->RopeLocalInvFreq(), c->RopeInvFreq());
+  auto typed = ParseModelConfig(
+      Replace(gemma, "\"sliding_window\": 16,",
+              "\"sliding_window\": 16, \"layer_types\": [\"full_attention\", \"sliding_attention\", "
+              "\"sliding_attention\", \"full_attention\", \"sliding_attention\", "
+              "\"sliding_attention\", \"sliding_attention\"],"),
+      "config.json");
+  ASSERT_TRUE(typed.ok()) << typed.status().ToString();
+  for (int64_t l = 0; l < 7; ++l) EXPECT_EQ(typed->LayerWindow(l), l == 0 || l == 3 ? 0 : 16) << l;
+  auto pattern = ParseModelConfig(
+      Replace(gemma, "\"sliding_window\": 16,", "\"sliding_window\": 16, \"sliding_window_pattern\": 2,"),
+      "config.json");
+  ASSERT_TRUE(pattern.ok());
+  for (int64_t l = 0; l < 7; ++l) EXPECT_EQ(pattern->LayerWindow(l), l % 2 == 1 ? 0 : 16) << l;
+  ExpectError(Replace(gemma, "gelu_pytorch_tanh", "silu"), StatusCode::kUnimplemented,
+              "hidden_activation");
+  ExpectError(Replace(gemma, "\"final_logit_softcapping\": 30.0",
+                      "\"final_logit_softcapping\": 30.0, \"attn_logit_softcapping\": 50.0"),
+              StatusCode::kUnimplemented, "attn_logit_softcapping");
+  ExpectError(Replace(gemma, "\"sliding_window\": 16,",
+                      "\"sliding_window\": 16, \"layer_types\": [\"full_attention\"],"),
+              StatusCode::kInvalidArgument, "layer_types");
+}
+
 std::string Replace(std::string s, const std::string& from, const std::string& to) {
   size_t at = s.find(from);
   EXPECT_NE(at, std::string::npos) << from;
@@ -50,8 +127,11 @@ TEST(ModelConfig, ErrorsNameFileAndField) {
               StatusCode::kInvalidArgument, "\"hidden_size\" must be an integer");
   ExpectError(Replace(kGood, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"),
               StatusCode::kInvalidArgument, "num_key_value_heads");
-  ExpectError(Replace(kGood, "LlamaForCausalLM", "MistralForCausalLM"),
-              StatusCode::kUnimplemented, "MistralForCausalLM");
+  ExpectError(Replace(kGood, "LlamaForCausalLM", "FalconForCausalLM"),
+              StatusCode::kUnimplemented, "FalconForCausalLM");
+  ExpectError(Replace(Replace(kGood, "LlamaForCausalLM", "MistralForCausalLM"), "\"vocab_size\": 1000",
+                      "\"vocab_size\": 1000, \"sliding_window\": 0"),
+              StatusCode::kInvalidArgument, "\"sliding_window\" must be >= 1");
   ExpectError(Replace(kGood, "\"rope_type\": \"llama3\"", "\"rope_type\": \"yarn\""),
               StatusCode::kUnimplemented, "yarn");
   ExpectError(Replace(kGood, "\"factor\": 32.0,", ""), StatusCode::kInvalidArgument,

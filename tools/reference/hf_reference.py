@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Independent float64 reference for LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-SmolLM3ForCausalLM and Phi3ForCausalLM.
+SmolLM3ForCausalLM, Phi3ForCausalLM, MistralForCausalLM and Gemma3ForCausalLM.
 
 Written from the Hugging Face transformers definitions (modeling_llama.py,
 modeling_qwen2.py, modeling_qwen3.py, modeling_smollm3.py, modeling_phi3.py,
-modeling_rope_utils.py), not from kvfork's C++: it reads
+modeling_mistral.py, modeling_gemma3.py, modeling_rope_utils.py,
+masking_utils.py), not from kvfork's C++: it reads
 the same config.json and safetensors and computes the logits of every
 position of a prompt in float64 with numpy.
 
@@ -137,7 +138,7 @@ def forward(cfg, w, ids, matmul_input_bf16=False):
 
     arch = cfg["architectures"][0]
     if arch not in ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "SmolLM3ForCausalLM",
-                    "Phi3ForCausalLM"):
+                    "Phi3ForCausalLM", "MistralForCausalLM"):
         raise ValueError(f"architecture {arch} not supported")
     qwen3 = arch == "Qwen3ForCausalLM"
     phi3 = arch == "Phi3ForCausalLM"
@@ -173,6 +174,13 @@ def forward(cfg, w, ids, matmul_input_bf16=False):
         r = r * cos + rotate_half(r) * sin
         return np.concatenate([r, t[..., rot:]], axis=-1)
     mask = np.triu(np.full((T, T), -np.inf), k=1)
+    if arch == "MistralForCausalLM" and cfg.get("sliding_window") is not None:
+        # masking_utils.sliding_window_overlay: kv_idx > q_idx - sliding_window
+        # is kept, so query t drops the keys s with t - s >= sliding_window.
+        window = cfg["sliding_window"]
+        t_idx = np.arange(T)[:, None]
+        s_idx = np.arange(T)[None, :]
+        mask = np.where(t_idx - s_idx >= window, -np.inf, mask)
     groups = nh // nkv
 
     for l in range(n_layers):
@@ -224,6 +232,94 @@ def forward(cfg, w, ids, matmul_input_bf16=False):
     return mm(x, "lm_head.weight")
 
 
+def gelu_tanh(x):
+    # transformers ACT2FN["gelu_pytorch_tanh"]
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gemma3_layer_types(cfg):
+    n = cfg["num_hidden_layers"]
+    if cfg.get("layer_types") is not None:
+        return cfg["layer_types"]
+    # Gemma3TextConfig: every sliding_window_pattern-th layer is global.
+    pattern = cfg.get("sliding_window_pattern", 6)
+    return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
+
+
+def forward_gemma3(cfg, w, ids, matmul_input_bf16=False):
+    """Gemma3ForCausalLM (text), from modeling_gemma3.py."""
+    def mm(h, name):
+        if matmul_input_bf16:
+            h = round_to_bf16(h)
+        return h @ w[name].T
+
+    def norm(x, name):
+        # Gemma3RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + weight)
+        return rms_norm(x, 1.0 + w[name], eps)
+
+    hidden = cfg["hidden_size"]
+    nh = cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads", nh)
+    hd = cfg.get("head_dim", 256)
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    n_layers = cfg["num_hidden_layers"]
+    window = cfg.get("sliding_window", 4096)
+    scaling = cfg.get("query_pre_attn_scalar", 256) ** -0.5
+    cap = cfg.get("final_logit_softcapping")
+    if cfg.get("attn_logit_softcapping") is not None:
+        raise ValueError("attn_logit_softcapping not supported")
+    T = len(ids)
+    # Gemma3TextScaledWordEmbedding: embeddings * sqrt(hidden_size)
+    x = w["model.embed_tokens.weight"][np.array(ids)] * math.sqrt(hidden)
+    pos = np.arange(T, dtype=np.float64)
+
+    def rope_tables(inv_freq):
+        freqs = np.outer(pos, inv_freq)
+        emb = np.concatenate([freqs, freqs], axis=-1)
+        return np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
+
+    global_rope = rope_tables(rope_inv_freq(dict(cfg, rope_theta=cfg.get("rope_theta", 1000000.0)), hd))
+    local_rope = rope_tables(rope_inv_freq({"rope_theta": cfg.get("rope_local_base_freq", 10000.0)}, hd))
+    causal = np.triu(np.full((T, T), -np.inf), k=1)
+    t_idx = np.arange(T)[:, None]
+    s_idx = np.arange(T)[None, :]
+    sliding = np.where(t_idx - s_idx >= window, -np.inf, causal)
+    groups = nh // nkv
+    types = gemma3_layer_types(cfg)
+
+    for l in range(n_layers):
+        p = f"model.layers.{l}."
+        is_sliding = types[l] == "sliding_attention"
+        cos, sin = local_rope if is_sliding else global_rope
+        mask = sliding if is_sliding else causal
+        h = norm(x, p + "input_layernorm.weight")
+        q = mm(h, p + "self_attn.q_proj.weight").reshape(T, nh, hd)
+        k = mm(h, p + "self_attn.k_proj.weight").reshape(T, nkv, hd)
+        v = mm(h, p + "self_attn.v_proj.weight").reshape(T, nkv, hd)
+        q = norm(q, p + "self_attn.q_norm.weight")
+        k = norm(k, p + "self_attn.k_norm.weight")
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = np.repeat(k, groups, axis=1)
+        v = np.repeat(v, groups, axis=1)
+        scores = np.einsum("thd,shd->hts", q, k) * scaling + mask[None]
+        scores = scores - scores.max(axis=-1, keepdims=True)
+        probs = np.exp(scores)
+        probs /= probs.sum(axis=-1, keepdims=True)
+        attn = np.einsum("hts,shd->thd", probs, v).reshape(T, nh * hd)
+        attn = mm(attn, p + "self_attn.o_proj.weight")
+        x = x + norm(attn, p + "post_attention_layernorm.weight")
+        h = norm(x, p + "pre_feedforward_layernorm.weight")
+        act = gelu_tanh(mm(h, p + "mlp.gate_proj.weight")) * mm(h, p + "mlp.up_proj.weight")
+        x = x + norm(mm(act, p + "mlp.down_proj.weight"), p + "post_feedforward_layernorm.weight")
+    x = norm(x, "model.norm.weight")
+    head = "model.embed_tokens.weight" if cfg.get("tie_word_embeddings", True) else "lm_head.weight"
+    logits = mm(x, head)
+    if cap:
+        logits = np.tanh(logits / cap) * cap
+    return logits
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
@@ -235,7 +331,8 @@ def main():
     with open(os.path.join(args.model, "config.json")) as f:
         cfg = json.load(f)
     ids = [int(t) for t in args.prompt_ids.split(",")]
-    logits = forward(cfg, load_weights(args.model), ids, args.matmul_input_bf16)
+    fwd = forward_gemma3 if cfg["architectures"][0] == "Gemma3ForCausalLM" else forward
+    logits = fwd(cfg, load_weights(args.model), ids, args.matmul_input_bf16)
     logits.astype("<f8").tofile(args.out)
     print(f"logits {logits.shape} std {logits.std():.4f}", file=sys.stderr)
 

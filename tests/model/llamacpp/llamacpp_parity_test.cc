@@ -8,8 +8,10 @@
 // cache alone costs ~1e-3).
 // Covers Llama (permuted Q/K, GQA, untied output), Llama with llama3 rope
 // scaling (rope_freqs tensor), Qwen3 (NeoX RoPE, q/k norms, tied output),
-// Qwen2 (q/k/v bias), SmolLM3 (a layer without RoPE) and Phi3 (fused qkv and
-// gate_up, partial rotary, longrope's factor tensors),
+// Qwen2 (q/k/v bias), SmolLM3 (a layer without RoPE), Phi3 (fused qkv and
+// gate_up, partial rotary, longrope's factor tensors), Mistral (exported as
+// llama.cpp does: a "llama" GGUF) and Gemma 3 (sliding windows, (1 + w)
+// norms, GELU-tanh, softcap),
 // in f32, and every block format through llama.cpp's mixes: the f32 model is
 // quantized by `kvfork quantize` (byte for byte what llama-quantize writes:
 // quantize_llamacpp_test) and both engines load that one file. Fixed seeds
@@ -46,6 +48,9 @@ constexpr int kThreads = 2;
 // The brief asks 1e-3; with f32 weights and f32 KV on both sides we measure
 // ~2e-6, so 1e-4 still leaves 50x headroom and catches subtler mistakes.
 constexpr double kRelTol = 1e-4;
+// Gemma 3 against llama.cpp: its GELU's f16 table (see the case) costs
+// about 2^-11 relative per activation; measured 2.6e-4 on the tiny shape.
+constexpr double kGemma3RelTol = 1e-3;
 
 struct Case {
   std::string name;
@@ -59,6 +64,11 @@ struct Case {
   // activation row to int8 (q8_0 / q8_K) on both sides, the same codes and
   // f16 scales: measured 0 (q8_0) to 5e-7, so f32's 1e-4 bound holds.
   double rel_tol = kRelTol;
+  // Mistral's sliding_window (0 = none). llama.cpp's converter writes a
+  // Mistral as a "llama" GGUF without the window, so a windowed Mistral's
+  // GGUF runs windowless in both engines: kvfork then loads that GGUF, not
+  // the Hugging Face directory (whose window model_reference_test checks).
+  int64_t sliding_window = 0;
 };
 
 fs::path WorkDir(const std::string& name) {
@@ -71,7 +81,8 @@ fs::path WorkDir(const std::string& name) {
 // tokenizer is not here: the prompt is token ids, so only the vocab size
 // matters), Qwen's for Qwen.
 std::string TokenizerDir(Architecture arch) {
-  return arch == Architecture::kQwen2 || arch == Architecture::kQwen3
+  return arch == Architecture::kQwen2 || arch == Architecture::kQwen3 ||
+                 arch == Architecture::kGemma3
              ? kvfork::testing::QwenTokenizerDir()
              : kvfork::testing::LlamaTokenizerDir();
 }
@@ -101,6 +112,10 @@ RandomModelOptions Options(const Case& c) {
   o.tokenizer_dir = TokenizerDir(c.arch);
   o.tie_word_embeddings = c.tied;
   o.rope_scaling = c.rope_scaling;
+  if (c.arch == Architecture::kMistral) o.sliding_window = c.sliding_window;
+  // Gemma 3 (window 32 from the tiny shape, softcap 30): 7 layers, the
+  // sixth global, as llama.cpp's default pattern of 6 has it.
+  if (c.arch == Architecture::kGemma3) o.num_layers = 7;
   return o;
 }
 
@@ -213,7 +228,18 @@ TEST_P(LlamaCppParity, GreedyAndLogitsMatch) {
             c.rope_scaling && c.arch == Architecture::kPhi3);
   EXPECT_EQ(r->FindTensor("blk.0.attn_qkv.weight") != nullptr, c.arch == Architecture::kPhi3);
   EXPECT_EQ(r->FindTensor("output.weight") != nullptr, !c.tied);
-  EXPECT_EQ(r->FindTensor("blk.0.attn_q_norm.weight") != nullptr, c.arch == Architecture::kQwen3);
+  EXPECT_EQ(r->FindTensor("blk.0.attn_q_norm.weight") != nullptr,
+            c.arch == Architecture::kQwen3 || c.arch == Architecture::kGemma3);
+  if (c.arch == Architecture::kGemma3) {
+    EXPECT_NE(r->Find("gemma3.attention.sliding_window"), nullptr);
+    EXPECT_NE(r->FindTensor("blk.0.post_ffw_norm.weight"), nullptr);
+  }
+  if (c.arch == Architecture::kMistral) {
+    auto arch = r->GetString("general.architecture");
+    ASSERT_TRUE(arch.ok());
+    EXPECT_EQ(*arch, "llama");
+    EXPECT_EQ(r->Find("llama.attention.sliding_window"), nullptr);
+  }
 
   // Fixed prompt of ordinary (non-special) token ids; llama.cpp adds no BOS
   // to a token-id prompt, so both sides see exactly these.
@@ -222,7 +248,7 @@ TEST_P(LlamaCppParity, GreedyAndLogitsMatch) {
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
   // f32: the Hugging Face directory (export and load are checked with it);
   // quantized: the file llama.cpp ran.
-  auto ours = RunKvfork(c.mix ? file : model_dir, prompt);
+  auto ours = RunKvfork(c.mix || c.sliding_window > 0 ? file : model_dir, prompt);
   ASSERT_TRUE(ours.ok()) << ours.status().ToString();
 
   const int64_t vocab = ref->vocab_size;
@@ -278,6 +304,16 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"smollm3", Architecture::kSmolLM3, false, true, 15},
         Case{"phi3", Architecture::kPhi3, false, false, 16},
         Case{"phi3_longrope", Architecture::kPhi3, true, true, 17},
+        // Mistral v0.2+ (no window) from its HF directory; a
+        // windowed one (v0.1) through its windowless GGUF.
+        Case{"mistral", Architecture::kMistral, false, false, 15},
+        Case{"mistral_window_gguf", Architecture::kMistral, false, false, 16,
+             std::nullopt, kRelTol, 32},
+        // llama.cpp's GELU reads an f16 table at x rounded to
+        // f16 (ggml's GGML_GELU_FP16), where kvfork computes
+        // it in f32 as PyTorch does: kGemma3RelTol.
+        Case{"gemma3", Architecture::kGemma3, false, true, 17, std::nullopt,
+             kGemma3RelTol},
         // The formats that agree with node-llama-cpp's build
         // (q8_0 1.8e-7, q6_k 5e-7 relative measured). On the
         // other formats its logits and ours differ by 1-3%
