@@ -278,8 +278,9 @@ def forward_gemma3(cfg, w, ids, matmul_input_bf16=False):
         emb = np.concatenate([freqs, freqs], axis=-1)
         return np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
 
-    global_rope = rope_tables(rope_inv_freq(dict(cfg, rope_theta=cfg.get("rope_theta", 1000000.0)), hd))
-    local_rope = rope_tables(rope_inv_freq({"rope_theta": cfg.get("rope_local_base_freq", 10000.0)}, hd))
+    # Gemma 3 has no longrope: attention scaling 1, seq_len unused.
+    global_rope = rope_tables(rope_inv_freq(dict(cfg, rope_theta=cfg.get("rope_theta", 1000000.0)), hd, T)[0])
+    local_rope = rope_tables(rope_inv_freq({"rope_theta": cfg.get("rope_local_base_freq", 10000.0)}, hd, T)[0])
     causal = np.triu(np.full((T, T), -np.inf), k=1)
     t_idx = np.arange(T)[:, None]
     s_idx = np.arange(T)[None, :]
