@@ -145,6 +145,11 @@ class EngineImpl final : public Engine {
       if (stopped_) return UnavailableError("engine is shut down: no KV block hashes");
       hash_queries_.emplace_back();
       result = hash_queries_.back().get_future();
+    }
+    cv_.notify_one();
+    return result.get();
+  }
+
   StatusOr<PrefixTreeSnapshot> SnapshotPrefixTree(int64_t max_nodes) override {
     std::future<StatusOr<PrefixTreeSnapshot>> result;
     {

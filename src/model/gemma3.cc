@@ -54,6 +54,7 @@ const ArchSpec& Gemma3Arch() {
                                 /*gguf_rope_permuted=*/false,
                                 AddGemma3Tensors,
                                 QkNorm,
+                                /*fused_projections=*/false,
                                 /*model_type=*/"gemma3_text",
                                 /*has_sliding_window=*/true,
                                 /*sandwich_norms=*/true,

@@ -19,6 +19,7 @@ const ArchSpec& MistralArch() {
                                 /*gguf_rope_permuted=*/true,
                                 nullptr,
                                 nullptr,
+                                /*fused_projections=*/false,
                                 /*model_type=*/"mistral",
                                 /*has_sliding_window=*/true};
   return spec;
