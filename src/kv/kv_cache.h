@@ -39,6 +39,7 @@
 
 #include "core/status.h"
 #include "kernels/kv_layout.h"
+#include "kv/disk_tier.h"
 #include "kv/kv_events.h"
 
 namespace kvfork {
@@ -73,6 +74,14 @@ struct KvCacheOptions {
   // Dense only: positions reserved per sequence slot (the context length).
   // Paged ignores it.
   int64_t max_context = 0;
+  // The disk tier (paged only, disk_tier.h): "" = off (--kv-disk-dir).
+  std::string disk_dir;
+  int64_t disk_capacity_bytes = 0;  // --kv-disk-gib
+  int64_t disk_queue_blocks = 64;   // evicted blocks waiting to be written
+  // The model weights' identity for the disk tier's fingerprint (the caller
+  // computes it, e.g. ModelFilesFingerprint); the KV layout and the ISA level
+  // are added by the cache. Required with disk_dir.
+  uint64_t model_fingerprint = 0;
 };
 
 // What the index holds for a prompt. Tokens [0, num_reused_tokens) need no
@@ -99,6 +108,13 @@ struct KvCacheStats {
   int64_t evictions = 0;             // blocks (paged) or snapshots' blocks (dense) evicted
   int64_t peak_used_blocks = 0;      // max of blocks_used
   int64_t peak_resident_blocks = 0;  // max of blocks_used + blocks_cached
+  // Disk tier (all zero when off): its own counters, and of admitted
+  // prompts, the blocks read back from disk and the lookups whose next full
+  // block was neither in the pool nor on disk.
+  bool disk_enabled = false;
+  DiskTierStats disk;
+  int64_t disk_hit_blocks = 0;
+  int64_t disk_miss_lookups = 0;
   int64_t peak_used_bytes() const { return peak_used_blocks * block_bytes; }
   // KV bytes at peak: blocks holding data for running or cached sequences.
   int64_t peak_resident_bytes() const { return peak_resident_blocks * block_bytes; }

@@ -21,3 +21,7 @@ if(KVFORK_SYSTEM_PYTHON)
     COMMAND ${KVFORK_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tests/kv/kv_events_e2e_test.py
     LABELS e2e TIMEOUT 300)
 endif()
+# The disk tier (issue 25): block file format, the tier, the paged cache on it.
+kvfork_test(disk_tier_test
+  SOURCES disk_tier_test.cc
+  LABELS unit LIBS kvfork_kv)
