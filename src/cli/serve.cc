@@ -33,6 +33,7 @@
 #include "engine/engine.h"
 #include "kernels/ops.h"
 #include "kv/kv_event_publisher.h"
+#include "kv/model_files_fingerprint.h"
 #include "model/model.h"
 #include "server/auth.h"
 #include "server/http_server.h"
@@ -120,6 +121,8 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   KVFORK_ASSIGN_OR_RETURN(int64_t block_size, flags.GetInt("kv-block-size", e.kv_block_size));
   KVFORK_ASSIGN_OR_RETURN(e.kv_cache_mib, flags.GetInt("kv-cache-mib", e.kv_cache_mib));
   KVFORK_ASSIGN_OR_RETURN(e.kv_blocks, flags.GetInt("kv-blocks", e.kv_blocks));
+  KVFORK_ASSIGN_OR_RETURN(e.kv_disk_dir, flags.GetString("kv-disk-dir", ""));
+  KVFORK_ASSIGN_OR_RETURN(e.kv_disk_gib, flags.GetInt("kv-disk-gib", e.kv_disk_gib));
   e.prefix_cache = !flags.GetBool("no-prefix-cache");
   KVFORK_ASSIGN_OR_RETURN(std::string tail, flags.GetString("prefix-tail-copy", "on"));
   KVFORK_ASSIGN_OR_RETURN(e.max_num_seqs, flags.GetInt("max-num-seqs", e.max_num_seqs));
@@ -260,6 +263,12 @@ Status Serve(int argc, char** argv) {
   ModelLoadOptions load;
   load.show_progress = false;
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(c.model_dir, load));
+  if (!c.engine.kv_disk_dir.empty()) {
+    // The disk tier's blocks are only valid for these exact weights.
+    KVFORK_ASSIGN_OR_RETURN(c.engine.kv_model_fingerprint, ModelFilesFingerprint(c.model_dir));
+    KVFORK_LOG(kInfo) << "KV disk tier: " << c.engine.kv_disk_dir << ", at most "
+                      << c.engine.kv_disk_gib << " GiB";
+  }
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
                           LoadModelTokenizer(c.model_dir, c.tokenizer_dir));
   std::unique_ptr<ChatTemplate> chat_template;

@@ -257,6 +257,10 @@ class EngineImpl final : public Engine {
     s.generation_tokens = c.generation_tokens;
     s.requests_finished = c.requests_finished;
     s.kv_bytes_peak = k.peak_resident_bytes();
+    s.kv_disk_enabled = k.disk_enabled;
+    s.kv_disk = k.disk;
+    s.kv_disk_hit_blocks = k.disk_hit_blocks;
+    s.kv_disk_miss_lookups = k.disk_miss_lookups;
     s.steps = c.all_steps.steps;
     s.step_ns = c.all_steps.step_ns;
     s.forward_ns = c.all_steps.forward_ns;
@@ -334,6 +338,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, M
   ko.prefix_cache = options.prefix_cache;
   ko.tail_copy = options.prefix_tail_copy;
   ko.max_context = model_context;
+  if (!options.kv_disk_dir.empty()) {
+    if (options.kv_disk_gib < 1 || options.kv_disk_gib > (int64_t{1} << 24))
+      return InvalidArgumentError("--kv-disk-gib must be in [1, 16777216], got " +
+                                  std::to_string(options.kv_disk_gib));
+    ko.disk_dir = options.kv_disk_dir;
+    ko.disk_capacity_bytes = options.kv_disk_gib << 30;
+    ko.model_fingerprint = options.kv_model_fingerprint;
+  }
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv, KvCache::Create(backend, ko));
   if (options.kv_event_sink != nullptr)
     KVFORK_RETURN_IF_ERROR(kv->SetEventSink(options.kv_event_sink));
