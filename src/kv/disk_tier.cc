@@ -150,6 +150,27 @@ bool DiskTier::Contains(uint64_t hash) const {
   return index_.count(hash) != 0;
 }
 
+bool DiskTier::Enqueue(uint64_t hash, const std::function<DiskBlockWrite()>& make) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (index_.count(hash) != 0 || queued_.count(hash) != 0) return false;
+    if (static_cast<int64_t>(queue_.size()) + reserved_ >= options_.queue_blocks) {
+      ++stats_.writes_dropped;
+      return false;
+    }
+    queued_.insert(hash);
+    ++reserved_;
+  }
+  DiskBlockWrite block = make();  // outside the lock: copies a whole block
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --reserved_;
+    queue_.push_back(std::move(block));
+  }
+  cv_.notify_one();
+  return true;
+}
+
 bool DiskTier::Enqueue(DiskBlockWrite block) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -174,7 +195,7 @@ void DiskTier::WriterLoop() {
     queue_.pop_front();
     writing_ = true;
     lock.unlock();
-    Status s = WriteFile(block);
+    Status s = WriteFile(block, options_.fsync);
     if (!s.ok()) {
       KVFORK_LOG(kWarn) << "KV disk tier: " << s.message();
     }
@@ -193,14 +214,21 @@ void DiskTier::Drain() {
 
 Status DiskTier::WriteNow(const DiskBlockWrite& block) {
   if (Contains(block.hash)) return OkStatus();
-  Status s = WriteFile(block);
+  Status s = WriteFile(block, /*fsync=*/false);
   if (!s.ok()) {
     KVFORK_LOG(kWarn) << "KV disk tier: " << s.message();
   }
   return s;
 }
 
-Status DiskTier::WriteFile(const DiskBlockWrite& block) {
+void DiskTier::Sync() {
+  int fd = ::open(block_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::syncfs(fd);
+  ::close(fd);
+}
+
+Status DiskTier::WriteFile(const DiskBlockWrite& block, bool fsync) {
   DiskBlockHeader h;
   h.fingerprint = options_.fingerprint;
   h.block_hash = block.hash;
@@ -223,7 +251,7 @@ Status DiskTier::WriteFile(const DiskBlockWrite& block) {
   };
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return fail("open");
-  if (!WriteAll(fd, bytes.data(), bytes.size()) || (options_.fsync && ::fsync(fd) != 0)) {
+  if (!WriteAll(fd, bytes.data(), bytes.size()) || (fsync && ::fsync(fd) != 0)) {
     ::close(fd);
     return fail("write");
   }

@@ -28,6 +28,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -91,8 +92,15 @@ class DiskTier {
   // Queues a write unless the queue is full (then counts a drop and returns
   // false) or the block is already on disk or queued. Never blocks on I/O.
   bool Enqueue(DiskBlockWrite block);
-  // Writes on this thread (clean shutdown); Status of the write.
+  // The same, but the copy is made (by make) only when the write will be
+  // queued: a full queue costs the caller no copy of the block's bytes.
+  bool Enqueue(uint64_t hash, const std::function<DiskBlockWrite()>& make);
+  // Writes on this thread without an fsync per file (clean shutdown: call
+  // Sync once after the last); Status of the write.
   Status WriteNow(const DiskBlockWrite& block);
+  // Flushes the block directory's file system (syncfs): what WriteNow wrote
+  // is durable after it returns.
+  void Sync();
   // Reads the block into dst (payload_bytes bytes) after checking it is the
   // block (hash, parent, tokens) of this fingerprint. NotFound when there is
   // no valid file (gone, or corrupt: then it was counted and deleted); dst
@@ -113,7 +121,7 @@ class DiskTier {
   explicit DiskTier(const DiskTierOptions& options, std::string block_dir);
   Status Scan();
   void WriterLoop();
-  Status WriteFile(const DiskBlockWrite& block);
+  Status WriteFile(const DiskBlockWrite& block, bool fsync);
   // Under mu_: index a file written or found, evict over capacity.
   void AddLocked(uint64_t hash, int64_t bytes, uint64_t tick);
   void RemoveLocked(uint64_t hash);
@@ -126,7 +134,8 @@ class DiskTier {
   std::condition_variable cv_;       // queue non-empty, or stopping
   std::condition_variable idle_cv_;  // queue empty and writer idle
   std::deque<DiskBlockWrite> queue_;
-  std::set<uint64_t> queued_;        // hashes in queue_ or being written
+  std::set<uint64_t> queued_;        // hashes in queue_, being copied or being written
+  int64_t reserved_ = 0;             // queue slots taken by copies being made
   bool writing_ = false;
   bool stop_ = false;
   std::unordered_map<uint64_t, Entry> index_;

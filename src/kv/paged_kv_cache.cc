@@ -66,7 +66,7 @@ DiskBlockWrite PagedKvCache::DiskCopyOf(BlockId id) const {
 void PagedKvCache::SpillToDisk(BlockId id) {
   // Only full blocks have a place in the chain others can reach.
   if (resetting_ || !index_->IsFull(id) || disk_->Contains(index_->hash(id))) return;
-  disk_->Enqueue(DiskCopyOf(id));
+  disk_->Enqueue(index_->hash(id), [&] { return DiskCopyOf(id); });
 }
 
 int64_t PagedKvCache::WriteAllToDisk() {
@@ -77,6 +77,8 @@ int64_t PagedKvCache::WriteAllToDisk() {
       continue;
     if (disk_->WriteNow(DiskCopyOf(b)).ok()) ++written;
   }
+  // One flush for all (an fsync per file would make shutdown slow).
+  if (written > 0) disk_->Sync();
   return written;
 }
 

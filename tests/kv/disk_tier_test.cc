@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -262,12 +264,52 @@ TEST(DiskTier, FullQueueDropsAndCountsNeverBlocks) {
   o.queue_blocks = 1;
   auto t = OpenTier(o);
   int accepted = 0;
-  for (uint64_t h = 1; h <= 200; ++h) accepted += t->Enqueue(Block(h, 4096, 0)) ? 1 : 0;
+  int accepted_lazy = 0;
+  int copies = 0;
+  for (uint64_t h = 1; h <= 200; ++h) {
+    if (h % 2 == 0) {
+      accepted += t->Enqueue(Block(h, 4096, 0)) ? 1 : 0;
+    } else {
+      bool ok = t->Enqueue(h, [&] { ++copies; return Block(h, 4096, 0); });
+      accepted += ok ? 1 : 0;
+      accepted_lazy += ok ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(copies, accepted_lazy) << "a dropped write never copies the block";
   t->Drain();
   DiskTierStats s = t->Stats();
   EXPECT_EQ(accepted + s.writes_dropped, 200);
   EXPECT_EQ(s.blocks_written, accepted);
   EXPECT_EQ(s.blocks, accepted);
+}
+
+// A full disk (RLIMIT_FSIZE makes every write past 64 bytes fail with
+// EFBIG): the write is counted and logged, no file or temp file is left, and
+// the queued path does the same without blocking.
+TEST(DiskTier, FullDiskCountsWriteErrorsAndLeavesNoFiles) {
+  ScratchDir dir;
+  auto t = OpenTier(TierOptions(dir.path()));
+  struct sigaction ignore = {}, old = {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(sigaction(SIGXFSZ, &ignore, &old), 0);
+  struct rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  struct rlimit tiny = saved;
+  tiny.rlim_cur = 64;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &tiny), 0);
+  Status s = t->WriteNow(Block(1, 4096, 0));
+  ASSERT_TRUE(t->Enqueue(Block(2, 4096, 0)));
+  t->Drain();
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &saved), 0);
+  ASSERT_EQ(sigaction(SIGXFSZ, &old, nullptr), 0);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("write"), std::string::npos) << s.message();
+  EXPECT_EQ(t->Stats().write_errors, 2);
+  EXPECT_EQ(t->Stats().blocks, 0);
+  EXPECT_TRUE(std::filesystem::is_empty(t->block_dir()));
+  // Room again: writes succeed.
+  EXPECT_TRUE(t->WriteNow(Block(3, 4096, 0)).ok());
+  EXPECT_TRUE(t->Contains(3));
 }
 
 TEST(DiskTier, StartRemovesTempFilesOfDeadWriters) {
