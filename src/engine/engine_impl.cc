@@ -113,6 +113,9 @@ class EngineImpl final : public Engine {
     // test did). Count it as waiting. ids_ is read first: a request that ends
     // in between can only make this count one too many for a moment.
     s.requests_waiting = std::max(s.requests_waiting, live - s.requests_running);
+    // The disk tier writes on its own thread: read its counters now, not as
+    // of the last step (an idle engine publishes no more snapshots).
+    if (DiskTier* d = kv_->disk_tier()) s.kv_disk = d->Stats();
     return s;
   }
 

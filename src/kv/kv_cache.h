@@ -193,6 +193,9 @@ class KvCache {
   // now, referenced or cached: the set a KV-event subscriber rebuilds. Empty
   // for the dense backend. Cost O(blocks).
   virtual std::vector<uint64_t> BlockHashes() const = 0;
+  // The disk tier (nullptr when off or dense). Unlike the cache, it is
+  // thread-safe: its Stats() may be read from any thread.
+  virtual DiskTier* disk_tier() const { return nullptr; }
   // Verifies invariant 2 (DESIGN.md): every block is exactly one of free,
   // referenced (refcount == number of tables holding it) or cached; the index
   // and the LRU agree with the blocks. Cost O(blocks + table entries).

@@ -70,6 +70,7 @@ class PagedKvCache final : public KvCache {
   const PrefixIndex& index() const { return *index_; }
   // nullptr when the disk tier is off.
   DiskTier* disk() const { return disk_.get(); }
+  DiskTier* disk_tier() const override { return disk_.get(); }
   // Writes every registered full block not yet on disk, on this thread (the
   // destructor calls it); returns how many were written.
   int64_t WriteAllToDisk();
