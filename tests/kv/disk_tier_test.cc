@@ -24,6 +24,7 @@
 #include "kv/disk_block_file.h"
 #include "kv/disk_tier.h"
 #include "kv/kv_test_util.h"
+#include "kv/model_files_fingerprint.h"
 #include "kv/paged_kv_cache.h"
 
 namespace kvfork {
@@ -143,6 +144,43 @@ TEST(DiskBlockFile, FingerprintCoversLayoutModelAndIsa) {
     EXPECT_NE(base, DiskFingerprint(1, m, "avx2")) << "layout field " << field;
   }
   EXPECT_EQ(base, DiskFingerprint(1, l, "avx2"));
+}
+
+void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Two checkpoints of one shape (same headers and sizes, other weights) must
+// not share a fingerprint; a byte-identical copy must.
+TEST(ModelFilesFingerprint, TellsCheckpointsOfOneShapeApart) {
+  ScratchDir dir;
+  const std::string a = dir.path() + "/a", b = dir.path() + "/b", c = dir.path() + "/c";
+  for (const std::string& d : {a, b, c}) std::filesystem::create_directory(d);
+  std::vector<uint8_t> weights = Bytes(3 << 20, 1);  // header MiB + 2 MiB of "weights"
+  std::vector<uint8_t> other = weights;
+  for (size_t i = 1 << 20; i < other.size(); ++i) other[i] ^= 0x11;  // other weights, same header
+  for (const std::string& d : {a, b, c}) WriteFile(d + "/config.json", {'{', '}'});
+  WriteFile(a + "/model.safetensors", weights);
+  WriteFile(b + "/model.safetensors", weights);
+  WriteFile(c + "/model.safetensors", other);
+  auto fa = ModelFilesFingerprint(a), fb = ModelFilesFingerprint(b), fc = ModelFilesFingerprint(c);
+  ASSERT_TRUE(fa.ok() && fb.ok() && fc.ok()) << fa.status().ToString();
+  EXPECT_EQ(*fa, *fb);
+  EXPECT_NE(*fa, *fc);
+  // A single .gguf file, and a split one: every part counts.
+  WriteFile(dir.path() + "/m.gguf", weights);
+  WriteFile(dir.path() + "/s-00001-of-00002.gguf", weights);
+  WriteFile(dir.path() + "/s-00002-of-00002.gguf", weights);
+  auto single = ModelFilesFingerprint(dir.path() + "/m.gguf");
+  auto split = ModelFilesFingerprint(dir.path() + "/s-00001-of-00002.gguf");
+  ASSERT_TRUE(single.ok() && split.ok());
+  WriteFile(dir.path() + "/s-00002-of-00002.gguf", other);
+  auto split2 = ModelFilesFingerprint(dir.path() + "/s-00001-of-00002.gguf");
+  ASSERT_TRUE(split2.ok());
+  EXPECT_NE(*split, *split2) << "the second part changed";
+  EXPECT_NE(*single, *split);
+  EXPECT_EQ(ModelFilesFingerprint(dir.path() + "/missing").status().code(), StatusCode::kNotFound);
 }
 
 DiskTierOptions TierOptions(const std::string& dir, int64_t capacity = int64_t{1} << 30) {
