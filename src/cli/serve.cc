@@ -33,6 +33,7 @@
 #include "engine/engine.h"
 #include "kernels/ops.h"
 #include "kv/kv_event_publisher.h"
+#include "kv/model_files_fingerprint.h"
 #include "model/model.h"
 #include "server/auth.h"
 #include "server/http_server.h"
@@ -132,6 +133,9 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
       flags.GetInt("kv-cache-mib", e.kv_cache_mib, "KV pool in MiB; 0 = a share of free memory");
   e.kv_blocks =
       flags.GetInt("kv-blocks", e.kv_blocks, "KV pool in blocks (overrides kv-cache-mib)");
+  e.kv_disk_dir = flags.GetString(
+      "kv-disk-dir", "", "keep evicted and shutdown prefix blocks in this directory (none: RAM only)");
+  e.kv_disk_gib = flags.GetInt("kv-disk-gib", e.kv_disk_gib, "with --kv-disk-dir: its size limit in GiB");
   e.prefix_cache = !flags.GetBool("no-prefix-cache", "do not reuse cached prefix blocks");
   const std::string tail = flags.GetString(
       "prefix-tail-copy", "on", "on: reuse a partly filled last block by copying it; off");
@@ -282,6 +286,12 @@ Status Serve(int argc, char** argv) {
   ModelLoadOptions load;  // progress on a terminal only
   load.context_length = c.engine.max_model_len;  // longrope's short/long choice
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(c.model_dir, load));
+  if (!c.engine.kv_disk_dir.empty()) {
+    // The disk tier's blocks are only valid for these exact weights.
+    KVFORK_ASSIGN_OR_RETURN(c.engine.kv_model_fingerprint, ModelFilesFingerprint(c.model_dir));
+    KVFORK_LOG(kInfo) << "KV disk tier: " << c.engine.kv_disk_dir << ", at most "
+                      << c.engine.kv_disk_gib << " GiB";
+  }
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
                           LoadModelTokenizer(c.model_dir, c.tokenizer_dir));
   std::unique_ptr<ChatTemplate> chat_template;

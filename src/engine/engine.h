@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "engine/request.h"
+#include "kv/disk_tier.h"
 #include "kv/kv_events.h"
 #include "kv/prefix_tree.h"
 
@@ -30,6 +31,12 @@ struct EngineOptions {
   int kv_block_size = 16;                // tokens per KV block
   int64_t kv_cache_mib = 0;              // pool size; 0 = a share of free memory
   int64_t kv_blocks = 0;                 // pool size in blocks (overrides mib)
+  // The prefix cache's disk tier (kv/disk_tier.h, docs/kv_cache.md): "" = off.
+  std::string kv_disk_dir;
+  int64_t kv_disk_gib = 16;           // its LRU bound on disk
+  // The model weights' identity in the tier's fingerprint
+  // (kv/model_files_fingerprint.h); required with kv_disk_dir.
+  uint64_t kv_model_fingerprint = 0;
   bool prefix_cache = true;              // --no-prefix-cache turns it off
   bool prefix_tail_copy = true;          // copy matched tokens of a partial block
   std::string schedule = "fcfs";         // fcfs | longest-prefix
@@ -73,6 +80,12 @@ struct EngineStats {
   int64_t generation_tokens = 0;
   int64_t requests_finished = 0;
   int64_t kv_bytes_peak = 0;  // max bytes of blocks used or cached
+  // The disk tier (all zero when off): its counters, the blocks prompts
+  // read back from it and the lookups that found the next block nowhere.
+  bool kv_disk_enabled = false;
+  DiskTierStats kv_disk;
+  int64_t kv_disk_hit_blocks = 0;
+  int64_t kv_disk_miss_lookups = 0;
   // Where steps spent their wall-clock time (the scheduler's StepTimes):
   // every step that ran a forward, and the steps that only decoded.
   // other = step - forward - sample (scheduling, KV bookkeeping, stop

@@ -113,6 +113,9 @@ class EngineImpl final : public Engine {
     // test did). Count it as waiting. ids_ is read first: a request that ends
     // in between can only make this count one too many for a moment.
     s.requests_waiting = std::max(s.requests_waiting, live - s.requests_running);
+    // The disk tier writes on its own thread: read its counters now, not as
+    // of the last step (an idle engine publishes no more snapshots).
+    if (DiskTier* d = kv_->disk_tier()) s.kv_disk = d->Stats();
     return s;
   }
 
@@ -282,6 +285,10 @@ class EngineImpl final : public Engine {
     s.generation_tokens = c.generation_tokens;
     s.requests_finished = c.requests_finished;
     s.kv_bytes_peak = k.peak_resident_bytes();
+    s.kv_disk_enabled = k.disk_enabled;
+    s.kv_disk = k.disk;
+    s.kv_disk_hit_blocks = k.disk_hit_blocks;
+    s.kv_disk_miss_lookups = k.disk_miss_lookups;
     s.steps = c.all_steps.steps;
     s.step_ns = c.all_steps.step_ns;
     s.forward_ns = c.all_steps.forward_ns;
@@ -360,6 +367,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, M
   ko.prefix_cache = options.prefix_cache;
   ko.tail_copy = options.prefix_tail_copy;
   ko.max_context = model_context;
+  if (!options.kv_disk_dir.empty()) {
+    if (options.kv_disk_gib < 1 || options.kv_disk_gib > (int64_t{1} << 24))
+      return InvalidArgumentError("--kv-disk-gib must be in [1, 16777216], got " +
+                                  std::to_string(options.kv_disk_gib));
+    ko.disk_dir = options.kv_disk_dir;
+    ko.disk_capacity_bytes = options.kv_disk_gib << 30;
+    ko.model_fingerprint = options.kv_model_fingerprint;
+  }
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv, KvCache::Create(backend, ko));
   if (options.kv_event_sink != nullptr)
     KVFORK_RETURN_IF_ERROR(kv->SetEventSink(options.kv_event_sink));

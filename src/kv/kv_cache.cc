@@ -116,6 +116,8 @@ StatusOr<std::unique_ptr<KvCache>> KvCache::Create(KvBackend backend,
     KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<PagedKvCache> c, PagedKvCache::Create(options));
     return std::unique_ptr<KvCache>(std::move(c));
   }
+  if (!options.disk_dir.empty())
+    return InvalidArgumentError("--kv-disk-dir needs the paged KV backend (--kv-backend paged)");
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<DenseKvCache> c, DenseKvCache::Create(options));
   return std::unique_ptr<KvCache>(std::move(c));
 }

@@ -39,6 +39,7 @@
 
 #include "core/status.h"
 #include "kernels/kv_layout.h"
+#include "kv/disk_tier.h"
 #include "kv/kv_events.h"
 #include "kv/prefix_tree.h"
 
@@ -74,6 +75,14 @@ struct KvCacheOptions {
   // Dense only: positions reserved per sequence slot (the context length).
   // Paged ignores it.
   int64_t max_context = 0;
+  // The disk tier (paged only, disk_tier.h): "" = off (--kv-disk-dir).
+  std::string disk_dir;
+  int64_t disk_capacity_bytes = 0;  // --kv-disk-gib
+  int64_t disk_queue_blocks = 64;   // evicted blocks waiting to be written
+  // The model weights' identity for the disk tier's fingerprint (the caller
+  // computes it, e.g. ModelFilesFingerprint); the KV layout and the ISA level
+  // are added by the cache. Required with disk_dir.
+  uint64_t model_fingerprint = 0;
 };
 
 // What the index holds for a prompt. Tokens [0, num_reused_tokens) need no
@@ -100,6 +109,13 @@ struct KvCacheStats {
   int64_t evictions = 0;             // blocks (paged) or snapshots' blocks (dense) evicted
   int64_t peak_used_blocks = 0;      // max of blocks_used
   int64_t peak_resident_blocks = 0;  // max of blocks_used + blocks_cached
+  // Disk tier (all zero when off): its own counters, and of admitted
+  // prompts, the blocks read back from disk and the lookups whose next full
+  // block was neither in the pool nor on disk.
+  bool disk_enabled = false;
+  DiskTierStats disk;
+  int64_t disk_hit_blocks = 0;
+  int64_t disk_miss_lookups = 0;
   int64_t peak_used_bytes() const { return peak_used_blocks * block_bytes; }
   // KV bytes at peak: blocks holding data for running or cached sequences.
   int64_t peak_resident_bytes() const { return peak_resident_blocks * block_bytes; }
@@ -181,6 +197,9 @@ class KvCache {
   // now, referenced or cached: the set a KV-event subscriber rebuilds. Empty
   // for the dense backend. Cost O(blocks).
   virtual std::vector<uint64_t> BlockHashes() const = 0;
+  // The disk tier (nullptr when off or dense). Unlike the cache, it is
+  // thread-safe: its Stats() may be read from any thread.
+  virtual DiskTier* disk_tier() const { return nullptr; }
   // Verifies invariant 2 (DESIGN.md): every block is exactly one of free,
   // referenced (refcount == number of tables holding it) or cached; the index
   // and the LRU agree with the blocks. Cost O(blocks + table entries).

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <string>
 
+#include "core/cpu_features.h"
+#include "kv/disk_block_file.h"
+
 namespace kvfork {
 namespace {
 
@@ -13,17 +16,70 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const KvCacheOptions& options) {
   KVFORK_RETURN_IF_ERROR(ValidateKvLayout(options.layout));
   KVFORK_ASSIGN_OR_RETURN(int64_t num_blocks, ResolveNumBlocks(options));
+  std::unique_ptr<DiskTier> disk;
+  if (!options.disk_dir.empty()) {
+    if (!options.prefix_cache)
+      return InvalidArgumentError("--kv-disk-dir needs the prefix cache (drop --no-prefix-cache)");
+    if (options.model_fingerprint == 0)
+      return InvalidArgumentError("KV disk tier: no model fingerprint given");
+    DiskTierOptions d;
+    d.dir = options.disk_dir;
+    d.capacity_bytes = options.disk_capacity_bytes;
+    d.queue_blocks = options.disk_queue_blocks;
+    d.fingerprint =
+        DiskFingerprint(options.model_fingerprint, options.layout, IsaName(ActiveIsa()));
+    KVFORK_ASSIGN_OR_RETURN(disk, DiskTier::Open(d));
+  }
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<BlockPool> pool,
                           BlockPool::Create(options.layout, num_blocks));
-  return std::unique_ptr<PagedKvCache>(new PagedKvCache(options, std::move(pool)));
+  return std::unique_ptr<PagedKvCache>(
+      new PagedKvCache(options, std::move(pool), std::move(disk)));
 }
 
-PagedKvCache::PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockPool> pool)
+PagedKvCache::PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockPool> pool,
+                           std::unique_ptr<DiskTier> disk)
     : options_(options),
       pool_(std::move(pool)),
-      index_(std::make_unique<PrefixIndex>(pool_.get())) {
+      index_(std::make_unique<PrefixIndex>(pool_.get())),
+      disk_(std::move(disk)) {
   stats_.blocks_total = pool_->num_blocks();
   stats_.block_bytes = static_cast<int64_t>(pool_->block_bytes());
+  if (disk_ != nullptr) index_->set_eviction_hook([this](BlockId id) { SpillToDisk(id); });
+}
+
+PagedKvCache::~PagedKvCache() {
+  // A clean shutdown keeps the whole cache; disk_'s destructor then finishes
+  // the queued writes.
+  if (disk_ != nullptr) WriteAllToDisk();
+}
+
+DiskBlockWrite PagedKvCache::DiskCopyOf(BlockId id) const {
+  DiskBlockWrite w;
+  w.hash = index_->hash(id);
+  w.parent_hash = index_->parent_hash(id);
+  w.tokens.assign(index_->tokens(id).begin(), index_->tokens(id).end());
+  const uint8_t* data = pool_->Data(id);
+  w.payload.assign(data, data + pool_->block_bytes());
+  return w;
+}
+
+void PagedKvCache::SpillToDisk(BlockId id) {
+  // Only full blocks have a place in the chain others can reach.
+  if (resetting_ || !index_->IsFull(id) || disk_->Contains(index_->hash(id))) return;
+  disk_->Enqueue(index_->hash(id), [&] { return DiskCopyOf(id); });
+}
+
+int64_t PagedKvCache::WriteAllToDisk() {
+  if (disk_ == nullptr) return 0;
+  int64_t written = 0;
+  for (BlockId b = 0; b < pool_->num_blocks(); ++b) {
+    if (!index_->IsRegistered(b) || !index_->IsFull(b) || disk_->Contains(index_->hash(b)))
+      continue;
+    if (disk_->WriteNow(DiskCopyOf(b)).ok()) ++written;
+  }
+  // One flush for all (an fsync per file would make shutdown slow).
+  if (written > 0) disk_->Sync();
+  return written;
 }
 
 const PagedKvCache::Sequence& PagedKvCache::Get(SeqId seq) const {
@@ -52,6 +108,19 @@ PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, uint6
     parent = b;
     ++k;
   }
+  if (disk_ != nullptr && (k + 1) * bs <= limit) {
+    // Continue the chain on disk: a block there is named by its chained hash.
+    uint64_t h = parent == kNoBlock ? RootBlockHashSeed(salt_key) : index_->hash(parent);
+    while ((k + 1) * bs <= limit) {
+      h = ChainBlockHash(h, std::span<const int32_t>(prompt.data() + k * bs, bs));
+      if (!disk_->Contains(h)) break;
+      plan.disk.push_back(h);
+      ++k;
+    }
+    plan.disk_miss = (k + 1) * bs <= limit;
+    // Partial blocks never go to disk, so there is no tail after a disk run.
+    if (!plan.disk.empty()) return plan;
+  }
   if (options_.tail_copy) {
     int64_t max_tail = std::min(bs, limit - k * bs);
     if (max_tail > 0) {
@@ -68,7 +137,7 @@ PrefixMatch PagedKvCache::Match(std::span<const int32_t> prompt, std::string_vie
   PrefixMatch m;
   if (!options_.prefix_cache) return m;
   Plan plan = MakePlan(prompt, PrefixIndex::SaltKeyOf(salt));
-  m.num_shared_blocks = static_cast<int64_t>(plan.shared.size());
+  m.num_shared_blocks = static_cast<int64_t>(plan.shared.size() + plan.disk.size());
   m.num_tail_tokens = plan.tail_tokens;
   m.num_reused_tokens = m.num_shared_blocks * pool_->layout().block_size + m.num_tail_tokens;
   return m;
@@ -113,14 +182,16 @@ StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string
   Plan plan;
   if (options_.prefix_cache) plan = MakePlan(prompt, salt_key);
   const int64_t shared = static_cast<int64_t>(plan.shared.size());
-  const int64_t reused = shared * bs + plan.tail_tokens;
-  const int64_t positions = std::max(reserve_tokens, reused);
+  // Reserve as if every disk block reads back; a failed read only means
+  // those positions get computed instead.
+  const int64_t planned = (shared + static_cast<int64_t>(plan.disk.size())) * bs + plan.tail_tokens;
+  const int64_t positions = std::max(reserve_tokens, planned);
   if (positions > max_sequence_tokens()) {
     return OutOfRangeError("KV admit: " + std::to_string(positions) +
                            " positions exceed the pool's " + std::to_string(max_sequence_tokens()) +
                            " tokens");
   }
-  const int64_t new_blocks = CeilDiv(positions, bs) - shared;
+  const int64_t new_blocks = CeilDiv(positions, bs) - shared;  // disk blocks land in new ones
   // Matched blocks that are cached now will be pinned, so they do not count
   // as evictable room.
   int64_t pinned = 0;
@@ -148,15 +219,32 @@ StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string
                     plan.tail_tokens);
     Unref(plan.tail_src);
   }
+  // Disk blocks: read into the first new blocks and register them, in
+  // chain order; the first that fails its checks ends the run (recomputed).
+  int64_t from_disk = 0;
+  for (uint64_t h : plan.disk) {
+    const int64_t i = shared + from_disk;
+    std::span<const int32_t> tok(prompt.data() + i * bs, bs);
+    BlockId parent = i > 0 ? s.blocks[i - 1] : kNoBlock;
+    std::optional<uint64_t> parent_hash;
+    if (parent != kNoBlock) parent_hash = index_->hash(parent);
+    if (!disk_->Read(h, parent_hash, tok, pool_->Data(s.blocks[i]), pool_->block_bytes()).ok())
+      break;
+    index_->Register(s.blocks[i], parent, salt_key, tok);
+    ++from_disk;
+  }
+  stats_.disk_hit_blocks += from_disk;
+  if (plan.disk_miss || from_disk < static_cast<int64_t>(plan.disk.size())) ++stats_.disk_miss_lookups;
+  const int64_t reused = (shared + from_disk) * bs + plan.tail_tokens;
   s.tokens.assign(prompt.begin(), prompt.begin() + reused);
   s.reused = reused;
-  s.registered = shared;
+  s.registered = shared + from_disk;
   stats_.queries_tokens += static_cast<int64_t>(prompt.size());
   stats_.hits_tokens += reused;
   stats_.tail_copied_tokens += plan.tail_tokens;
   if (match != nullptr) {
     match->num_reused_tokens = reused;
-    match->num_shared_blocks = shared;
+    match->num_shared_blocks = shared + from_disk;
     match->num_tail_tokens = plan.tail_tokens;
   }
   SeqId id = next_seq_++;
@@ -302,6 +390,10 @@ KvCacheStats PagedKvCache::Stats() const {
   st.blocks_cached = index_->num_cached();
   st.blocks_used = st.blocks_total - st.blocks_free - st.blocks_cached;
   st.num_sequences = static_cast<int64_t>(seqs_.size());
+  if (disk_ != nullptr) {
+    st.disk_enabled = true;
+    st.disk = disk_->Stats();
+  }
   return st;
 }
 
@@ -322,7 +414,10 @@ void PagedKvCache::ResetPrefixCache() {
     sink_->Emit(std::move(e));
     return;
   }
+  // A reset drops blocks; it does not move them to disk.
+  resetting_ = true;
   for (BlockId b = index_->PopLru(); b != kNoBlock; b = index_->PopLru()) pool_->Free(b);
+  resetting_ = false;
 }
 
 Status PagedKvCache::SetEventSink(KvEventSink* sink) {

@@ -6,6 +6,12 @@
 // Refcount of a block == number of sequence tables holding it. Only
 // registered (full, immutable) blocks are ever shared; a sequence's private
 // blocks (the one being written, reserved ones) have refcount 1.
+//
+// With a disk tier (options.disk_dir): a full block PopLru evicts is copied
+// to the tier's write queue; a prefix match continues past the pool into
+// blocks on disk (by the chained hash), which Admit reads into the
+// sequence's new blocks and registers; the destructor (a clean shutdown)
+// writes every registered full block not yet on disk.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +30,7 @@ namespace kvfork {
 class PagedKvCache final : public KvCache {
  public:
   static StatusOr<std::unique_ptr<PagedKvCache>> Create(const KvCacheOptions& options);
+  ~PagedKvCache() override;
 
   KvBackend backend() const override { return KvBackend::kPaged; }
   const KvLayout& layout() const override { return pool_->layout(); }
@@ -62,6 +69,12 @@ class PagedKvCache final : public KvCache {
 
   const BlockPool& pool() const { return *pool_; }
   const PrefixIndex& index() const { return *index_; }
+  // nullptr when the disk tier is off.
+  DiskTier* disk() const { return disk_.get(); }
+  DiskTier* disk_tier() const override { return disk_.get(); }
+  // Writes every registered full block not yet on disk, on this thread (the
+  // destructor calls it); returns how many were written.
+  int64_t WriteAllToDisk();
 
  private:
   struct Sequence {
@@ -77,9 +90,16 @@ class PagedKvCache final : public KvCache {
     std::vector<BlockId> shared;
     BlockId tail_src = kNoBlock;
     int tail_tokens = 0;
+    // Full blocks after `shared` found on disk, by hash (tail is then off).
+    std::vector<uint64_t> disk;
+    bool disk_miss = false;  // the next full block was on neither tier
   };
 
-  PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockPool> pool);
+  PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockPool> pool,
+               std::unique_ptr<DiskTier> disk);
+  // The eviction hook: queues a full victim's copy for the disk tier.
+  void SpillToDisk(BlockId id);
+  DiskBlockWrite DiskCopyOf(BlockId id) const;
   Plan MakePlan(std::span<const int32_t> prompt, uint64_t salt_key) const;
   const Sequence& Get(SeqId seq) const;
   Sequence& Get(SeqId seq);
@@ -100,6 +120,8 @@ class PagedKvCache final : public KvCache {
   SeqId next_seq_ = 1;
   KvCacheStats stats_;
   KvEventSink* sink_ = nullptr;
+  std::unique_ptr<DiskTier> disk_;
+  bool resetting_ = false;  // ResetPrefixCache: evictions are not spilled
 };
 
 }  // namespace kvfork

@@ -160,6 +160,7 @@ void PrefixIndex::Unregister(BlockId id, bool announce) {
 BlockId PrefixIndex::PopLru() {
   if (lru_.empty()) return kNoBlock;
   BlockId id = lru_.begin()->second;
+  if (eviction_hook_) eviction_hook_(id);
   Unregister(id);
   return id;
 }

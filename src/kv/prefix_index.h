@@ -24,11 +24,16 @@
 // children) ordered by last-use tick; PopLru removes the oldest in O(log n),
 // and its parent becomes a leaf candidate when its last child goes.
 // Referenced blocks are never in that order, so they are never evicted.
+// The eviction hook (set_eviction_hook) sees each block PopLru is about to
+// drop while it is still registered: the disk tier (disk_tier.h) copies full
+// ones out there. Resets and redundant partial blocks do not call it.
 //
 // Thread affinity: the engine thread. Memory: O(registered blocks * block_size).
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -78,10 +83,19 @@ class PrefixIndex {
   uint64_t salt_key(BlockId id) const { return nodes_[id].salt_key; }
   // The stable hash of a registered block (block_hash.h).
   uint64_t hash(BlockId id) const { return nodes_[id].hash; }
+  // The parent's stable hash, none for a first block.
+  std::optional<uint64_t> parent_hash(BlockId id) const {
+    BlockId p = nodes_[id].parent;
+    return p == kNoBlock ? std::nullopt : std::optional<uint64_t>(nodes_[p].hash);
+  }
   // Hashes of every registered full block (referenced or cached), in block id
   // order: the set the KV events describe. Cost O(blocks).
   std::vector<uint64_t> FullBlockHashes() const;
   int64_t num_registered_full() const { return static_cast<int64_t>(full_by_hash_.size()); }
+
+  // Called by PopLru with the victim before it is unregistered (its hash,
+  // parent and tokens still readable, its pool bytes intact); empty = none.
+  void set_eviction_hook(std::function<void(BlockId)> hook) { eviction_hook_ = std::move(hook); }
 
   // Where events go (nullptr = nowhere); the sink must outlive the index.
   void set_event_sink(KvEventSink* sink) { sink_ = sink; }
@@ -154,6 +168,7 @@ class PrefixIndex {
   int64_t num_cached_ = 0;
   KvEventSink* sink_ = nullptr;
   int64_t num_registered_ = 0;
+  std::function<void(BlockId)> eviction_hook_;
 };
 
 }  // namespace kvfork

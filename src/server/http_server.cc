@@ -360,7 +360,7 @@ struct HttpServer::Impl {
     double hit_rate = s.prefix_queries_tokens > 0
                           ? static_cast<double>(s.prefix_hits_tokens) / s.prefix_queries_tokens
                           : 0.0;
-    return json{{"blocks_total", s.blocks_total},
+    json out{{"blocks_total", s.blocks_total},
                 {"blocks_free", s.blocks_free},
                 {"blocks_used", s.blocks_used},
                 {"blocks_cached", s.blocks_cached},
@@ -377,6 +377,21 @@ struct HttpServer::Impl {
                 {"prompt_tokens", s.prompt_tokens},
                 {"generation_tokens", s.generation_tokens},
                 {"kv_bytes_peak", s.kv_bytes_peak}};
+    if (s.kv_disk_enabled) {
+      out["disk"] = json{{"blocks", s.kv_disk.blocks},
+                         {"bytes", s.kv_disk.bytes},
+                         {"hit_blocks", s.kv_disk_hit_blocks},
+                         {"miss_lookups", s.kv_disk_miss_lookups},
+                         {"bytes_read", s.kv_disk.bytes_read},
+                         {"bytes_written", s.kv_disk.bytes_written},
+                         {"blocks_written", s.kv_disk.blocks_written},
+                         {"writes_dropped", s.kv_disk.writes_dropped},
+                         {"write_errors", s.kv_disk.write_errors},
+                         {"corrupt_blocks", s.kv_disk.corrupt_blocks},
+                         {"evicted_blocks", s.kv_disk.evicted_blocks},
+                         {"scanned_files", s.kv_disk.scanned_files}};
+    }
+    return out;
   }
 
   void InstallRoutes() {

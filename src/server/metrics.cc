@@ -190,6 +190,31 @@ std::string ServerMetrics::Render(const EngineStats& s, const std::string& model
           static_cast<double>(s.evictions));
   counter("kvfork_requests_finished_total", "Requests the engine finished.",
           static_cast<double>(s.requests_finished));
+  if (s.kv_disk_enabled) {
+    const DiskTierStats& d = s.kv_disk;
+    gauge("kvfork_kv_disk_blocks", "KV blocks in the disk tier now.", static_cast<double>(d.blocks));
+    gauge("kvfork_kv_disk_bytes", "Bytes of the disk tier's block files now.",
+          static_cast<double>(d.bytes));
+    counter("kvfork_kv_disk_hits_total", "Prompt blocks read back from the disk tier.",
+            static_cast<double>(s.kv_disk_hit_blocks));
+    counter("kvfork_kv_disk_misses_total",
+            "Prompt lookups whose next full block was in neither the pool nor the disk tier.",
+            static_cast<double>(s.kv_disk_miss_lookups));
+    counter("kvfork_kv_disk_read_bytes_total", "Bytes read from the disk tier.",
+            static_cast<double>(d.bytes_read));
+    counter("kvfork_kv_disk_written_bytes_total", "Bytes written to the disk tier.",
+            static_cast<double>(d.bytes_written));
+    counter("kvfork_kv_disk_writes_dropped_total",
+            "Evicted blocks not written because the disk tier's queue was full.",
+            static_cast<double>(d.writes_dropped));
+    counter("kvfork_kv_disk_write_errors_total", "Disk tier writes that failed (full or read-only disk).",
+            static_cast<double>(d.write_errors));
+    counter("kvfork_kv_disk_corrupt_blocks_total",
+            "Disk tier block files that failed a check on read (deleted, recomputed).",
+            static_cast<double>(d.corrupt_blocks));
+    counter("kvfork_kv_disk_evictions_total", "Block files deleted to stay within --kv-disk-gib.",
+            static_cast<double>(d.evicted_blocks));
+  }
   if (kv_events) {
     counter("kvfork_kv_events_published_total", "KV events sent on the --kv-events socket.",
             static_cast<double>(kv_events->events_published));

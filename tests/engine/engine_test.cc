@@ -19,6 +19,8 @@
 #include <thread>
 
 #include "engine/model_tokenizer.h"
+#include "kv/block_hash.h"
+#include "kv/model_files_fingerprint.h"
 #include "model/gguf_quantize.h"
 #include "model/model.h"
 #include "model/model_test_util.h"
@@ -194,11 +196,13 @@ class EngineFormatTest : public EngineTest, public ::testing::WithParamInterface
   }
   void SetUp() override {
     const bool q4km = std::string(GetParam()) == "q4_k_m";
+    model_path_ = model_dir_->Sub(q4km ? "q4km.gguf" : "model");
     model_ = q4km ? q4km_model_ : bf16_model_;
     tokenizer_ = q4km ? q4km_tokenizer_ : bf16_tokenizer_;
     ASSERT_NE(model_, nullptr);
   }
 
+  std::string model_path_;  // the files of model_ (the disk tier's fingerprint)
   static Model* bf16_model_;
   static Tokenizer* bf16_tokenizer_;
   static Model* q4km_model_;
@@ -488,6 +492,68 @@ TEST_P(EngineFormatTest, CachedTokensCountReusedPrompt) {
   EXPECT_LE(rb.usage.cached_tokens, 101);
   EXPECT_EQ(rb.usage.prompt_tokens, 102);
   EXPECT_GT(e->Stats().prefix_hits_tokens, 0);
+}
+
+// Issue 25: the disk tier. A clean shutdown writes the cached blocks; a new
+// engine on the same directory reads them back (cached_tokens, disk hits)
+// and gives bitwise the same logits and tokens as the run that computed
+// them (invariant 1 across a restart). A truncated block file is detected,
+// deleted and recomputed: still the same logits, fewer cached tokens.
+TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
+  testing::TempDir disk;
+  auto fp = ModelFilesFingerprint(model_path_);
+  ASSERT_TRUE(fp.ok()) << fp.status().ToString();
+  std::mt19937 rng(11);
+  Request r;
+  r.id = "r";
+  r.prompt_tokens = RandomPrompt(rng, 100);
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = 6;
+  auto run = [&](Recorder* rec, EngineStats* stats) {
+    EngineOptions o = SmallOptions();
+    o.kv_disk_dir = disk.path();
+    o.kv_disk_gib = 1;
+    o.kv_model_fingerprint = *fp;
+    rec->Attach(&o);
+    auto e = Make(o);
+    Result res = Drain(**e->Submit(r));
+    EXPECT_TRUE(res.error.ok()) << res.error.ToString();
+    *stats = e->Stats();
+    EXPECT_TRUE(stats->kv_disk_enabled);
+    e->Shutdown();
+    return res;
+  };
+  Recorder cold, warm, damaged;
+  EngineStats s_cold, s_warm, s_damaged;
+  Result a = run(&cold, &s_cold);
+  EXPECT_EQ(a.usage.cached_tokens, 0);
+  EXPECT_EQ(s_cold.kv_disk.scanned_files, 0);
+  Result b = run(&warm, &s_warm);
+  EXPECT_EQ(s_warm.kv_disk.scanned_files, 6) << "6 full blocks of 16 written at shutdown";
+  EXPECT_EQ(b.usage.cached_tokens, 96);
+  EXPECT_EQ(s_warm.kv_disk_hit_blocks, 6);
+  EXPECT_EQ(b.tokens, a.tokens);
+  ASSERT_EQ(warm.rows["r/0"].size(), cold.rows["r/0"].size());
+  for (size_t i = 0; i < cold.rows["r/0"].size(); ++i)
+    EXPECT_TRUE(BitwiseEqual(warm.rows["r/0"][i], cold.rows["r/0"][i])) << "logits row " << i;
+  // Truncate the 4th block's file: 3 blocks come from disk, the rest is computed.
+  std::string sub;
+  for (const auto& d : std::filesystem::directory_iterator(disk.path())) sub = d.path().string();
+  uint64_t h = RootBlockHashSeed(0);
+  for (int blk = 0; blk < 4; ++blk)
+    h = ChainBlockHash(h, std::span<const int32_t>(r.prompt_tokens.data() + 16 * blk, 16));
+  char name[32];
+  std::snprintf(name, sizeof(name), "/%016llx.kvb", static_cast<unsigned long long>(h));
+  ASSERT_TRUE(std::filesystem::exists(sub + name));
+  std::filesystem::resize_file(sub + name, 100);
+  Result c = run(&damaged, &s_damaged);
+  EXPECT_EQ(c.usage.cached_tokens, 48);
+  EXPECT_EQ(s_damaged.kv_disk.corrupt_blocks, 1);
+  EXPECT_EQ(c.tokens, a.tokens);
+  ASSERT_EQ(damaged.rows["r/0"].size(), cold.rows["r/0"].size());
+  for (size_t i = 0; i < cold.rows["r/0"].size(); ++i)
+    EXPECT_TRUE(BitwiseEqual(damaged.rows["r/0"][i], cold.rows["r/0"][i])) << "logits row " << i;
+  EXPECT_EQ(cold.bad_checks + warm.bad_checks + damaged.bad_checks, 0) << cold.first_bad;
 }
 
 // A request counts as waiting from the moment Submit returns, before the

@@ -25,3 +25,13 @@ endif()
 kvfork_test(prefix_tree_test
   SOURCES prefix_tree_test.cc
   LABELS unit LIBS kvfork_kv)
+# The disk tier (issue 25): block file format, the tier, the paged cache on it.
+kvfork_test(disk_tier_test
+  SOURCES disk_tier_test.cc
+  LABELS unit LIBS kvfork_kv)
+# The disk tier on the real server: clean restart, kill -9, corrupt files.
+if(KVFORK_SYSTEM_PYTHON)
+  kvfork_script_test(kv_disk_e2e_test
+    COMMAND ${KVFORK_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tests/kv/kv_disk_e2e_test.py
+    LABELS e2e TIMEOUT 300)
+endif()

@@ -197,6 +197,39 @@ TEST(MetricsTest, CacheConfigInfoAndKvEventCounters) {
   EXPECT_EQ(text.find("kvfork_kv_events"), std::string::npos);
 }
 
+// The disk tier's series (issue 25) appear only with --kv-disk-dir.
+TEST(MetricsTest, DiskTierCounters) {
+  ServerMetrics metrics;
+  EngineStats s;
+  std::string text = metrics.Render(s, "m");
+  EXPECT_EQ(text.find("kvfork_kv_disk"), std::string::npos);
+  s.kv_disk_enabled = true;
+  s.kv_disk.blocks = 9;
+  s.kv_disk.bytes = 9000;
+  s.kv_disk.bytes_read = 4000;
+  s.kv_disk.bytes_written = 12000;
+  s.kv_disk.writes_dropped = 3;
+  s.kv_disk.write_errors = 1;
+  s.kv_disk.corrupt_blocks = 2;
+  s.kv_disk.evicted_blocks = 5;
+  s.kv_disk_hit_blocks = 4;
+  s.kv_disk_miss_lookups = 6;
+  text = metrics.Render(s, "m");
+  std::map<std::string, double> samples;
+  CheckPrometheusText(text, &samples);
+  const std::string m = "{model_name=\"m\"}";
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_blocks" + m), 9);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_bytes" + m), 9000);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_hits_total" + m), 4);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_misses_total" + m), 6);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_read_bytes_total" + m), 4000);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_written_bytes_total" + m), 12000);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_writes_dropped_total" + m), 3);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_write_errors_total" + m), 1);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_corrupt_blocks_total" + m), 2);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_evictions_total" + m), 5);
+}
+
 TEST(AuthTest, ConstantTimeCompareAndSalts) {
   EXPECT_TRUE(ConstantTimeEquals("secret", "secret"));
   EXPECT_FALSE(ConstantTimeEquals("secret", "secreT"));

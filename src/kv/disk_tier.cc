@@ -1,0 +1,357 @@
+#include "kv/disk_tier.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "core/logging.h"
+#include "kv/disk_block_file.h"
+
+namespace kvfork {
+namespace {
+
+constexpr char kSuffix[] = ".kvb";
+constexpr char kTempMark[] = ".tmp.";
+
+std::string Hex16(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// "<16 hex>.kvb" -> hash; anything else -> nullopt.
+std::optional<uint64_t> ParseBlockName(const char* name) {
+  if (std::strlen(name) != 16 + sizeof(kSuffix) - 1 || std::strcmp(name + 16, kSuffix) != 0)
+    return std::nullopt;
+  uint64_t v = 0;
+  for (int i = 0; i < 16; ++i) {
+    char c = name[i];
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return std::nullopt;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  return v;
+}
+
+Status MakeDir(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) {
+    struct stat st;
+    if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return OkStatus();
+    return FailedPreconditionError("--kv-disk-dir: " + dir + " exists and is not a directory");
+  }
+  return FailedPreconditionError("--kv-disk-dir: cannot create " + dir + ": " +
+                                 std::strerror(errno));
+}
+
+bool WriteAll(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool ReadAll(int fd, uint8_t* p, size_t n) {
+  while (n > 0) {
+    ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options) {
+  if (options.dir.empty()) return InvalidArgumentError("--kv-disk-dir is empty");
+  if (options.capacity_bytes <= 0)
+    return InvalidArgumentError("--kv-disk-gib must be > 0 with --kv-disk-dir");
+  if (options.fingerprint == 0) return InvalidArgumentError("KV disk tier: fingerprint 0");
+  if (options.queue_blocks < 1) return InvalidArgumentError("KV disk tier: queue_blocks < 1");
+  KVFORK_RETURN_IF_ERROR(MakeDir(options.dir));
+  std::string block_dir = options.dir + "/" + Hex16(options.fingerprint);
+  KVFORK_RETURN_IF_ERROR(MakeDir(block_dir));
+  std::unique_ptr<DiskTier> tier(new DiskTier(options, std::move(block_dir)));
+  KVFORK_RETURN_IF_ERROR(tier->Scan());
+  tier->writer_ = std::thread([t = tier.get()] { t->WriterLoop(); });
+  return tier;
+}
+
+DiskTier::DiskTier(const DiskTierOptions& options, std::string block_dir)
+    : options_(options), block_dir_(std::move(block_dir)) {}
+
+DiskTier::~DiskTier() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+std::string DiskTier::PathOf(uint64_t hash) const { return block_dir_ + "/" + Hex16(hash) + kSuffix; }
+
+Status DiskTier::Scan() {
+  DIR* d = ::opendir(block_dir_.c_str());
+  if (d == nullptr)
+    return FailedPreconditionError("--kv-disk-dir: cannot list " + block_dir_ + ": " +
+                                   std::strerror(errno));
+  struct Found {
+    int64_t mtime_ns;
+    uint64_t hash;
+    int64_t bytes;
+  };
+  std::vector<Found> found;
+  const int dfd = ::dirfd(d);
+  while (struct dirent* e = ::readdir(d)) {
+    const char* name = e->d_name;
+    if (name[0] == '.') continue;
+    if (const char* t = std::strstr(name, kTempMark)) {
+      // "<hash>.kvb.tmp.<pid>.<n>": a write that never finished. Remove it
+      // unless its process still runs (a sharing process mid-write).
+      long pid = std::strtol(t + sizeof(kTempMark) - 1, nullptr, 10);
+      if (pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) continue;
+      ::unlinkat(dfd, name, 0);
+      continue;
+    }
+    std::optional<uint64_t> hash = ParseBlockName(name);
+    if (!hash) continue;
+    struct stat st;
+    if (::fstatat(dfd, name, &st, 0) != 0 || !S_ISREG(st.st_mode)) continue;
+    found.push_back({static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+                     *hash, static_cast<int64_t>(st.st_size)});
+  }
+  ::closedir(d);
+  // Oldest first, so ticks follow modification order (the LRU of last run).
+  std::sort(found.begin(), found.end(),
+            [](const Found& a, const Found& b) { return a.mtime_ns < b.mtime_ns; });
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Found& f : found) AddLocked(f.hash, f.bytes, ++clock_);
+  stats_.scanned_files = static_cast<int64_t>(found.size());
+  EvictOverCapacityLocked();
+  return OkStatus();
+}
+
+bool DiskTier::Contains(uint64_t hash) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return index_.count(hash) != 0;
+}
+
+bool DiskTier::Enqueue(uint64_t hash, const std::function<DiskBlockWrite()>& make) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (index_.count(hash) != 0 || queued_.count(hash) != 0) return false;
+    if (static_cast<int64_t>(queue_.size()) + reserved_ >= options_.queue_blocks) {
+      ++stats_.writes_dropped;
+      return false;
+    }
+    queued_.insert(hash);
+    ++reserved_;
+  }
+  DiskBlockWrite block = make();  // outside the lock: copies a whole block
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --reserved_;
+    queue_.push_back(std::move(block));
+  }
+  cv_.notify_one();
+  return true;
+}
+
+bool DiskTier::Enqueue(DiskBlockWrite block) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (index_.count(block.hash) != 0 || queued_.count(block.hash) != 0) return false;
+    if (static_cast<int64_t>(queue_.size()) >= options_.queue_blocks) {
+      ++stats_.writes_dropped;
+      return false;
+    }
+    queued_.insert(block.hash);
+    queue_.push_back(std::move(block));
+  }
+  cv_.notify_one();
+  return true;
+}
+
+void DiskTier::WriterLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) break;  // stop_ and nothing left: queued writes finish first
+    DiskBlockWrite block = std::move(queue_.front());
+    queue_.pop_front();
+    writing_ = true;
+    lock.unlock();
+    Status s = WriteFile(block, options_.fsync);
+    if (!s.ok()) {
+      KVFORK_LOG(kWarn) << "KV disk tier: " << s.message();
+    }
+    lock.lock();
+    queued_.erase(block.hash);
+    writing_ = false;
+    if (queue_.empty()) idle_cv_.notify_all();
+  }
+  idle_cv_.notify_all();
+}
+
+void DiskTier::Drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [&] { return queue_.empty() && !writing_; });
+}
+
+Status DiskTier::WriteNow(const DiskBlockWrite& block) {
+  if (Contains(block.hash)) return OkStatus();
+  Status s = WriteFile(block, /*fsync=*/false);
+  if (!s.ok()) {
+    KVFORK_LOG(kWarn) << "KV disk tier: " << s.message();
+  }
+  return s;
+}
+
+void DiskTier::Sync() {
+  int fd = ::open(block_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::syncfs(fd);
+  ::close(fd);
+}
+
+Status DiskTier::WriteFile(const DiskBlockWrite& block, bool fsync) {
+  DiskBlockHeader h;
+  h.fingerprint = options_.fingerprint;
+  h.block_hash = block.hash;
+  h.parent_hash = block.parent_hash;
+  h.tokens = block.tokens;
+  std::vector<uint8_t> bytes = EncodeDiskBlock(h, block.payload);
+  const std::string path = PathOf(block.hash);
+  uint64_t n;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = ++temp_counter_;
+  }
+  const std::string temp = path + kTempMark + std::to_string(::getpid()) + "." + std::to_string(n);
+  auto fail = [&](const char* what) {
+    std::string msg = std::string(what) + " " + temp + ": " + std::strerror(errno);
+    ::unlink(temp.c_str());
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.write_errors;
+    return UnavailableError("writing block " + Hex16(block.hash) + " failed (" + msg + ")");
+  };
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail("open");
+  if (!WriteAll(fd, bytes.data(), bytes.size()) || (fsync && ::fsync(fd) != 0)) {
+    ::close(fd);
+    return fail("write");
+  }
+  if (::close(fd) != 0) return fail("close");
+  if (::rename(temp.c_str(), path.c_str()) != 0) return fail("rename");
+  std::lock_guard<std::mutex> lock(mu_);
+  AddLocked(block.hash, static_cast<int64_t>(bytes.size()), ++clock_);
+  stats_.bytes_written += static_cast<int64_t>(bytes.size());
+  ++stats_.blocks_written;
+  EvictOverCapacityLocked();
+  return OkStatus();
+}
+
+void DiskTier::AddLocked(uint64_t hash, int64_t bytes, uint64_t tick) {
+  RemoveLocked(hash);
+  index_[hash] = {bytes, tick};
+  lru_.emplace(tick, hash);
+  bytes_ += bytes;
+}
+
+void DiskTier::RemoveLocked(uint64_t hash) {
+  auto it = index_.find(hash);
+  if (it == index_.end()) return;
+  lru_.erase({it->second.tick, hash});
+  bytes_ -= it->second.bytes;
+  index_.erase(it);
+}
+
+void DiskTier::EvictOverCapacityLocked() {
+  while (bytes_ > options_.capacity_bytes && !lru_.empty()) {
+    uint64_t hash = lru_.begin()->second;
+    RemoveLocked(hash);
+    ::unlink(PathOf(hash).c_str());
+    ++stats_.evicted_blocks;
+  }
+}
+
+void DiskTier::DropCorrupt(uint64_t hash, const Status& why) {
+  KVFORK_LOG(kWarn) << "KV disk tier: block " << PathOf(hash) << " is unusable, deleted ("
+                    << why.message() << "); it will be recomputed";
+  std::lock_guard<std::mutex> lock(mu_);
+  RemoveLocked(hash);
+  ::unlink(PathOf(hash).c_str());
+  ++stats_.corrupt_blocks;
+}
+
+Status DiskTier::Read(uint64_t hash, std::optional<uint64_t> parent_hash,
+                      std::span<const int32_t> tokens, uint8_t* dst, size_t payload_bytes) {
+  const std::string path = PathOf(hash);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    // Gone (another process evicted it): a miss, not corruption.
+    std::lock_guard<std::mutex> lock(mu_);
+    RemoveLocked(hash);
+    ++stats_.misses_blocks;
+    return NotFoundError("KV disk block " + path + " is gone");
+  }
+  struct stat st;
+  Status s = OkStatus();
+  std::vector<uint8_t> head(DiskBlockHeaderBytes(tokens.size()));
+  StatusOr<DiskBlockHeader> h = DataLossError("KV disk block: unreadable");
+  if (::fstat(fd, &st) != 0) {
+    s = DataLossError("KV disk block: fstat failed");
+  } else {
+    size_t got = std::min<size_t>(head.size(), static_cast<size_t>(st.st_size));
+    if (!ReadAll(fd, head.data(), got)) {
+      s = DataLossError("KV disk block: short read of the header");
+    } else {
+      h = DecodeDiskBlockHeader(std::span<const uint8_t>(head.data(), got),
+                                static_cast<uint64_t>(st.st_size));
+      if (!h.ok()) s = h.status();
+    }
+  }
+  if (s.ok()) {
+    s = CheckDiskBlockIdentity(*h, options_.fingerprint, hash, parent_hash, tokens, payload_bytes);
+    if (s.ok() && !ReadAll(fd, dst, payload_bytes)) s = DataLossError("KV disk block: short payload");
+    if (s.ok()) s = VerifyDiskPayload(*h, std::span<const uint8_t>(dst, payload_bytes));
+  }
+  ::close(fd);
+  if (!s.ok()) {
+    DropCorrupt(hash, s);
+    return NotFoundError(s.message());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(hash);
+  if (it != index_.end()) {
+    int64_t bytes = it->second.bytes;
+    AddLocked(hash, bytes, ++clock_);  // touch: most recently used
+  }
+  ++stats_.hits_blocks;
+  stats_.bytes_read += static_cast<int64_t>(st.st_size);
+  return OkStatus();
+}
+
+DiskTierStats DiskTier::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  DiskTierStats s = stats_;
+  s.blocks = static_cast<int64_t>(index_.size());
+  s.bytes = bytes_;
+  return s;
+}
+
+}  // namespace kvfork

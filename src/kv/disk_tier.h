@@ -1,0 +1,150 @@
+// The disk tier of the prefix cache (issue 25): full KV blocks evicted from
+// the pool, and every cached block at a clean shutdown, kept as one file per
+// block (disk_block_file.h) under DIR/<fingerprint as 16 hex>/<hash>.kvb, so
+// a later request (or the next process on the same DIR) reads them back
+// instead of recomputing them.
+//
+// Writes: Enqueue copies the block into a bounded queue (never blocks; a full
+// queue drops the write and counts it) and a writer thread writes
+// temp file + fsync + rename, so a reader or a later process sees either
+// the whole file or none: kill -9 loses at most the blocks being written.
+// WriteNow writes on the caller's thread (clean shutdown).
+// Reads: Read checks the header (magic, version, sizes, checksums) and the
+// identity the caller expects (fingerprint, hash, parent, tokens), then the
+// payload's checksum; a file that fails is counted, deleted and reported
+// as a miss, so the caller recomputes the block. Never served.
+// Bounded: LRU (by last write or read; at start by mtime) within
+// capacity_bytes; the writer deletes the oldest files when over.
+// Start: the index is rebuilt from the directory listing (one readdir and
+// one stat per file: O(files)); leftover temp files of dead processes go.
+// Sharing: the subdirectory is per fingerprint, so processes with other
+// models or KV formats never touch each other's files; two processes with
+// the same fingerprint may share it (renames are atomic, each keeps its own
+// index of what it has seen; a file another evicted reads as a miss).
+//
+// Thread safety: every public method may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+
+namespace kvfork {
+
+struct DiskTierOptions {
+  std::string dir;              // --kv-disk-dir (created if missing)
+  int64_t capacity_bytes = 0;   // --kv-disk-gib * 2^30; > 0
+  uint64_t fingerprint = 0;     // DiskFingerprint(...), never 0
+  int64_t queue_blocks = 64;    // writes waiting at most; more are dropped
+  bool fsync = true;            // fsync each file before its rename
+};
+
+// Counters, cumulative since Open unless "now".
+struct DiskTierStats {
+  int64_t blocks = 0;             // now: files in the index
+  int64_t bytes = 0;              // now: their sizes
+  int64_t hits_blocks = 0;        // reads that returned a valid block
+  int64_t misses_blocks = 0;      // reads of a file that was gone
+  int64_t bytes_read = 0;
+  int64_t bytes_written = 0;
+  int64_t blocks_written = 0;
+  int64_t writes_dropped = 0;     // queue full
+  int64_t write_errors = 0;       // a write failed (disk full, read-only dir)
+  int64_t corrupt_blocks = 0;     // failed a check on read; deleted
+  int64_t evicted_blocks = 0;     // deleted to stay within capacity
+  int64_t scanned_files = 0;      // at Open
+};
+
+// One block to write: its identity and a copy of its pool bytes.
+struct DiskBlockWrite {
+  uint64_t hash = 0;
+  std::optional<uint64_t> parent_hash;
+  std::vector<int32_t> tokens;
+  std::vector<uint8_t> payload;
+};
+
+class DiskTier {
+ public:
+  // Creates DIR/<fingerprint>/ if needed, indexes its files, starts the
+  // writer. InvalidArgument/FailedPrecondition naming the directory when it
+  // cannot be created or listed.
+  static StatusOr<std::unique_ptr<DiskTier>> Open(const DiskTierOptions& options);
+  // Finishes the queued writes, then stops the writer.
+  ~DiskTier();
+  DiskTier(const DiskTier&) = delete;
+  DiskTier& operator=(const DiskTier&) = delete;
+
+  const std::string& block_dir() const { return block_dir_; }
+  // True when a file for hash is indexed (it may still fail its checks).
+  bool Contains(uint64_t hash) const;
+  // Queues a write unless the queue is full (then counts a drop and returns
+  // false) or the block is already on disk or queued. Never blocks on I/O.
+  bool Enqueue(DiskBlockWrite block);
+  // The same, but the copy is made (by make) only when the write will be
+  // queued: a full queue costs the caller no copy of the block's bytes.
+  bool Enqueue(uint64_t hash, const std::function<DiskBlockWrite()>& make);
+  // Writes on this thread without an fsync per file (clean shutdown: call
+  // Sync once after the last); Status of the write.
+  Status WriteNow(const DiskBlockWrite& block);
+  // Flushes the block directory's file system (syncfs): what WriteNow wrote
+  // is durable after it returns.
+  void Sync();
+  // Reads the block into dst (payload_bytes bytes) after checking it is the
+  // block (hash, parent, tokens) of this fingerprint. NotFound when there is
+  // no valid file (gone, or corrupt: then it was counted and deleted); dst
+  // holds garbage then.
+  Status Read(uint64_t hash, std::optional<uint64_t> parent_hash, std::span<const int32_t> tokens,
+              uint8_t* dst, size_t payload_bytes);
+  // Waits until the queue is empty and the writer idle (tests).
+  void Drain();
+  DiskTierStats Stats() const;
+  // The file of a block (tests corrupt it).
+  std::string PathOf(uint64_t hash) const;
+
+ private:
+  struct Entry {
+    int64_t bytes = 0;
+    uint64_t tick = 0;
+  };
+  explicit DiskTier(const DiskTierOptions& options, std::string block_dir);
+  Status Scan();
+  void WriterLoop();
+  Status WriteFile(const DiskBlockWrite& block, bool fsync);
+  // Under mu_: index a file written or found, evict over capacity.
+  void AddLocked(uint64_t hash, int64_t bytes, uint64_t tick);
+  void RemoveLocked(uint64_t hash);
+  void EvictOverCapacityLocked();
+  void DropCorrupt(uint64_t hash, const Status& why);
+
+  DiskTierOptions options_;
+  std::string block_dir_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;       // queue non-empty, or stopping
+  std::condition_variable idle_cv_;  // queue empty and writer idle
+  std::deque<DiskBlockWrite> queue_;
+  std::set<uint64_t> queued_;        // hashes in queue_, being copied or being written
+  int64_t reserved_ = 0;             // queue slots taken by copies being made
+  bool writing_ = false;
+  bool stop_ = false;
+  std::unordered_map<uint64_t, Entry> index_;
+  std::set<std::pair<uint64_t, uint64_t>> lru_;  // (tick, hash)
+  uint64_t clock_ = 0;
+  int64_t bytes_ = 0;
+  DiskTierStats stats_;
+  uint64_t temp_counter_ = 0;
+  std::thread writer_;  // last: starts after every member above exists
+};
+
+}  // namespace kvfork

@@ -1,0 +1,501 @@
+// The disk tier of the prefix cache (issue 25): the block file format
+// (round trip; every truncation, flipped byte and foreign fingerprint is
+// refused), the tier (write, read, restart, corrupt files counted and
+// deleted, LRU within capacity, dropped writes, leftover temp files, a
+// 100k-file directory indexed by one scan) and the paged cache on top of it
+// (evicted blocks come back from disk; a restart on the same directory
+// reuses the whole prefix; a corrupt block is recomputed, never served).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kv/block_hash.h"
+#include "kv/disk_block_file.h"
+#include "kv/disk_tier.h"
+#include "kv/kv_test_util.h"
+#include "kv/model_files_fingerprint.h"
+#include "kv/paged_kv_cache.h"
+
+namespace kvfork {
+namespace {
+
+using testing::Concat;
+using testing::HoldsPattern;
+using testing::Prefill;
+using testing::Range;
+using testing::TinyLayout;
+
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = "/tmp/kvfork-disk-test-XXXXXX";
+    KVFORK_CHECK(mkdtemp(tmpl.data()) != nullptr);
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::vector<uint8_t> Bytes(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 31);
+  return v;
+}
+
+DiskBlockHeader SampleHeader() {
+  DiskBlockHeader h;
+  h.fingerprint = 0x1234;
+  h.block_hash = 0xabcdef;
+  h.parent_hash = 0x777;
+  h.tokens = {5, 6, 7, 8};
+  return h;
+}
+
+// Decodes a whole file as the tier does; OK only if every check passes.
+Status DecodeWhole(const std::vector<uint8_t>& file, const DiskBlockHeader& want, size_t payload) {
+  KVFORK_ASSIGN_OR_RETURN(DiskBlockHeader h, DecodeDiskBlockHeader(file, file.size()));
+  KVFORK_RETURN_IF_ERROR(CheckDiskBlockIdentity(h, want.fingerprint, want.block_hash,
+                                                want.parent_hash, want.tokens, payload));
+  size_t hb = DiskBlockHeaderBytes(h.tokens.size());
+  return VerifyDiskPayload(h, std::span<const uint8_t>(file.data() + hb, file.size() - hb));
+}
+
+TEST(DiskBlockFile, RoundTrips) {
+  DiskBlockHeader h = SampleHeader();
+  std::vector<uint8_t> payload = Bytes(256, 3);
+  std::vector<uint8_t> file = EncodeDiskBlock(h, payload);
+  ASSERT_EQ(file.size(), DiskBlockHeaderBytes(4) + 256);
+  EXPECT_TRUE(DecodeWhole(file, h, 256).ok());
+  auto d = DecodeDiskBlockHeader(file, file.size());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->tokens, h.tokens);
+  EXPECT_EQ(d->parent_hash, h.parent_hash);
+  // A first block has no parent, and says so.
+  h.parent_hash.reset();
+  file = EncodeDiskBlock(h, payload);
+  d = DecodeDiskBlockHeader(file, file.size());
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->parent_hash.has_value());
+}
+
+TEST(DiskBlockFile, EveryTruncationIsRefused) {
+  DiskBlockHeader h = SampleHeader();
+  std::vector<uint8_t> file = EncodeDiskBlock(h, Bytes(128, 9));
+  for (size_t n = 0; n < file.size(); ++n) {
+    std::vector<uint8_t> cut(file.begin(), file.begin() + n);
+    EXPECT_FALSE(DecodeWhole(cut, h, 128).ok()) << "truncated to " << n << " bytes";
+  }
+}
+
+TEST(DiskBlockFile, EveryFlippedByteIsRefused) {
+  DiskBlockHeader h = SampleHeader();
+  std::vector<uint8_t> file = EncodeDiskBlock(h, Bytes(128, 1));
+  for (size_t i = 0; i < file.size(); ++i) {
+    std::vector<uint8_t> bad = file;
+    bad[i] ^= 0x40;
+    EXPECT_FALSE(DecodeWhole(bad, h, 128).ok()) << "byte " << i << " flipped";
+  }
+}
+
+TEST(DiskBlockFile, AnotherFingerprintOrIdentityIsRefused) {
+  DiskBlockHeader h = SampleHeader();
+  std::vector<uint8_t> file = EncodeDiskBlock(h, Bytes(64, 2));
+  DiskBlockHeader other = h;
+  other.fingerprint = 0x9999;
+  EXPECT_FALSE(DecodeWhole(file, other, 64).ok());
+  other = h;
+  other.parent_hash = 1;
+  EXPECT_FALSE(DecodeWhole(file, other, 64).ok());
+  other = h;
+  other.tokens[3] = 9;
+  EXPECT_FALSE(DecodeWhole(file, other, 64).ok());
+  EXPECT_FALSE(DecodeWhole(file, h, 128).ok());  // the pool's blocks are another size
+}
+
+TEST(DiskBlockFile, FingerprintCoversLayoutModelAndIsa) {
+  KvLayout l = TinyLayout();
+  uint64_t base = DiskFingerprint(1, l, "avx2");
+  EXPECT_NE(base, DiskFingerprint(2, l, "avx2"));
+  EXPECT_NE(base, DiskFingerprint(1, l, "avx512"));
+  for (int field = 0; field < 5; ++field) {
+    KvLayout m = l;
+    if (field == 0) m.dtype = KvDType::kBf16;
+    if (field == 1) m.block_size = 8;
+    if (field == 2) m.num_layers = 3;
+    if (field == 3) m.num_kv_heads = 1;
+    if (field == 4) m.head_dim = 8;
+    EXPECT_NE(base, DiskFingerprint(1, m, "avx2")) << "layout field " << field;
+  }
+  EXPECT_EQ(base, DiskFingerprint(1, l, "avx2"));
+}
+
+void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Two checkpoints of one shape (same headers and sizes, other weights) must
+// not share a fingerprint; a byte-identical copy must.
+TEST(ModelFilesFingerprint, TellsCheckpointsOfOneShapeApart) {
+  ScratchDir dir;
+  const std::string a = dir.path() + "/a", b = dir.path() + "/b", c = dir.path() + "/c";
+  for (const std::string& d : {a, b, c}) std::filesystem::create_directory(d);
+  std::vector<uint8_t> weights = Bytes(3 << 20, 1);  // header MiB + 2 MiB of "weights"
+  std::vector<uint8_t> other = weights;
+  for (size_t i = 1 << 20; i < other.size(); ++i) other[i] ^= 0x11;  // other weights, same header
+  for (const std::string& d : {a, b, c}) WriteFile(d + "/config.json", {'{', '}'});
+  WriteFile(a + "/model.safetensors", weights);
+  WriteFile(b + "/model.safetensors", weights);
+  WriteFile(c + "/model.safetensors", other);
+  auto fa = ModelFilesFingerprint(a), fb = ModelFilesFingerprint(b), fc = ModelFilesFingerprint(c);
+  ASSERT_TRUE(fa.ok() && fb.ok() && fc.ok()) << fa.status().ToString();
+  EXPECT_EQ(*fa, *fb);
+  EXPECT_NE(*fa, *fc);
+  // A single .gguf file, and a split one: every part counts.
+  WriteFile(dir.path() + "/m.gguf", weights);
+  WriteFile(dir.path() + "/s-00001-of-00002.gguf", weights);
+  WriteFile(dir.path() + "/s-00002-of-00002.gguf", weights);
+  auto single = ModelFilesFingerprint(dir.path() + "/m.gguf");
+  auto split = ModelFilesFingerprint(dir.path() + "/s-00001-of-00002.gguf");
+  ASSERT_TRUE(single.ok() && split.ok());
+  WriteFile(dir.path() + "/s-00002-of-00002.gguf", other);
+  auto split2 = ModelFilesFingerprint(dir.path() + "/s-00001-of-00002.gguf");
+  ASSERT_TRUE(split2.ok());
+  EXPECT_NE(*split, *split2) << "the second part changed";
+  EXPECT_NE(*single, *split);
+  EXPECT_EQ(ModelFilesFingerprint(dir.path() + "/missing").status().code(), StatusCode::kNotFound);
+}
+
+DiskTierOptions TierOptions(const std::string& dir, int64_t capacity = int64_t{1} << 30) {
+  DiskTierOptions o;
+  o.dir = dir;
+  o.capacity_bytes = capacity;
+  o.fingerprint = 0x5eed;
+  o.fsync = false;  // tests: rename is what makes a file appear whole
+  return o;
+}
+
+DiskBlockWrite Block(uint64_t hash, size_t bytes, uint8_t seed) {
+  DiskBlockWrite w;
+  w.hash = hash;
+  w.parent_hash = hash - 1;
+  w.tokens = {static_cast<int32_t>(hash), 2, 3, 4};
+  w.payload = Bytes(bytes, seed);
+  return w;
+}
+
+std::unique_ptr<DiskTier> OpenTier(const DiskTierOptions& o) {
+  auto t = DiskTier::Open(o);
+  KVFORK_CHECK_MSG(t.ok(), t.status().ToString());
+  return std::move(t).value();
+}
+
+Status ReadBack(DiskTier& t, const DiskBlockWrite& w, std::vector<uint8_t>* out) {
+  out->assign(w.payload.size(), 0);
+  return t.Read(w.hash, w.parent_hash, w.tokens, out->data(), out->size());
+}
+
+TEST(DiskTier, WritesReadsAndSurvivesReopen) {
+  ScratchDir dir;
+  DiskBlockWrite a = Block(100, 512, 1);
+  {
+    auto t = OpenTier(TierOptions(dir.path()));
+    EXPECT_FALSE(t->Contains(100));
+    ASSERT_TRUE(t->Enqueue(a));
+    t->Drain();
+    EXPECT_TRUE(t->Contains(100));
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(ReadBack(*t, a, &got).ok());
+    EXPECT_EQ(got, a.payload);
+    EXPECT_EQ(t->Stats().hits_blocks, 1);
+    EXPECT_EQ(t->Stats().blocks_written, 1);
+  }
+  auto t = OpenTier(TierOptions(dir.path()));
+  EXPECT_EQ(t->Stats().scanned_files, 1);
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(ReadBack(*t, a, &got).ok());
+  EXPECT_EQ(got, a.payload);
+  // Another fingerprint lives in another subdirectory: it sees nothing.
+  DiskTierOptions other = TierOptions(dir.path());
+  other.fingerprint = 0x07e5;
+  EXPECT_FALSE(OpenTier(other)->Contains(100));
+}
+
+// A damaged file is counted, deleted and reported as a miss.
+void ExpectDropped(const std::string& dir, const DiskBlockWrite& w,
+                   const std::function<void(const std::string& path)>& damage) {
+  auto t = OpenTier(TierOptions(dir));
+  ASSERT_TRUE(t->WriteNow(w).ok());
+  std::string path = t->PathOf(w.hash);
+  damage(path);
+  std::vector<uint8_t> got;
+  Status s = ReadBack(*t, w, &got);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_EQ(t->Stats().corrupt_blocks, 1);
+  EXPECT_FALSE(t->Contains(w.hash));
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(DiskTier, CorruptTruncatedAndForeignFilesAreDeletedNotServed) {
+  ScratchDir dir;
+  DiskBlockWrite w = Block(7, 300, 4);
+  ExpectDropped(dir.path(), w, [](const std::string& p) {  // a flipped payload byte
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-5, std::ios::end);
+    f.put('\x55');
+  });
+  ExpectDropped(dir.path(), w, [](const std::string& p) {  // torn: half the file
+    std::filesystem::resize_file(p, std::filesystem::file_size(p) / 2);
+  });
+  ExpectDropped(dir.path(), w, [](const std::string& p) {  // empty
+    std::filesystem::resize_file(p, 0);
+  });
+  ExpectDropped(dir.path(), w, [&](const std::string& p) {  // another fingerprint's file
+    DiskBlockHeader h;
+    h.fingerprint = 0xbad;
+    h.block_hash = w.hash;
+    h.parent_hash = w.parent_hash;
+    h.tokens = w.tokens;
+    std::vector<uint8_t> bytes = EncodeDiskBlock(h, w.payload);
+    std::ofstream(p, std::ios::binary | std::ios::trunc)
+        .write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  });
+}
+
+TEST(DiskTier, LruWithinCapacity) {
+  ScratchDir dir;
+  const size_t file_bytes = DiskBlockHeaderBytes(4) + 1000;
+  auto t = OpenTier(TierOptions(dir.path(), 3 * file_bytes));
+  for (uint64_t h = 1; h <= 3; ++h) ASSERT_TRUE(t->WriteNow(Block(h, 1000, 0)).ok());
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(ReadBack(*t, Block(1, 1000, 0), &got).ok());  // 1 is now the newest
+  ASSERT_TRUE(t->WriteNow(Block(4, 1000, 0)).ok());          // evicts 2, the oldest
+  EXPECT_TRUE(t->Contains(1));
+  EXPECT_FALSE(t->Contains(2));
+  EXPECT_FALSE(std::filesystem::exists(t->PathOf(2)));
+  EXPECT_TRUE(t->Contains(3));
+  EXPECT_TRUE(t->Contains(4));
+  EXPECT_EQ(t->Stats().evicted_blocks, 1);
+  EXPECT_EQ(t->Stats().bytes, static_cast<int64_t>(3 * file_bytes));
+}
+
+TEST(DiskTier, FullQueueDropsAndCountsNeverBlocks) {
+  ScratchDir dir;
+  DiskTierOptions o = TierOptions(dir.path());
+  o.queue_blocks = 1;
+  auto t = OpenTier(o);
+  int accepted = 0;
+  int accepted_lazy = 0;
+  int copies = 0;
+  for (uint64_t h = 1; h <= 200; ++h) {
+    if (h % 2 == 0) {
+      accepted += t->Enqueue(Block(h, 4096, 0)) ? 1 : 0;
+    } else {
+      bool ok = t->Enqueue(h, [&] { ++copies; return Block(h, 4096, 0); });
+      accepted += ok ? 1 : 0;
+      accepted_lazy += ok ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(copies, accepted_lazy) << "a dropped write never copies the block";
+  t->Drain();
+  DiskTierStats s = t->Stats();
+  EXPECT_EQ(accepted + s.writes_dropped, 200);
+  EXPECT_EQ(s.blocks_written, accepted);
+  EXPECT_EQ(s.blocks, accepted);
+}
+
+// A full disk (RLIMIT_FSIZE makes every write past 64 bytes fail with
+// EFBIG): the write is counted and logged, no file or temp file is left, and
+// the queued path does the same without blocking.
+TEST(DiskTier, FullDiskCountsWriteErrorsAndLeavesNoFiles) {
+  ScratchDir dir;
+  auto t = OpenTier(TierOptions(dir.path()));
+  struct sigaction ignore = {}, old = {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(sigaction(SIGXFSZ, &ignore, &old), 0);
+  struct rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  struct rlimit tiny = saved;
+  tiny.rlim_cur = 64;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &tiny), 0);
+  Status s = t->WriteNow(Block(1, 4096, 0));
+  ASSERT_TRUE(t->Enqueue(Block(2, 4096, 0)));
+  t->Drain();
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &saved), 0);
+  ASSERT_EQ(sigaction(SIGXFSZ, &old, nullptr), 0);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("write"), std::string::npos) << s.message();
+  EXPECT_EQ(t->Stats().write_errors, 2);
+  EXPECT_EQ(t->Stats().blocks, 0);
+  EXPECT_TRUE(std::filesystem::is_empty(t->block_dir()));
+  // Room again: writes succeed.
+  EXPECT_TRUE(t->WriteNow(Block(3, 4096, 0)).ok());
+  EXPECT_TRUE(t->Contains(3));
+}
+
+TEST(DiskTier, StartRemovesTempFilesOfDeadWriters) {
+  ScratchDir dir;
+  std::string sub;
+  {
+    auto t = OpenTier(TierOptions(dir.path()));
+    sub = t->block_dir();
+  }
+  // pid 2^22 + 1 is above Linux's pid_max: no such process.
+  std::string stale = sub + "/0000000000000001.kvb.tmp.4194305.1";
+  std::ofstream(stale) << "half a block";
+  std::string live = sub + "/0000000000000002.kvb.tmp." + std::to_string(getpid()) + ".1";
+  std::ofstream(live) << "being written";
+  auto t = OpenTier(TierOptions(dir.path()));
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  EXPECT_EQ(t->Stats().scanned_files, 0);
+}
+
+// Issue 25: 100k blocks must index in seconds. The scan is one readdir and
+// one stat per file (no file is opened), so a generous bound catches an
+// accidental per-file read or a quadratic index.
+TEST(DiskTier, HundredThousandFilesIndexInSeconds) {
+  ScratchDir dir;
+  std::string sub;
+  {
+    auto t = OpenTier(TierOptions(dir.path()));
+    sub = t->block_dir();
+  }
+  const int n = 100000;
+  for (int i = 0; i < n; ++i) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "/%016llx.kvb", static_cast<unsigned long long>(i + 1));
+    int fd = ::open((sub + name).c_str(), O_WRONLY | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+  }
+  auto start = std::chrono::steady_clock::now();
+  auto t = OpenTier(TierOptions(dir.path()));
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(t->Stats().scanned_files, n);
+  EXPECT_TRUE(t->Contains(n));
+  EXPECT_LT(s, 20.0) << "indexing " << n << " files took " << s << " s";
+  std::printf("indexed %d block files in %.3f s\n", n, s);
+}
+
+std::unique_ptr<PagedKvCache> MakeDiskPaged(const std::string& dir, int64_t blocks,
+                                            uint64_t model = 42) {
+  KvCacheOptions o;
+  o.layout = TinyLayout();
+  o.num_blocks = blocks;
+  o.disk_dir = dir;
+  o.disk_capacity_bytes = int64_t{1} << 30;
+  o.disk_queue_blocks = 1024;
+  o.model_fingerprint = model;
+  auto c = PagedKvCache::Create(o);
+  KVFORK_CHECK_MSG(c.ok(), c.status().ToString());
+  return std::move(c).value();
+}
+
+#define EXPECT_CHECK_OK(cache)           \
+  do {                                   \
+    Status s = (cache).Check();          \
+    EXPECT_TRUE(s.ok()) << s.ToString(); \
+  } while (0)
+
+TEST(PagedKvCacheDisk, EvictedBlocksComeBackFromDisk) {
+  ScratchDir dir;
+  auto c = MakeDiskPaged(dir.path(), 8);
+  std::vector<int32_t> prompt = Range(100, 4 * 3 + 1);  // 3 full blocks + 1
+  c->Release(Prefill(*c, prompt));
+  // Push every cached block out of the pool with unrelated prompts.
+  for (int i = 0; i < 3; ++i) c->Release(Prefill(*c, Range(1000 * (i + 2), 4 * 7)));
+  c->disk()->Drain();
+  ASSERT_EQ(c->Match(prompt, "").num_reused_tokens, 12) << "the chain continues on disk";
+  PrefixMatch m;
+  SeqId s = Prefill(*c, prompt, "", &m);
+  EXPECT_EQ(m.num_reused_tokens, 12);
+  EXPECT_TRUE(HoldsPattern(*c, s));
+  EXPECT_EQ(c->Stats().disk_hit_blocks, 3);
+  EXPECT_CHECK_OK(*c);
+  // Another salt never reads them.
+  PrefixMatch other;
+  c->Release(Prefill(*c, prompt, "tenant", &other));
+  EXPECT_EQ(other.num_reused_tokens, 0);
+  c->Release(s);
+  EXPECT_CHECK_OK(*c);
+}
+
+TEST(PagedKvCacheDisk, RestartReusesThePrefixAndCorruptBlocksAreRecomputed) {
+  ScratchDir dir;
+  std::vector<int32_t> prompt = Range(7, 4 * 4 + 2);  // 4 full blocks + 2
+  {
+    auto c = MakeDiskPaged(dir.path(), 16);
+    c->Release(Prefill(*c, prompt));
+  }  // clean shutdown writes every cached full block
+  {
+    auto c = MakeDiskPaged(dir.path(), 16);
+    EXPECT_EQ(c->disk()->Stats().scanned_files, 4);
+    PrefixMatch m;
+    SeqId s = Prefill(*c, prompt, "", &m);
+    EXPECT_EQ(m.num_reused_tokens, 16);
+    EXPECT_TRUE(HoldsPattern(*c, s));
+    EXPECT_CHECK_OK(*c);
+    c->Release(s);
+  }
+  // Damage the third block's file: blocks 0-1 still come from disk, the rest
+  // are recomputed, and the bad file is gone.
+  {
+    auto c = MakeDiskPaged(dir.path(), 16);
+    uint64_t h = RootBlockHashSeed(0);
+    for (int b = 0; b < 3; ++b)
+      h = ChainBlockHash(h, std::span<const int32_t>(prompt.data() + 4 * b, 4));
+    std::string path = c->disk()->PathOf(h);
+    ASSERT_TRUE(std::filesystem::exists(path));
+    std::filesystem::resize_file(path, std::filesystem::file_size(path) - 1);
+    PrefixMatch m;
+    SeqId s = Prefill(*c, prompt, "", &m);
+    EXPECT_EQ(m.num_reused_tokens, 8);
+    EXPECT_TRUE(HoldsPattern(*c, s));
+    EXPECT_EQ(c->Stats().disk.corrupt_blocks, 1);
+    EXPECT_FALSE(std::filesystem::exists(path));
+    EXPECT_CHECK_OK(*c);
+    c->Release(s);
+  }
+  // Another model's fingerprint finds nothing.
+  auto c = MakeDiskPaged(dir.path(), 16, /*model=*/43);
+  EXPECT_EQ(c->Match(prompt, "").num_reused_tokens, 0);
+}
+
+TEST(PagedKvCacheDisk, ResetDoesNotSpillAndDenseRefusesTheDisk) {
+  ScratchDir dir;
+  auto c = MakeDiskPaged(dir.path(), 8);
+  c->Release(Prefill(*c, Range(1, 9)));
+  c->ResetPrefixCache();
+  c->disk()->Drain();
+  EXPECT_EQ(c->disk()->Stats().blocks_written, 0);
+  KvCacheOptions o;
+  o.layout = TinyLayout();
+  o.num_blocks = 8;
+  o.max_context = 16;
+  o.disk_dir = dir.path();
+  o.disk_capacity_bytes = 1 << 20;
+  o.model_fingerprint = 1;
+  auto dense = KvCache::Create(KvBackend::kDense, o);
+  EXPECT_EQ(dense.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kvfork
