@@ -63,17 +63,31 @@ def main():
         files.append((t.upper(), path))
 
     common = ["--ctx", str(args.ctx), "--chunks", str(args.chunks), "--threads", str(args.threads)]
+    # Numbers already measured with the same ctx/chunks are reused (a later run with
+    # --llama-bin only adds llama.cpp's columns).
+    cache_path = os.path.join(args.work, "perplexity.json")
+    done = {}
+    if os.path.exists(cache_path):
+        with open(cache_path) as f:
+            old = json.load(f)
+        if (old["ctx"], old["chunks"], old["text"]) == (args.ctx, args.chunks, args.text):
+            done = {r["weights"]: r for r in old["rows"]}
     rows = []
     for label, path in files:
         row = {"weights": label, "file": path,
                "bytes": (os.path.getsize(path) if path.endswith(".gguf") else
                          os.path.getsize(os.path.join(path, "model.safetensors")))}
+        row.update({k: v for k, v in done.get(label, {}).items() if k.startswith(("kvfork_", "llama_"))})
         for kv in KVFORK_KV:
+            if f"kvfork_{kv}" in row:
+                continue
             out, sec = run([args.kvfork, "perplexity", "--model", path, "--file", args.text,
                             "--kv-dtype", kv] + common)
             row[f"kvfork_{kv}"] = final_ppl(out)
         if args.llama_bin and path.endswith(".gguf"):
             for kv, flags in LLAMA_KV:
+                if f"llama_{kv}" in row:
+                    continue
                 out, sec = run([os.path.join(args.llama_bin, "llama-perplexity"), "-m", path,
                                 "-f", args.text, "-c", str(args.ctx), "--chunks",
                                 str(args.chunks), "-t", str(args.threads)] + flags)
@@ -81,7 +95,7 @@ def main():
         rows.append(row)
         print(json.dumps(row), flush=True)
 
-    with open(os.path.join(args.work, "perplexity.json"), "w") as f:
+    with open(cache_path, "w") as f:
         json.dump({"model": args.model, "text": args.text, "ctx": args.ctx,
                    "chunks": args.chunks, "rows": rows}, f, indent=1)
 
