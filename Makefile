@@ -1,10 +1,14 @@
 # The two commands a new user runs (README.md):
-#   make run    install deps, build, make the default model, start kvfork on it
+#   make run    install deps, build, start kvfork on the trained model (RUN_MODEL)
 #   make test   install deps, build, run every test tier
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 KVFORK := $(BUILD_DIR)/src/cli/kvfork
 DEFAULT_MODEL := models/default
+# What `make run` serves: the small model trained here (tools/train/, committed), which
+# writes readable text. Tests and benchmarks keep the random DEFAULT_MODEL.
+# `make run RUN_MODEL=/path/to/model-dir-or.gguf` serves another model.
+RUN_MODEL ?= models/trained/bible-fortune-4m
 JOBS ?= $(shell nproc)
 
 .PHONY: all deps build run test test-unit test-release model bench-serve bench-gguf test-peer soak clean \
@@ -30,11 +34,11 @@ model: build $(DEFAULT_MODEL)/config.json
 
 PORT ?= 8080
 
-run: model
-	@echo "kvfork: serving $(DEFAULT_MODEL) on http://127.0.0.1:$(PORT) -- try:"
+run: build
+	@echo "kvfork: serving $(RUN_MODEL) on http://127.0.0.1:$(PORT) -- try:"
 	@echo "  curl -s http://127.0.0.1:$(PORT)/v1/chat/completions -H 'Content-Type: application/json' \\"
-	@echo "    -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":32}'"
-	$(KVFORK) serve --model $(DEFAULT_MODEL) --port $(PORT)
+	@echo "    -d '{\"messages\":[{\"role\":\"user\",\"content\":\"What does John 3:16 say?\"}],\"max_tokens\":64}'"
+	$(KVFORK) serve --model $(RUN_MODEL) --port $(PORT)
 
 # Every tier on the release build, then the sanitizer tiers and the fuzzers
 # (docs/testing.md). CI runs this from a clean clone; see there for its time.
