@@ -202,8 +202,8 @@ class EngineImpl final : public Engine {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] {
           return stopping_ || !submitted_.empty() || !cancels_.empty() || reset_cache_ ||
-                 !checks_.empty() || !hash_queries_.empty() || scheduler_->HasWork();
-                 !checks_.empty() || !snapshots_.empty() || scheduler_->HasWork();
+                 !checks_.empty() || !hash_queries_.empty() || !snapshots_.empty() ||
+                 scheduler_->HasWork();
         });
         submitted.swap(submitted_);
         cancels.swap(cancels_);
