@@ -16,7 +16,6 @@ runs here:
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,21 +25,8 @@ import urllib.request
 
 import yaml
 
-SRC = os.environ.get("KVFORK_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-BUILD = os.environ.get("KVFORK_BUILD_DIR", os.path.join(SRC, "build/release"))
-KVFORK = os.environ.get("KVFORK_BIN", os.path.join(BUILD, "src/cli/kvfork"))
-CACHE = os.environ.get("KVFORK_CACHE_DIR", os.path.join(SRC, ".cache"))
-
-
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    sys.exit(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from kvfork_test_env import KVFORK, QWEN_TOKENIZER, SRC, fail, free_port  # noqa: E402
 
 
 def get(port, path):
@@ -125,7 +111,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "tiny")
         p = subprocess.run([KVFORK, "make-model", "--arch", "qwen3", "--shape", "tiny", "--seed", "2",
-                            "--tokenizer", os.path.join(CACHE, "npm/tokenizer-qwen3/package/models"),
+                            "--tokenizer", QWEN_TOKENIZER,
                             "--out", model], capture_output=True, text=True)
         if p.returncode != 0:
             fail("make-model: " + p.stderr[-1000:])

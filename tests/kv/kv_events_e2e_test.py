@@ -13,7 +13,6 @@ Also: every block hash follows the chain docs/kv_cache.md documents, the
 topic is kv@<host>@<model>, /metrics has vllm:cache_config_info and no
 dropped events, and the flag errors name the flag."""
 
-import json
 import os
 import signal
 import socket
@@ -22,42 +21,16 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 
-SRC = os.environ.get("KVFORK_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-BUILD = os.environ.get("KVFORK_BUILD_DIR", os.path.join(SRC, "build/release"))
-KVFORK = os.environ.get("KVFORK_BIN", os.path.join(BUILD, "src/cli/kvfork"))
-CACHE = os.environ.get("KVFORK_CACHE_DIR", os.path.join(SRC, ".cache"))
-TOKENIZER = os.path.join(CACHE, "npm/tokenizer-qwen3/package/models")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from kvfork_test_env import KVFORK, QWEN_TOKENIZER, SRC, fail, free_port, http  # noqa: E402
+
 sys.path.insert(0, os.path.join(SRC, "tools/kv_events"))
-
 from kv_event_subscriber import Subscriber  # noqa: E402
 
+TOKENIZER = QWEN_TOKENIZER
+
 POOL_BLOCKS = 32
-
-
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    sys.exit(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http(port, method, path, body=None, timeout=60):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            raw = r.read().decode()
-            return r.status, (json.loads(raw) if raw.startswith(("{", "[")) else raw)
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def make_model(tmp):
