@@ -2,7 +2,8 @@
 // text, with the chunking and scoring of llama.cpp's `llama-perplexity`, so
 // the two engines can be compared on one file:
 //   - the whole text is tokenized once, with the special tokens the model's
-//     tokenizer adds (a BOS for Llama 3, nothing for Qwen3);
+//     tokenizer adds (a BOS for Llama 3, nothing for Qwen3); special-token
+//     strings inside the text are tokenized as text, as llama.cpp does;
 //   - it is cut into floor(tokens / ctx) chunks of ctx tokens, each run from
 //     an empty cache; when the tokenizer adds a BOS, a chunk's first token
 //     is replaced by it;
@@ -21,6 +22,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -88,7 +90,12 @@ Status Perplexity(int argc, char** argv) {
     return InvalidArgumentError("--ctx " + std::to_string(ctx) + " exceeds the model's " +
                                 std::to_string(c.max_position_embeddings) + " positions");
 
-  const std::vector<int32_t> tokens = tokenizer->Encode(text, /*add_special=*/true);
+  // A special token's string in the text is text, as llama-perplexity
+  // tokenizes (parse_special off): a corpus with "<|endoftext|>" between
+  // documents scores those bytes, on both sides alike.
+  const TextRange all_plain{0, text.size()};
+  const std::vector<int32_t> tokens =
+      tokenizer->Encode(text, /*add_special=*/true, std::span<const TextRange>(&all_plain, 1));
   // llama.cpp puts the BOS at every chunk's start when its vocab adds one;
   // ours adds one exactly when encoding with special tokens prepends it.
   const std::vector<int32_t> empty = tokenizer->Encode("", /*add_special=*/true);

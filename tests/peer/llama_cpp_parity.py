@@ -168,9 +168,13 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         text = os.path.join(tmp, "text.txt")
         with open(text, "w", encoding="utf-8") as out:
-            for name in sorted(os.listdir(os.path.join(SRC, "docs"))):
-                if name.endswith(".md"):
-                    out.write(open(os.path.join(SRC, "docs", name), encoding="utf-8").read())
+            # Documents joined by the end-of-text strings of both tokenizers,
+            # as training corpora are: llama-perplexity tokenizes them as
+            # text (no special-token parsing), and kvfork perplexity must too.
+            docs = [open(os.path.join(SRC, "docs", name), encoding="utf-8").read()
+                    for name in sorted(os.listdir(os.path.join(SRC, "docs")))
+                    if name.endswith(".md")]
+            out.write("\n<|endoftext|><|end_of_text|>\n".join(docs))
         items = a.archs.split(",")
         if a.real_shapes:
             items += [f"{k}:{v}" for k, v in REAL_SHAPES.items()]
