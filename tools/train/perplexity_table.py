@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import subprocess
+import tempfile
 import time
 
 WEIGHT_TYPES = ["q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0"]
@@ -31,11 +32,16 @@ def final_ppl(out):
 
 
 def run(cmd):
+    # Output to a file, not a pipe: llama.cpp logs from a worker thread, and
+    # through a pipe its last lines (the final estimate) were seen to be lost.
     t0 = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    with tempfile.TemporaryFile(mode="w+") as out:
+        r = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, text=True)
+        out.seek(0)
+        text = out.read()
     if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stderr[-2000:]}")
-    return r.stdout + r.stderr, time.time() - t0
+        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}:\n{text[-2000:]}")
+    return text, time.time() - t0
 
 
 def main():
@@ -90,7 +96,11 @@ def main():
                     continue
                 out, sec = run([os.path.join(args.llama_bin, "llama-perplexity"), "-m", path,
                                 "-f", args.text, "-c", str(args.ctx), "--chunks",
-                                str(args.chunks), "-t", str(args.threads)] + flags)
+                                str(args.chunks), "-t", str(args.threads),
+                                # No weight repacking: its AMX path dies with SIGILL on
+                                # the Sapphire Rapids VMs, and plain rows are the layout
+                                # kvfork reads.
+                                "-nr"] + flags)
                 row[f"llama_{kv}"] = final_ppl(out)
         rows.append(row)
         print(json.dumps(row), flush=True)
