@@ -9,8 +9,9 @@ namespace kvfork::testing {
 // True in the asan and tsan builds. The sanitizer tiers run each code path
 // once rather than once per weight format: the quantized kernels are checked
 // under ASan by kernels_quant_test, so the model-tier tests that repeat a whole
-// engine run per format (engine_test, llamacpp_parity_test) keep only their
-// float variants there, which holds `make test` under its time budget.
+// engine run per format or architecture (engine_test, llamacpp_parity_test)
+// keep only a few float cases there, which holds `make test` under its time
+// budget (docs/testing.md, "Sanitizers").
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define KVFORK_TEST_SANITIZED 1
