@@ -413,9 +413,12 @@ std::vector<float> ModelConfig::RopeLocalInvFreq() const {
   if (rope_local_theta <= 0) return RopeInvFreq();
   // transformers' Gemma3 local rotary embedding: the default rope at
   // rope_local_base_freq, evaluated in double and rounded once.
-  std::vector<float> out(head_dim / 2);
-  for (int64_t i = 0; i < head_dim / 2; ++i)
-    out[i] = static_cast<float>(1.0 / std::pow(rope_local_theta, static_cast<double>(2 * i) / head_dim));
+  // Over the rotary dims, as RopeInvFreq, so the decoder's tables agree
+  // (Gemma 3 rotates all of head_dim).
+  const int64_t dim = RotaryDim();
+  std::vector<float> out(dim / 2);
+  for (int64_t i = 0; i < dim / 2; ++i)
+    out[i] = static_cast<float>(1.0 / std::pow(rope_local_theta, static_cast<double>(2 * i) / dim));
   return out;
 }
 

@@ -18,8 +18,17 @@ void FuzzModelConfig(std::string_view input) {
   KVFORK_CHECK(c->num_layers > 0 && c->num_heads > 0 && c->num_kv_heads > 0 && c->head_dim > 0);
   KVFORK_CHECK(c->num_heads % c->num_kv_heads == 0);
   KVFORK_CHECK(c->max_position_embeddings > 0);
-  std::vector<float> inv_freq = c->RopeInvFreq();
-  KVFORK_CHECK(static_cast<int64_t>(inv_freq.size()) == c->head_dim / 2);
+  // RoPE rotates the first RotaryDim() dims of a head (all but Phi3's
+  // partial_rotary_factor): one frequency per pair, for both RoPE bases.
+  const int64_t rotary = c->RotaryDim();
+  KVFORK_CHECK(rotary >= 2 && rotary % 2 == 0 && rotary <= c->head_dim);
+  KVFORK_CHECK(static_cast<int64_t>(c->RopeInvFreq().size()) == rotary / 2);
+  KVFORK_CHECK(static_cast<int64_t>(c->RopeLocalInvFreq().size()) == rotary / 2);
+  KVFORK_CHECK(c->layer_uses_rope.empty() ||
+               static_cast<int64_t>(c->layer_uses_rope.size()) == c->num_layers);
+  KVFORK_CHECK(c->sliding_layers.empty() ||
+               static_cast<int64_t>(c->sliding_layers.size()) == c->num_layers);
+  for (int64_t l = 0; l < c->num_layers; ++l) KVFORK_CHECK(c->LayerWindow(l) >= 0);
 }
 
 }  // namespace kvfork::fuzz
