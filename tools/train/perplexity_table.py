@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import time
 
-WEIGHT_TYPES = ["q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0"]
+WEIGHT_TYPES = ["q8_0", "q6_k", "q5_k_m", "q5_k_s", "q5_1", "q5_0", "q4_k_m", "q4_k_s", "q4_1", "q4_0"]
 KVFORK_KV = ["f32", "bf16", "int8"]
 LLAMA_KV = [("f32", ["-ctk", "f32", "-ctv", "f32", "-fa", "off"]),
             ("f16", ["-ctk", "f16", "-ctv", "f16", "-fa", "off"]),
@@ -94,13 +94,20 @@ def main():
             for kv, flags in LLAMA_KV:
                 if f"llama_{kv}" in row:
                     continue
-                out, sec = run([os.path.join(args.llama_bin, "llama-perplexity"), "-m", path,
-                                "-f", args.text, "-c", str(args.ctx), "--chunks",
-                                str(args.chunks), "-t", str(args.threads),
-                                # No weight repacking: its AMX path dies with SIGILL on
-                                # the Sapphire Rapids VMs, and plain rows are the layout
-                                # kvfork reads.
-                                "-nr"] + flags)
+                cmd = [os.path.join(args.llama_bin, "llama-perplexity"), "-m", path,
+                       "-f", args.text, "-c", str(args.ctx), "--chunks",
+                       str(args.chunks), "-t", str(args.threads),
+                       # No weight repacking: its AMX path dies with SIGILL on
+                       # the Sapphire Rapids VMs, and plain rows are the layout
+                       # kvfork reads.
+                       "-nr"] + flags
+                out, sec = run(cmd)
+                # llama.cpp logs from a worker thread that exit can cut short
+                # (seen both through a pipe and to a file): run again, at most twice.
+                for _ in range(2):
+                    if "Final estimate: PPL = " in out:
+                        break
+                    out, sec = run(cmd)
                 row[f"llama_{kv}"] = final_ppl(out)
         rows.append(row)
         print(json.dumps(row), flush=True)
