@@ -124,6 +124,11 @@ std::vector<bool> SmolLM3GgufRopeLayers(int64_t num_layers);
 const ArchSpec& MistralArch();
 const ArchSpec& Gemma3Arch();
 
+// Qwen3's per-head RMSNorm of q and k (qwen3.cc), shared by Gemma 3: the two
+// [head_dim] tensors, and the norm as an ArchSpec::after_qkv.
+void AddQkNorm(const ModelConfig& c, int64_t layer, std::vector<ExpectedTensor>* out);
+void QkNorm(const ModelConfig& c, const LayerWeights& w, int64_t num_tokens, float* q, float* k);
+
 // Every supported architecture, in a stable order.
 const std::vector<const ArchSpec*>& Architectures();
 const ArchSpec& ArchFor(Architecture arch);

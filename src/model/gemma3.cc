@@ -20,7 +20,6 @@
 //     rope_theta;
 //   - optional final logit softcapping.
 // Parsed in model_config.cc (ParseGemma3), run by decoder.cc.
-#include "kernels/ops.h"
 #include "model/arch.h"
 #include "model/weights.h"
 
@@ -28,20 +27,11 @@ namespace kvfork {
 namespace {
 
 void AddGemma3Tensors(const ModelConfig& c, int64_t layer, std::vector<ExpectedTensor>* out) {
-  out->push_back(LayerTensor(layer, TensorRole::kQNorm, "self_attn.q_norm.weight",
-                             "attn_q_norm.weight", {c.head_dim}, true));
-  out->push_back(LayerTensor(layer, TensorRole::kKNorm, "self_attn.k_norm.weight",
-                             "attn_k_norm.weight", {c.head_dim}, true));
+  AddQkNorm(c, layer, out);  // Qwen3's per-head q/k norms
   out->push_back(LayerTensor(layer, TensorRole::kAttnOutNorm, "post_attention_layernorm.weight",
                              "post_attention_norm.weight", {c.hidden_size}, true));
   out->push_back(LayerTensor(layer, TensorRole::kFfnOutNorm, "post_feedforward_layernorm.weight",
                              "post_ffw_norm.weight", {c.hidden_size}, true));
-}
-
-void QkNorm(const ModelConfig& c, const LayerWeights& w, int64_t num_tokens, float* q, float* k) {
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  RmsNorm(q, w.q_norm, num_tokens * c.num_heads, c.head_dim, eps, q);
-  RmsNorm(k, w.k_norm, num_tokens * c.num_kv_heads, c.head_dim, eps, k);
 }
 
 }  // namespace

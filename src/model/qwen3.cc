@@ -6,7 +6,6 @@
 #include "model/weights.h"
 
 namespace kvfork {
-namespace {
 
 void AddQkNorm(const ModelConfig& c, int64_t layer, std::vector<ExpectedTensor>* out) {
   out->push_back(LayerTensor(layer, TensorRole::kQNorm, "self_attn.q_norm.weight",
@@ -21,8 +20,6 @@ void QkNorm(const ModelConfig& c, const LayerWeights& w, int64_t num_tokens, flo
   RmsNorm(q, w.q_norm, num_tokens * c.num_heads, c.head_dim, eps, q);
   RmsNorm(k, w.k_norm, num_tokens * c.num_kv_heads, c.head_dim, eps, k);
 }
-
-}  // namespace
 
 const ArchSpec& Qwen3Arch() {
   // transformers' Qwen3Config defaults head_dim to 128, not hidden/heads.
