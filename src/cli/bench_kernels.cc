@@ -9,7 +9,7 @@
 //   bf16 GEMM rates are fractions of the best of the three (bench_limits.h)
 //   GEMV (m=1)      bf16 / f32 weights, Qwen3-0.6B shapes, as a fraction of bandwidth
 //                   (weights rotate over copies larger than the L3 so they come from DRAM)
-//   GEMM (m=512)    the same shapes (lm head cut to 16384 rows) as a fraction of peak
+//   GEMM (m=512)    the same shapes (lm head cut to 16384 rows, 2048 with --quick) as a fraction of peak
 //   oneDNN          dnnl::matmul on the same shapes and dtypes; "x dnnl" = its time / ours
 //   quantized       every block format: GEMV (m=1) GB/s of the quantized weights
 //                   against the bandwidth, GEMM (m=512) in GOP/s (bench_quant.h)
@@ -126,6 +126,9 @@ int RunBenchKernels(int argc, char** argv) {
   const int threads = static_cast<int>(threads_flag);
 
   const double min_s = quick ? 0.05 : 0.3;
+  // GEMMs on the lm head are cut to this many rows to keep the run short; a
+  // --quick smoke run cuts deeper (its lm head GEMMs took most of a minute).
+  const int64_t gemm_row_cap = quick ? 2048 : 16384;
   ThreadPool pool(threads);
   const Isa isa = ActiveIsa();
 #if KVFORK_HAVE_DNNL
@@ -167,23 +170,23 @@ int RunBenchKernels(int argc, char** argv) {
     for (int gemm = 0; gemm < 2; ++gemm) {
       for (const Shape& sh : shapes) {
         const int64_t m = gemm ? 512 : 1;
-        // GEMM on the lm head is cut to 16384 rows to keep the run short.
-        const int64_t n = gemm && sh.n > 16384 ? 16384 : sh.n;
+        const int64_t n = gemm && sh.n > gemm_row_cap ? gemm_row_cap : sh.n;
         const int64_t k = sh.k;
         const size_t wbytes = static_cast<size_t>(n * k) * DTypeSize(dtype);
         // GEMV rotates over copies totalling > 256 MiB so weights come from DRAM.
         const int copies =
             gemm ? 1 : static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / wbytes + 1));
-        std::vector<std::vector<uint8_t>> ws(copies, std::vector<uint8_t>(wbytes));
-        for (auto& w : ws) {
-          if (dtype == DType::kBf16) {
-            auto* p = reinterpret_cast<bf16_t*>(w.data());
-            for (int64_t j = 0; j < n * k; ++j) p[j] = F32ToBf16(dist(rng) * 0.05f);
-          } else {
-            auto* p = reinterpret_cast<float*>(w.data());
-            for (int64_t j = 0; j < n * k; ++j) p[j] = dist(rng) * 0.05f;
-          }
+        // One random matrix, copied: the copies only need distinct memory, and
+        // drawing 256 MiB of random numbers per shape dominated the run.
+        std::vector<uint8_t> w0(wbytes);
+        if (dtype == DType::kBf16) {
+          auto* p = reinterpret_cast<bf16_t*>(w0.data());
+          for (int64_t j = 0; j < n * k; ++j) p[j] = F32ToBf16(dist(rng) * 0.05f);
+        } else {
+          auto* p = reinterpret_cast<float*>(w0.data());
+          for (int64_t j = 0; j < n * k; ++j) p[j] = dist(rng) * 0.05f;
         }
+        std::vector<std::vector<uint8_t>> ws(copies, w0);
         std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
         for (float& v : x) v = dist(rng);
         int next = 0;
@@ -211,7 +214,8 @@ int RunBenchKernels(int argc, char** argv) {
         dnnl_s = TimeDnnl(m, n, k, dtype, copies, min_s, &impl);
 #endif
         char shape[48];
-        std::snprintf(shape, sizeof(shape), "%s%s", sh.name, n != sh.n ? " (16384 rows)" : "");
+        std::snprintf(shape, sizeof(shape), "%s%s", sh.name,
+                      n != sh.n ? (" (" + std::to_string(n) + " rows)").c_str() : "");
         char dnnl_ms[16] = "n/a", ratio[16] = "n/a";
         if (dnnl_s > 0) {
           std::snprintf(dnnl_ms, sizeof(dnnl_ms), "%.3f", dnnl_s * 1e3);
@@ -237,7 +241,7 @@ int RunBenchKernels(int argc, char** argv) {
     }
   }
   out["matmul"] = rows;
-  out["quantized_matmul"] = BenchQuantMatMul(pool, min_s, bw);
+  out["quantized_matmul"] = BenchQuantMatMul(pool, min_s, bw, gemm_row_cap);
   if (!quant_only) {
     auto attention = BenchAttention(pool, min_s, peak_for_bf16, bw);
     if (!attention.ok()) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cli/bench_limits.h"
@@ -44,7 +45,8 @@ std::vector<uint8_t> RandomBlocks(DType t, int64_t rows, int64_t cols, std::mt19
 
 }  // namespace
 
-nlohmann::json BenchQuantMatMul(ThreadPool& pool, double min_seconds, double bandwidth) {
+nlohmann::json BenchQuantMatMul(ThreadPool& pool, double min_seconds, double bandwidth,
+                                int64_t gemm_row_cap) {
   const Shape shapes[] = {{"2048x1024 q", 2048, 1024},
                           {"3072x1024 gate", 3072, 1024},
                           {"1024x3072 down", 1024, 3072},
@@ -60,7 +62,7 @@ nlohmann::json BenchQuantMatMul(ThreadPool& pool, double min_seconds, double ban
     for (int gemm = 0; gemm < 2; ++gemm) {
       for (const Shape& sh : shapes) {
         const int64_t m = gemm ? 512 : 1;
-        const int64_t n = gemm && sh.n > 16384 ? 16384 : sh.n, k = sh.k;
+        const int64_t n = gemm && sh.n > gemm_row_cap ? gemm_row_cap : sh.n, k = sh.k;
         const size_t wbytes = RowBytes(t, k) * static_cast<size_t>(n);
         const int copies =
             gemm ? 1 : static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / wbytes + 1));
@@ -79,7 +81,8 @@ nlohmann::json BenchQuantMatMul(ThreadPool& pool, double min_seconds, double ban
         const double rate = gemm ? 2.0 * m * n * k / s : static_cast<double>(wbytes) / s;
         const double frac = gemm ? 0.0 : rate / bandwidth;
         char shape[48];
-        std::snprintf(shape, sizeof(shape), "%s%s", sh.name, n != sh.n ? " (16384)" : "");
+        std::snprintf(shape, sizeof(shape), "%s%s", sh.name,
+                      n != sh.n ? (" (" + std::to_string(n) + ")").c_str() : "");
         if (gemm) {
           std::printf("%-6s %-5s %-26s %10.3f %6.1f GOP/s\n", "gemm", DTypeName(t), shape, s * 1e3,
                       rate * 1e-9);

@@ -12,7 +12,9 @@
 namespace kvfork::cli {
 
 // Prints one table row per (format, op, shape) and returns them as JSON rows.
-// bandwidth: the machine's read bandwidth (bytes/s).
-nlohmann::json BenchQuantMatMul(ThreadPool& pool, double min_seconds, double bandwidth);
+// bandwidth: the machine's read bandwidth (bytes/s); gemm_row_cap: the lm
+// head's GEMM rows are cut to this many to keep the run short.
+nlohmann::json BenchQuantMatMul(ThreadPool& pool, double min_seconds, double bandwidth,
+                                int64_t gemm_row_cap);
 
 }  // namespace kvfork::cli
