@@ -125,9 +125,11 @@ class Engine {
   // once the engine has shut down.
   virtual Status CheckKv() = 0;
   // The stable hashes (kv/block_hash.h) of every full block in the prefix
-  // index, read on the engine thread between two steps (waits up to one
-  // step): the set KV-event subscribers rebuild. Unavailable once shut down.
-  virtual StatusOr<std::vector<uint64_t>> KvBlockHashes() = 0;
+  // index (cpu) and on the disk tier (disk), sorted, read on the engine
+  // thread between two steps after the disk tier's pending events were
+  // emitted (waits up to one step): the sets KV-event subscribers rebuild.
+  // Unavailable once shut down.
+  virtual StatusOr<KvBlockHashSets> KvBlockHashes() = 0;
   // The KV block counts and at most max_nodes blocks of the prefix tree
   // (kv/prefix_tree.h), copied on the engine thread between two steps:
   // blocks the caller for up to one step, costs the engine O(max_nodes).

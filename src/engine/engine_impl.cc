@@ -55,10 +55,24 @@ class EngineImpl final : public Engine {
     limits_.max_context = ModelContext(options, model);
     limits_.max_pool_tokens = kv_->max_sequence_tokens();
     UpdateStats();
+    if (options.kv_event_sink != nullptr) {
+      // The disk tier's writer wakes an idle engine to announce its blocks.
+      kv_->SetDiskEventWake([this] {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          disk_events_ = true;
+        }
+        cv_.notify_one();
+      });
+    }
     thread_ = std::thread([this] { Loop(); });
   }
 
-  ~EngineImpl() override { Shutdown(); }
+  ~EngineImpl() override {
+    Shutdown();
+    // Before mu_ and cv_ go: the tier (in kv_) outlives them.
+    kv_->SetDiskEventWake(nullptr);
+  }
 
   StatusOr<std::shared_ptr<RequestStream>> Submit(Request request) override {
     KVFORK_RETURN_IF_ERROR(ValidateRequest(request, limits_));
@@ -141,8 +155,8 @@ class EngineImpl final : public Engine {
     return result.get();
   }
 
-  StatusOr<std::vector<uint64_t>> KvBlockHashes() override {
-    std::future<StatusOr<std::vector<uint64_t>>> result;
+  StatusOr<KvBlockHashSets> KvBlockHashes() override {
+    std::future<StatusOr<KvBlockHashSets>> result;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopped_) return UnavailableError("engine is shut down: no KV block hashes");
@@ -194,7 +208,7 @@ class EngineImpl final : public Engine {
       std::vector<Pending> submitted;
       std::vector<std::string> cancels;
       std::vector<std::promise<Status>> checks;
-      std::vector<std::promise<StatusOr<std::vector<uint64_t>>>> hash_queries;
+      std::vector<std::promise<StatusOr<KvBlockHashSets>>> hash_queries;
       std::vector<SnapshotAsk> snapshots;
       bool stop = false;
       bool reset = false;
@@ -203,8 +217,9 @@ class EngineImpl final : public Engine {
         cv_.wait(lock, [&] {
           return stopping_ || !submitted_.empty() || !cancels_.empty() || reset_cache_ ||
                  !checks_.empty() || !hash_queries_.empty() || !snapshots_.empty() ||
-                 scheduler_->HasWork();
+                 disk_events_ || scheduler_->HasWork();
         });
+        disk_events_ = false;
         submitted.swap(submitted_);
         cancels.swap(cancels_);
         checks.swap(checks_);
@@ -221,7 +236,16 @@ class EngineImpl final : public Engine {
       // Between steps no sequence is half-updated, so the check sees the
       // same state a caller would after the last step.
       for (auto& c : checks) c.set_value(kv_->Check());
-      for (auto& q : hash_queries) q.set_value(kv_->BlockHashes());
+      if (!hash_queries.empty()) {
+        // The disk tier's changes so far go out first, so a subscriber that
+        // has read every batch holds these sets once the tier is idle.
+        kv_->EmitDiskEvents();
+        KvBlockHashSets sets;
+        sets.cpu = kv_->BlockHashes();
+        std::sort(sets.cpu.begin(), sets.cpu.end());
+        sets.disk = kv_->DiskBlockHashes();
+        for (auto& q : hash_queries) q.set_value(sets);
+      }
       for (auto& a : snapshots) a.result.set_value(kv_->SnapshotPrefixTree(a.max_nodes));
       if (stop) {
         scheduler_->AbortAll();
@@ -252,9 +276,12 @@ class EngineImpl final : public Engine {
     }
   }
 
-  // The events of this step (or reset) become one batch.
+  // The events of this step (or reset), and the disk tier's since the last
+  // step, become one batch.
   void FlushKvEvents() {
-    if (options_.kv_event_sink != nullptr) options_.kv_event_sink->Flush();
+    if (options_.kv_event_sink == nullptr) return;
+    kv_->EmitDiskEvents();
+    options_.kv_event_sink->Flush();
   }
 
   void ForgetFinished() {
@@ -313,7 +340,7 @@ class EngineImpl final : public Engine {
   std::vector<Pending> submitted_;
   std::vector<std::string> cancels_;
   std::vector<std::promise<Status>> checks_;  // CheckKv callers waiting for the thread
-  std::vector<std::promise<StatusOr<std::vector<uint64_t>>>> hash_queries_;  // KvBlockHashes callers
+  std::vector<std::promise<StatusOr<KvBlockHashSets>>> hash_queries_;  // KvBlockHashes callers
   std::vector<SnapshotAsk> snapshots_;        // SnapshotPrefixTree callers, likewise
   std::unordered_set<std::string> ids_;       // requests submitted and not yet ended
   int64_t waiting_now_ = 0;
@@ -321,6 +348,7 @@ class EngineImpl final : public Engine {
   bool stopping_ = false;
   bool stopped_ = false;  // the thread has returned: nobody answers checks_
   bool reset_cache_ = false;
+  bool disk_events_ = false;  // the disk tier logged changes to emit
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -191,12 +192,24 @@ class KvCache {
 
   // Announces the prefix index's full blocks to sink (kv_events.h) from now
   // on; nullptr stops. The sink must outlive the cache. FailedPrecondition on
-  // the dense backend, which has no block index to announce.
+  // the dense backend, which has no block index to announce. With a disk
+  // tier, its blocks are announced too (medium DISK, EmitDiskEvents).
   virtual Status SetEventSink(KvEventSink* sink) = 0;
   // The stable hashes (block_hash.h) of every full block in the prefix index
   // now, referenced or cached: the set a KV-event subscriber rebuilds. Empty
   // for the dense backend. Cost O(blocks).
   virtual std::vector<uint64_t> BlockHashes() const = 0;
+  // The hashes of every full block on the disk tier, sorted (empty when
+  // off): the DISK set a subscriber rebuilds once EmitDiskEvents has run and
+  // no write is pending. Cost O(disk blocks).
+  virtual std::vector<uint64_t> DiskBlockHashes() const { return {}; }
+  // Emits, to the event sink, the disk tier's changes since the last call
+  // (BlockStored / BlockRemoved with medium DISK; disk_tier.h's change log).
+  // The engine calls it every step and when woken by the tier.
+  virtual void EmitDiskEvents() {}
+  // Called (from the tier's writer thread or any other) when disk changes
+  // wait for EmitDiskEvents; nullptr stops it and waits for a running call.
+  virtual void SetDiskEventWake(std::function<void()> wake) { (void)wake; }
   // The disk tier (nullptr when off or dense). Unlike the cache, it is
   // thread-safe: its Stats() may be read from any thread.
   virtual DiskTier* disk_tier() const { return nullptr; }

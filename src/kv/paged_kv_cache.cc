@@ -406,7 +406,9 @@ PrefixTreeSnapshot PagedKvCache::SnapshotPrefixTree(int64_t max_nodes) const {
 }
 
 void PagedKvCache::ResetPrefixCache() {
-  if (sink_ != nullptr && index_->NoneReferenced()) {
+  // With a disk tier the replica keeps its DISK blocks, which
+  // AllBlocksCleared (every medium) would wipe from a subscriber's view.
+  if (sink_ != nullptr && disk_ == nullptr && index_->NoneReferenced()) {
     // Everything goes: one AllBlocksCleared instead of a BlockRemoved each.
     for (BlockId b : index_->ClearCachedSilently()) pool_->Free(b);
     KvEvent e;
@@ -423,7 +425,32 @@ void PagedKvCache::ResetPrefixCache() {
 Status PagedKvCache::SetEventSink(KvEventSink* sink) {
   sink_ = sink;
   index_->set_event_sink(sink);
+  // The tier logs what it gains and loses from now on, and announces the
+  // blocks it already holds (files of an earlier process) in the background.
+  if (disk_ != nullptr && sink != nullptr) disk_->EnableChangeLog();
   return OkStatus();
+}
+
+std::vector<uint64_t> PagedKvCache::DiskBlockHashes() const {
+  return disk_ != nullptr ? disk_->Hashes() : std::vector<uint64_t>{};
+}
+
+void PagedKvCache::EmitDiskEvents() {
+  if (disk_ == nullptr) return;
+  for (DiskTierChange& c : disk_->TakeChanges()) {
+    if (sink_ == nullptr) continue;
+    KvEvent e;
+    e.kind = c.stored ? KvEvent::Kind::kBlockStored : KvEvent::Kind::kBlockRemoved;
+    e.medium = KvMedium::kDisk;
+    e.block_hash = c.hash;
+    e.parent_hash = c.parent_hash;
+    e.token_ids = std::move(c.tokens);
+    sink_->Emit(std::move(e));
+  }
+}
+
+void PagedKvCache::SetDiskEventWake(std::function<void()> wake) {
+  if (disk_ != nullptr) disk_->SetWake(std::move(wake));
 }
 
 Status PagedKvCache::Check() const {

@@ -65,6 +65,9 @@ class PagedKvCache final : public KvCache {
   void ResetPrefixCache() override;
   Status SetEventSink(KvEventSink* sink) override;
   std::vector<uint64_t> BlockHashes() const override { return index_->FullBlockHashes(); }
+  std::vector<uint64_t> DiskBlockHashes() const override;
+  void EmitDiskEvents() override;
+  void SetDiskEventWake(std::function<void()> wake) override;
   Status Check() const override;
 
   const BlockPool& pool() const { return *pool_; }

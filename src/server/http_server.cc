@@ -449,11 +449,13 @@ struct HttpServer::Impl {
       // (kv/block_hash.h), sorted: the set a KV-event subscriber rebuilds.
       const std::string blocks = req.Param("blocks");
       if (!blocks.empty() && blocks != "0" && blocks != "false") {
-        StatusOr<std::vector<uint64_t>> hashes = backend.engine->KvBlockHashes();
+        StatusOr<KvBlockHashSets> hashes = backend.engine->KvBlockHashes();
         if (!hashes.ok()) return ReplyError(res, Unavailable(hashes.status().message()));
-        std::sort(hashes->begin(), hashes->end());
-        stats["block_size"] = backend.engine->Stats().block_size;
-        stats["block_hashes"] = *hashes;
+        EngineStats es = backend.engine->Stats();
+        stats["block_size"] = es.block_size;
+        stats["block_hashes"] = hashes->cpu;
+        // The disk tier's blocks: the DISK medium of the KV events.
+        if (es.kv_disk_enabled) stats["disk_block_hashes"] = hashes->disk;
       }
       Reply(res, 200, DumpJson(stats));
     });
