@@ -84,6 +84,9 @@ struct KvCacheOptions {
   // computes it, e.g. ModelFilesFingerprint); the KV layout and the ISA level
   // are added by the cache. Required with disk_dir.
   uint64_t model_fingerprint = 0;
+  // The clock pins' TTLs run on, in ms (paged only); empty = steady_clock.
+  // Tests pass a fake one.
+  std::function<int64_t()> clock_ms;
 };
 
 // What the index holds for a prompt. Tokens [0, num_reused_tokens) need no
@@ -110,6 +113,8 @@ struct KvCacheStats {
   int64_t evictions = 0;             // blocks (paged) or snapshots' blocks (dense) evicted
   int64_t peak_used_blocks = 0;      // max of blocks_used
   int64_t peak_resident_blocks = 0;  // max of blocks_used + blocks_cached
+  int64_t pinned_blocks = 0;         // now: blocks pinned by cache control (Pin)
+  int64_t pinned_evictions = 0;      // pinned blocks evicted before their TTL ran out
   // Disk tier (all zero when off): its own counters, and of admitted
   // prompts, the blocks read back from disk and the lookups whose next full
   // block was neither in the pool nor on disk.
@@ -185,8 +190,17 @@ class KvCache {
   // The block counts and at most max_nodes blocks of the prefix tree
   // (prefix_tree.h). The dense backend has no tree: has_tree false, no nodes.
   virtual PrefixTreeSnapshot SnapshotPrefixTree(int64_t max_nodes) const;
+  // Cache control (issue 25): pins the full blocks of tokens that are in the
+  // prefix index under salt (the chain from the first block, as far as it
+  // is cached) for ttl_ms: they are evicted only after it, or when nothing
+  // else can be. Returns the blocks pinned. The dense backend pins nothing
+  // (0).
+  virtual int64_t Pin(std::span<const int32_t> tokens, std::string_view salt, int64_t ttl_ms) {
+    (void)tokens, (void)salt, (void)ttl_ms;
+    return 0;
+  }
   // Drops every cached (unreferenced) block / snapshot; running sequences
-  // are untouched. With an event sink: AllBlocksCleared when the index is
+  // are untouched; pins go too. With an event sink: AllBlocksCleared when the index is
   // empty afterwards, else one BlockRemoved per dropped full block.
   virtual void ResetPrefixCache() = 0;
 

@@ -1,8 +1,11 @@
 #include "kv/prefix_index.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
+
+#include "core/logging.h"
 
 namespace kvfork {
 namespace {
@@ -105,15 +108,65 @@ void PrefixIndex::MaybeAddLeaf(BlockId id) {
   Node& n = nodes_[id];
   if (n.in_lru || !IsLeafCandidate(id)) return;
   n.lru_tick = pool_->tick(id);
-  lru_.emplace(n.lru_tick, id);
+  if (n.pin_until_ms > 0) {
+    pinned_leaves_.emplace(n.pinned_at_ms, id);
+  } else {
+    lru_.emplace(n.lru_tick, id);
+  }
   n.in_lru = true;
 }
 
 void PrefixIndex::RemoveLeaf(BlockId id) {
   Node& n = nodes_[id];
   if (!n.in_lru) return;
-  lru_.erase({n.lru_tick, id});
+  if (n.pin_until_ms > 0) {
+    pinned_leaves_.erase({n.pinned_at_ms, id});
+  } else {
+    lru_.erase({n.lru_tick, id});
+  }
   n.in_lru = false;
+}
+
+int64_t PrefixIndex::NowMs() const {
+  if (now_ms_) return now_ms_();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void PrefixIndex::Pin(BlockId id, int64_t ttl_ms) {
+  Node& n = nodes_[id];
+  KVFORK_CHECK(n.registered && n.full && ttl_ms > 0);
+  const int64_t now = NowMs();
+  const bool leaf = n.in_lru;
+  RemoveLeaf(id);
+  if (n.pin_until_ms > 0) pins_by_expiry_.erase({n.pin_until_ms, id});
+  n.pin_until_ms = std::max(n.pin_until_ms, now + ttl_ms);
+  n.pinned_at_ms = now;
+  pins_by_expiry_.emplace(n.pin_until_ms, id);
+  if (leaf) MaybeAddLeaf(id);
+}
+
+void PrefixIndex::Unpin(BlockId id) {
+  Node& n = nodes_[id];
+  if (n.pin_until_ms == 0) return;
+  const bool leaf = n.in_lru;
+  RemoveLeaf(id);
+  pins_by_expiry_.erase({n.pin_until_ms, id});
+  n.pin_until_ms = 0;
+  n.pinned_at_ms = 0;
+  if (leaf) MaybeAddLeaf(id);
+}
+
+void PrefixIndex::UnpinAll() {
+  while (!pins_by_expiry_.empty()) Unpin(pins_by_expiry_.begin()->second);
+}
+
+void PrefixIndex::ExpirePins() {
+  if (pins_by_expiry_.empty()) return;
+  const int64_t now = NowMs();
+  while (!pins_by_expiry_.empty() && pins_by_expiry_.begin()->first <= now)
+    Unpin(pins_by_expiry_.begin()->second);
 }
 
 void PrefixIndex::OnCached(BlockId id) {
@@ -132,6 +185,7 @@ void PrefixIndex::Unregister(BlockId id, bool announce) {
   Node& n = nodes_[id];
   KVFORK_CHECK(n.registered && n.children.empty() && pool_->refcount(id) == 0);
   RemoveLeaf(id);
+  if (n.pin_until_ms > 0) pins_by_expiry_.erase({n.pin_until_ms, id});
   if (n.full) {
     auto [lo, hi] = full_by_hash_.equal_range(n.hash);
     for (auto it = lo; it != hi; ++it) {
@@ -158,8 +212,21 @@ void PrefixIndex::Unregister(BlockId id, bool announce) {
 }
 
 BlockId PrefixIndex::PopLru() {
-  if (lru_.empty()) return kNoBlock;
-  BlockId id = lru_.begin()->second;
+  ExpirePins();
+  BlockId id = kNoBlock;
+  if (!lru_.empty()) {
+    id = lru_.begin()->second;
+  } else if (!pinned_leaves_.empty()) {
+    id = pinned_leaves_.begin()->second;
+    const Node& n = nodes_[id];
+    const int64_t now = NowMs();
+    KVFORK_LOG(kWarn) << "KV cache: evicting pinned block " << n.hash << " (pinned "
+                      << (now - n.pinned_at_ms) / 1000 << " s ago, " << (n.pin_until_ms - now) / 1000
+                      << " s of its TTL left): no unpinned block is left to evict; "
+                      << pins_by_expiry_.size() << " blocks pinned";
+  } else {
+    return kNoBlock;
+  }
   if (eviction_hook_) eviction_hook_(id);
   Unregister(id);
   return id;
@@ -169,6 +236,7 @@ void PrefixIndex::Evict(BlockId id) { Unregister(id); }
 
 std::vector<BlockId> PrefixIndex::ClearCachedSilently() {
   std::vector<BlockId> out;
+  UnpinAll();
   while (!lru_.empty()) {
     BlockId id = lru_.begin()->second;
     Unregister(id, /*announce=*/false);
@@ -234,6 +302,7 @@ Status PrefixIndex::Check() const {
   int64_t cached = 0;
   size_t leaves = 0;
   size_t full = 0;
+  size_t pinned = 0;
   for (BlockId id = 0; id < static_cast<BlockId>(nodes_.size()); ++id) {
     const Node& n = nodes_[id];
     auto b = [id] { return "block " + std::to_string(id); };
@@ -268,9 +337,17 @@ Status PrefixIndex::Check() const {
     }
     bool leaf = IsLeafCandidate(id);
     if (leaf != n.in_lru) return InternalError(b() + ": LRU membership disagrees with leaf state");
+    if (n.pin_until_ms > 0) {
+      ++pinned;
+      if (!n.full) return InternalError(b() + ": a partial block is pinned");
+      if (!pins_by_expiry_.count({n.pin_until_ms, id}))
+        return InternalError(b() + ": pinned but missing from the expiry order");
+    }
     if (n.in_lru) {
       ++leaves;
-      if (!lru_.count({n.lru_tick, id})) return InternalError(b() + ": missing from the LRU set");
+      const bool found = n.pin_until_ms > 0 ? pinned_leaves_.count({n.pinned_at_ms, id}) != 0
+                                            : lru_.count({n.lru_tick, id}) != 0;
+      if (!found) return InternalError(b() + ": missing from its leaf order (LRU or pinned)");
     }
   }
   if (cached != num_cached_)
@@ -279,7 +356,9 @@ Status PrefixIndex::Check() const {
   if (registered != num_registered_)
     return InternalError("registered count " + std::to_string(num_registered_) + " but " +
                          std::to_string(registered) + " registered blocks");
-  if (leaves != lru_.size()) return InternalError("LRU set has stale entries");
+  if (leaves != lru_.size() + pinned_leaves_.size())
+    return InternalError("LRU or pinned leaf set has stale entries");
+  if (pinned != pins_by_expiry_.size()) return InternalError("pin expiry set has stale entries");
   if (full != full_by_hash_.size()) return InternalError("hash map has stale entries");
   for (const auto& [salt, kids] : root_children_) {
     for (BlockId c : kids) {

@@ -24,6 +24,10 @@
 // children) ordered by last-use tick; PopLru removes the oldest in O(log n),
 // and its parent becomes a leaf candidate when its last child goes.
 // Referenced blocks are never in that order, so they are never evicted.
+// Pins (cache control, issue 25): a pinned full block is evicted only after
+// its TTL (on the index's clock), or when no unpinned leaf is left; then the
+// oldest pin goes first and the log says so. Pinned leaves wait in their own
+// order (by pin time); a pin that expires moves its leaf to the LRU.
 // The eviction hook (set_eviction_hook) sees each block PopLru is about to
 // drop while it is still registered: the disk tier (disk_tier.h) copies full
 // ones out there. Resets and redundant partial blocks do not call it.
@@ -116,11 +120,29 @@ class PrefixIndex {
 
   int64_t num_cached() const { return num_cached_; }
   int64_t num_registered() const { return num_registered_; }
-  int64_t num_evictable_leaves() const { return static_cast<int64_t>(lru_.size()); }
+  int64_t num_evictable_leaves() const {
+    return static_cast<int64_t>(lru_.size() + pinned_leaves_.size());
+  }
 
   // Unregisters the least recently used cached leaf and returns it (the caller
-  // frees it), or kNoBlock when there is none.
+  // frees it), or kNoBlock when there is none. Unpinned leaves (and pins past
+  // their TTL) go first; only when none is left, the oldest pinned leaf
+  // (logged).
   BlockId PopLru();
+
+  // Pins a registered full block until now + ttl_ms (a later pin of the same
+  // block extends it and counts as the newest pin). ttl_ms > 0.
+  void Pin(BlockId id, int64_t ttl_ms);
+  // Drops every pin (a cache reset). Cost O(pins).
+  void UnpinAll();
+  // Moves pins whose TTL has run out back to plain LRU order. O(expired log n).
+  void ExpirePins();
+  // Registered blocks pinned now (expired pins count until ExpirePins).
+  int64_t num_pinned() const { return static_cast<int64_t>(pins_by_expiry_.size()); }
+  bool IsPinned(BlockId id) const { return nodes_[id].pin_until_ms > 0; }
+  // The clock pins are measured on, in ms (default: steady_clock); tests set
+  // a fake one. Must not go backwards.
+  void set_clock(std::function<int64_t()> now_ms) { now_ms_ = std::move(now_ms); }
   // Unregisters a specific cached leaf (a redundant partial block).
   void Evict(BlockId id);
   // Partial cached leaf children of parent whose tokens are a strict prefix of
@@ -146,6 +168,8 @@ class PrefixIndex {
     uint64_t salt_key = 0;
     uint64_t hash = 0;
     uint64_t lru_tick = 0;  // key in lru_ while in_lru
+    int64_t pin_until_ms = 0;  // 0 = not pinned; else key in pins_by_expiry_
+    int64_t pinned_at_ms = 0;  // key in pinned_leaves_ while a pinned leaf
     std::vector<int32_t> tokens;
     std::vector<BlockId> children;
   };
@@ -156,6 +180,8 @@ class PrefixIndex {
   bool IsLeafCandidate(BlockId id) const;
   void MaybeAddLeaf(BlockId id);
   void RemoveLeaf(BlockId id);
+  void Unpin(BlockId id);
+  int64_t NowMs() const;
   void Unregister(BlockId id, bool announce = true);
 
   BlockPool* pool_;
@@ -164,7 +190,10 @@ class PrefixIndex {
   // By salt key; an entry is erased with its last child.
   std::unordered_map<uint64_t, std::vector<BlockId>> root_children_;
   std::unordered_multimap<uint64_t, BlockId> full_by_hash_;
-  std::set<std::pair<uint64_t, BlockId>> lru_;  // cached leaves by tick
+  std::set<std::pair<uint64_t, BlockId>> lru_;  // unpinned cached leaves by tick
+  std::set<std::pair<int64_t, BlockId>> pinned_leaves_;   // pinned cached leaves by pin time
+  std::set<std::pair<int64_t, BlockId>> pins_by_expiry_;  // every pinned block by expiry
+  std::function<int64_t()> now_ms_;
   int64_t num_cached_ = 0;
   KvEventSink* sink_ = nullptr;
   int64_t num_registered_ = 0;

@@ -25,6 +25,10 @@ endif()
 kvfork_test(prefix_tree_test
   SOURCES prefix_tree_test.cc
   LABELS unit LIBS kvfork_kv)
+# Cache control (issue 25): pins with a TTL on a fake clock.
+kvfork_test(kv_pin_test
+  SOURCES kv_pin_test.cc
+  LABELS unit LIBS kvfork_kv)
 # The disk tier (issue 25): block file format, the tier, the paged cache on it.
 kvfork_test(disk_tier_test
   SOURCES disk_tier_test.cc
