@@ -167,6 +167,19 @@ class EngineImpl final : public Engine {
     return result.get();
   }
 
+  StatusOr<int64_t> PinPrefix(std::vector<int32_t> tokens, std::string salt,
+                              int64_t ttl_ms) override {
+    std::future<StatusOr<int64_t>> result;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) return UnavailableError("engine is shut down: no pin");
+      pins_.push_back({std::move(tokens), std::move(salt), ttl_ms, {}});
+      result = pins_.back().result.get_future();
+    }
+    cv_.notify_one();
+    return result.get();
+  }
+
   StatusOr<PrefixTreeSnapshot> SnapshotPrefixTree(int64_t max_nodes) override {
     std::future<StatusOr<PrefixTreeSnapshot>> result;
     {
@@ -197,6 +210,14 @@ class EngineImpl final : public Engine {
     std::promise<StatusOr<PrefixTreeSnapshot>> result;
   };
 
+  // A PinPrefix caller waiting for the engine thread.
+  struct PinAsk {
+    std::vector<int32_t> tokens;
+    std::string salt;
+    int64_t ttl_ms;
+    std::promise<StatusOr<int64_t>> result;
+  };
+
   struct Pending {
     Request request;
     std::shared_ptr<RequestStream> stream;
@@ -210,6 +231,7 @@ class EngineImpl final : public Engine {
       std::vector<std::promise<Status>> checks;
       std::vector<std::promise<StatusOr<KvBlockHashSets>>> hash_queries;
       std::vector<SnapshotAsk> snapshots;
+      std::vector<PinAsk> pins;
       bool stop = false;
       bool reset = false;
       {
@@ -217,7 +239,7 @@ class EngineImpl final : public Engine {
         cv_.wait(lock, [&] {
           return stopping_ || !submitted_.empty() || !cancels_.empty() || reset_cache_ ||
                  !checks_.empty() || !hash_queries_.empty() || !snapshots_.empty() ||
-                 disk_events_ || scheduler_->HasWork();
+                 !pins_.empty() || disk_events_ || scheduler_->HasWork();
         });
         disk_events_ = false;
         submitted.swap(submitted_);
@@ -225,6 +247,7 @@ class EngineImpl final : public Engine {
         checks.swap(checks_);
         hash_queries.swap(hash_queries_);
         snapshots.swap(snapshots_);
+        pins.swap(pins_);
         stop = stopping_;
         reset = reset_cache_;
         reset_cache_ = false;
@@ -247,6 +270,7 @@ class EngineImpl final : public Engine {
         for (auto& q : hash_queries) q.set_value(sets);
       }
       for (auto& a : snapshots) a.result.set_value(kv_->SnapshotPrefixTree(a.max_nodes));
+      for (auto& p : pins) p.result.set_value(kv_->Pin(p.tokens, p.salt, p.ttl_ms));
       if (stop) {
         scheduler_->AbortAll();
         ForgetFinished();
@@ -263,6 +287,8 @@ class EngineImpl final : public Engine {
         for (auto& a : snapshots_)
           a.result.set_value(UnavailableError("engine is shut down: no cache snapshot"));
         snapshots_.clear();
+        for (auto& p : pins_) p.result.set_value(UnavailableError("engine is shut down: no pin"));
+        pins_.clear();
         return;
       }
       if (scheduler_->HasWork()) {
@@ -316,6 +342,8 @@ class EngineImpl final : public Engine {
     s.kv_disk = k.disk;
     s.kv_disk_hit_blocks = k.disk_hit_blocks;
     s.kv_disk_miss_lookups = k.disk_miss_lookups;
+    s.kv_pinned_blocks = k.pinned_blocks;
+    s.kv_pinned_evictions = k.pinned_evictions;
     s.steps = c.all_steps.steps;
     s.step_ns = c.all_steps.step_ns;
     s.forward_ns = c.all_steps.forward_ns;
@@ -342,6 +370,7 @@ class EngineImpl final : public Engine {
   std::vector<std::promise<Status>> checks_;  // CheckKv callers waiting for the thread
   std::vector<std::promise<StatusOr<KvBlockHashSets>>> hash_queries_;  // KvBlockHashes callers
   std::vector<SnapshotAsk> snapshots_;        // SnapshotPrefixTree callers, likewise
+  std::vector<PinAsk> pins_;                  // PinPrefix callers, likewise
   std::unordered_set<std::string> ids_;       // requests submitted and not yet ended
   int64_t waiting_now_ = 0;
   uint64_t next_arrival_ = 0;
