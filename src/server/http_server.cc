@@ -494,7 +494,8 @@ struct HttpServer::Impl {
       if (body.is_object() && body.contains("api_key")) {
         size_t idx = 0;
         const auto& k = body["api_key"];
-        if (!keys.enabled() || !k.is_string() || !keys.Check("Bearer " + k.get<std::string>(), &idx))
+        if (!keys.enabled() || !k.is_string() ||
+            !keys.Check("Bearer " + k.get<std::string>(), &idx))
           return ReplyError(res, InvalidField("api_key", "'api_key' must be one of the server's "
                                                          "API keys (--api-key, --admin-api-key)"));
         salt = keys.SaltFor(idx);
