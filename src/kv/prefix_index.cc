@@ -1,7 +1,6 @@
 #include "kv/prefix_index.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -15,7 +14,10 @@ const std::vector<BlockId> kNoChildren;
 }  // namespace
 
 PrefixIndex::PrefixIndex(BlockPool* pool)
-    : pool_(pool), block_size_(pool->layout().block_size), nodes_(pool->num_blocks()) {}
+    : pool_(pool),
+      block_size_(pool->layout().block_size),
+      nodes_(pool->num_blocks()),
+      policy_(pool->num_blocks()) {}
 
 uint64_t PrefixIndex::ChildHash(BlockId parent, uint64_t salt_key, const int32_t* tokens, int n) const {
   const uint64_t start = parent == kNoBlock ? RootBlockHashSeed(salt_key) : nodes_[parent].hash;
@@ -105,68 +107,16 @@ bool PrefixIndex::IsLeafCandidate(BlockId id) const {
 }
 
 void PrefixIndex::MaybeAddLeaf(BlockId id) {
-  Node& n = nodes_[id];
-  if (n.in_lru || !IsLeafCandidate(id)) return;
-  n.lru_tick = pool_->tick(id);
-  if (n.pin_until_ms > 0) {
-    pinned_leaves_.emplace(n.pinned_at_ms, id);
-  } else {
-    lru_.emplace(n.lru_tick, id);
-  }
-  n.in_lru = true;
+  if (policy_.IsLeaf(id) || !IsLeafCandidate(id)) return;
+  policy_.AddLeaf(id, pool_->tick(id));
 }
 
-void PrefixIndex::RemoveLeaf(BlockId id) {
-  Node& n = nodes_[id];
-  if (!n.in_lru) return;
-  if (n.pin_until_ms > 0) {
-    pinned_leaves_.erase({n.pinned_at_ms, id});
-  } else {
-    lru_.erase({n.lru_tick, id});
-  }
-  n.in_lru = false;
-}
-
-int64_t PrefixIndex::NowMs() const {
-  if (now_ms_) return now_ms_();
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+void PrefixIndex::RemoveLeaf(BlockId id) { policy_.RemoveLeaf(id); }
 
 void PrefixIndex::Pin(BlockId id, int64_t ttl_ms) {
-  Node& n = nodes_[id];
+  const Node& n = nodes_[id];
   KVFORK_CHECK(n.registered && n.full && ttl_ms > 0);
-  const int64_t now = NowMs();
-  const bool leaf = n.in_lru;
-  RemoveLeaf(id);
-  if (n.pin_until_ms > 0) pins_by_expiry_.erase({n.pin_until_ms, id});
-  n.pin_until_ms = std::max(n.pin_until_ms, now + ttl_ms);
-  n.pinned_at_ms = now;
-  pins_by_expiry_.emplace(n.pin_until_ms, id);
-  if (leaf) MaybeAddLeaf(id);
-}
-
-void PrefixIndex::Unpin(BlockId id) {
-  Node& n = nodes_[id];
-  if (n.pin_until_ms == 0) return;
-  const bool leaf = n.in_lru;
-  RemoveLeaf(id);
-  pins_by_expiry_.erase({n.pin_until_ms, id});
-  n.pin_until_ms = 0;
-  n.pinned_at_ms = 0;
-  if (leaf) MaybeAddLeaf(id);
-}
-
-void PrefixIndex::UnpinAll() {
-  while (!pins_by_expiry_.empty()) Unpin(pins_by_expiry_.begin()->second);
-}
-
-void PrefixIndex::ExpirePins() {
-  if (pins_by_expiry_.empty()) return;
-  const int64_t now = NowMs();
-  while (!pins_by_expiry_.empty() && pins_by_expiry_.begin()->first <= now)
-    Unpin(pins_by_expiry_.begin()->second);
+  policy_.Pin(id, ttl_ms);
 }
 
 void PrefixIndex::OnCached(BlockId id) {
@@ -184,8 +134,7 @@ void PrefixIndex::OnReferenced(BlockId id) {
 void PrefixIndex::Unregister(BlockId id, bool announce) {
   Node& n = nodes_[id];
   KVFORK_CHECK(n.registered && n.children.empty() && pool_->refcount(id) == 0);
-  RemoveLeaf(id);
-  if (n.pin_until_ms > 0) pins_by_expiry_.erase({n.pin_until_ms, id});
+  policy_.Forget(id);
   if (n.full) {
     auto [lo, hi] = full_by_hash_.equal_range(n.hash);
     for (auto it = lo; it != hi; ++it) {
@@ -212,20 +161,16 @@ void PrefixIndex::Unregister(BlockId id, bool announce) {
 }
 
 BlockId PrefixIndex::PopLru() {
-  ExpirePins();
-  BlockId id = kNoBlock;
-  if (!lru_.empty()) {
-    id = lru_.begin()->second;
-  } else if (!pinned_leaves_.empty()) {
-    id = pinned_leaves_.begin()->second;
-    const Node& n = nodes_[id];
-    const int64_t now = NowMs();
-    KVFORK_LOG(kWarn) << "KV cache: evicting pinned block " << n.hash << " (pinned "
-                      << (now - n.pinned_at_ms) / 1000 << " s ago, " << (n.pin_until_ms - now) / 1000
+  bool pinned = false;
+  const BlockId id = policy_.Next(&pinned);
+  if (id == kNoBlock) return kNoBlock;
+  if (pinned) {
+    const int64_t now = policy_.NowMs();
+    KVFORK_LOG(kWarn) << "KV cache: evicting pinned block " << nodes_[id].hash << " (pinned "
+                      << (now - policy_.pinned_at_ms(id)) / 1000 << " s ago, "
+                      << (policy_.pin_until_ms(id) - now) / 1000
                       << " s of its TTL left): no unpinned block is left to evict; "
-                      << pins_by_expiry_.size() << " blocks pinned";
-  } else {
-    return kNoBlock;
+                      << policy_.num_pinned() << " blocks pinned";
   }
   if (eviction_hook_) eviction_hook_(id);
   Unregister(id);
@@ -237,8 +182,8 @@ void PrefixIndex::Evict(BlockId id) { Unregister(id); }
 std::vector<BlockId> PrefixIndex::ClearCachedSilently() {
   std::vector<BlockId> out;
   UnpinAll();
-  while (!lru_.empty()) {
-    BlockId id = lru_.begin()->second;
+  bool pinned = false;
+  for (BlockId id = policy_.Next(&pinned); id != kNoBlock; id = policy_.Next(&pinned)) {
     Unregister(id, /*announce=*/false);
     out.push_back(id);
   }
@@ -300,14 +245,15 @@ void PrefixIndex::SnapshotTree(int64_t max_nodes, PrefixTreeSnapshot* out) const
 Status PrefixIndex::Check() const {
   int64_t registered = 0;
   int64_t cached = 0;
-  size_t leaves = 0;
+  int64_t leaves = 0;
   size_t full = 0;
-  size_t pinned = 0;
+  int64_t pinned = 0;
   for (BlockId id = 0; id < static_cast<BlockId>(nodes_.size()); ++id) {
     const Node& n = nodes_[id];
     auto b = [id] { return "block " + std::to_string(id); };
     if (!n.registered) {
-      if (n.in_lru || !n.children.empty()) return InternalError(b() + ": unregistered but linked");
+      if (policy_.IsLeaf(id) || policy_.IsPinned(id) || !n.children.empty())
+        return InternalError(b() + ": unregistered but linked");
       continue;
     }
     ++registered;
@@ -335,20 +281,10 @@ Status PrefixIndex::Check() const {
       if (pool_->refcount(c) > 0 && pool_->refcount(id) == 0)
         return InternalError(b() + ": cached parent of referenced child " + std::to_string(c));
     }
-    bool leaf = IsLeafCandidate(id);
-    if (leaf != n.in_lru) return InternalError(b() + ": LRU membership disagrees with leaf state");
-    if (n.pin_until_ms > 0) {
-      ++pinned;
-      if (!n.full) return InternalError(b() + ": a partial block is pinned");
-      if (!pins_by_expiry_.count({n.pin_until_ms, id}))
-        return InternalError(b() + ": pinned but missing from the expiry order");
-    }
-    if (n.in_lru) {
-      ++leaves;
-      const bool found = n.pin_until_ms > 0 ? pinned_leaves_.count({n.pinned_at_ms, id}) != 0
-                                            : lru_.count({n.lru_tick, id}) != 0;
-      if (!found) return InternalError(b() + ": missing from its leaf order (LRU or pinned)");
-    }
+    const bool leaf = IsLeafCandidate(id);
+    KVFORK_RETURN_IF_ERROR(policy_.CheckBlock(id, leaf, n.full));
+    leaves += leaf;
+    pinned += policy_.IsPinned(id);
   }
   if (cached != num_cached_)
     return InternalError("cached count " + std::to_string(num_cached_) + " but " +
@@ -356,9 +292,7 @@ Status PrefixIndex::Check() const {
   if (registered != num_registered_)
     return InternalError("registered count " + std::to_string(num_registered_) + " but " +
                          std::to_string(registered) + " registered blocks");
-  if (leaves != lru_.size() + pinned_leaves_.size())
-    return InternalError("LRU or pinned leaf set has stale entries");
-  if (pinned != pins_by_expiry_.size()) return InternalError("pin expiry set has stale entries");
+  KVFORK_RETURN_IF_ERROR(policy_.CheckTotals(leaves, pinned));
   if (full != full_by_hash_.size()) return InternalError("hash map has stale entries");
   for (const auto& [salt, kids] : root_children_) {
     for (BlockId c : kids) {

@@ -1,11 +1,13 @@
 // Cache control (issue 25): pins with a TTL on the paged cache's prefix
 // index, on a fake clock. A pinned prefix outlives LRU pressure until its
 // TTL runs out; when only pinned blocks are left, the oldest pin goes first;
-// a later pin extends a block's TTL; a reset drops pins; Check() holds.
+// a later pin extends a block's TTL; a reset drops pins; Check() holds. And
+// the eviction policy alone (eviction_policy.h).
 #include <gtest/gtest.h>
 
 #include <memory>
 
+#include "kv/eviction_policy.h"
 #include "kv/kv_cache.h"
 #include "kv/paged_kv_cache.h"
 #include "kv_test_util.h"
@@ -130,6 +132,44 @@ TEST(KvPinTest, ReferencedPinnedBlocksAndTheDenseBackend) {
   auto dense = *KvCache::Create(KvBackend::kDense, o);
   dense->Release(Prefill(*dense, a));
   EXPECT_EQ(dense->Pin(a, "", 1000), 0);
+}
+
+TEST(EvictionPolicyTest, LruFirstThenExpiredPinsThenTheOldestPin) {
+  int64_t now = 0;
+  EvictionPolicy p(8);
+  p.set_clock([&now] { return now; });
+  bool pinned = true;
+  EXPECT_EQ(p.Next(&pinned), kNoBlock);
+  p.AddLeaf(3, /*tick=*/30);
+  p.AddLeaf(1, 10);
+  p.AddLeaf(2, 20);
+  EXPECT_EQ(p.Next(&pinned), 1);
+  EXPECT_FALSE(pinned);
+  p.Pin(1, 100);  // t=0, until 100
+  now = 5;
+  p.Pin(2, 50);   // t=5, until 55
+  EXPECT_EQ(p.Next(&pinned), 3) << "unpinned leaves go first";
+  p.Forget(3);
+  EXPECT_EQ(p.Next(&pinned), 1) << "then the oldest pin";
+  EXPECT_TRUE(pinned);
+  now = 60;  // 2's pin ran out: it is an LRU leaf again
+  EXPECT_EQ(p.Next(&pinned), 2);
+  EXPECT_FALSE(pinned);
+  EXPECT_EQ(p.num_pinned(), 1);
+  // A pinned interior block becomes a pinned leaf later; leaving the index
+  // drops its pin.
+  p.Pin(5, 1000);
+  EXPECT_EQ(p.num_pinned(), 2);
+  EXPECT_EQ(p.num_leaves(), 2);
+  p.AddLeaf(5, 50);
+  p.Forget(2);
+  p.Forget(1);
+  EXPECT_EQ(p.Next(&pinned), 5);
+  EXPECT_TRUE(pinned);
+  p.Forget(5);
+  EXPECT_EQ(p.num_pinned(), 0);
+  EXPECT_EQ(p.Next(&pinned), kNoBlock);
+  EXPECT_TRUE(p.CheckTotals(0, 0).ok());
 }
 
 }  // namespace
