@@ -20,6 +20,8 @@ namespace {
 
 constexpr char kSuffix[] = ".kvb";
 constexpr char kTempMark[] = ".tmp.";
+// Files found at start announced per wake of the engine (change log).
+constexpr size_t kAnnounceBatch = 256;
 
 std::string Hex16(uint64_t v) {
   char buf[17];
@@ -205,28 +207,37 @@ void DiskTier::WriterLoop() {
     } else if (stop_) {
       break;  // queued writes finish first; announcements do not matter any more
     } else {
-      // Writes first: an announcement of a file found at start can wait.
-      const uint64_t hash = to_announce_.front();
-      to_announce_.pop_front();
-      auto it = index_.find(hash);
-      if (it != index_.end() && !it->second.announced) {
-        writing_ = true;
-        lock.unlock();
+      // Writes first: announcing the files found at start can wait. A
+      // batch of them per wake, so a large directory costs the engine a few
+      // hundred events per step, not a step per file.
+      std::vector<uint64_t> batch;
+      while (!to_announce_.empty() && batch.size() < kAnnounceBatch) {
+        batch.push_back(to_announce_.front());
+        to_announce_.pop_front();
+      }
+      writing_ = true;
+      lock.unlock();
+      bool logged = false;
+      for (uint64_t hash : batch) {
+        {
+          std::lock_guard<std::mutex> relock(mu_);
+          auto it = index_.find(hash);
+          if (it == index_.end() || it->second.announced) continue;
+        }
         StatusOr<DiskBlockHeader> h = ReadHeader(hash);
-        bool logged = false;
         if (h.ok()) {
           std::lock_guard<std::mutex> relock(mu_);
-          logged = AnnounceLocked(hash, h->parent_hash, std::move(h->tokens));
+          logged = AnnounceLocked(hash, h->parent_hash, std::move(h->tokens)) || logged;
         } else if (h.status().code() == StatusCode::kNotFound) {
           std::lock_guard<std::mutex> relock(mu_);  // another process evicted it
-          logged = ForgetLocked(hash);
+          logged = ForgetLocked(hash) || logged;
         } else {
           DropCorrupt(hash, h.status());
         }
-        if (logged) Wake();
-        lock.lock();
-        writing_ = false;
       }
+      if (logged) Wake();
+      lock.lock();
+      writing_ = false;
     }
     if (queue_.empty() && to_announce_.empty()) idle_cv_.notify_all();
   }
