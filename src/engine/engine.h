@@ -86,6 +86,10 @@ struct EngineStats {
   DiskTierStats kv_disk;
   int64_t kv_disk_hit_blocks = 0;
   int64_t kv_disk_miss_lookups = 0;
+  // Cache control: blocks pinned now, and pinned blocks evicted before their
+  // TTL (nothing unpinned was left).
+  int64_t kv_pinned_blocks = 0;
+  int64_t kv_pinned_evictions = 0;
   // Where steps spent their wall-clock time (the scheduler's StepTimes):
   // every step that ran a forward, and the steps that only decoded.
   // other = step - forward - sample (scheduling, KV bookkeeping, stop
@@ -125,9 +129,16 @@ class Engine {
   // once the engine has shut down.
   virtual Status CheckKv() = 0;
   // The stable hashes (kv/block_hash.h) of every full block in the prefix
-  // index, read on the engine thread between two steps (waits up to one
-  // step): the set KV-event subscribers rebuild. Unavailable once shut down.
-  virtual StatusOr<std::vector<uint64_t>> KvBlockHashes() = 0;
+  // index (cpu) and on the disk tier (disk), sorted, read on the engine
+  // thread between two steps after the disk tier's pending events were
+  // emitted (waits up to one step): the sets KV-event subscribers rebuild.
+  // Unavailable once shut down.
+  virtual StatusOr<KvBlockHashSets> KvBlockHashes() = 0;
+  // Cache control: pins the cached full blocks of tokens under salt for
+  // ttl_ms (KvCache::Pin) on the engine thread between two steps; returns
+  // the blocks pinned (0 on the dense backend). Unavailable once shut down.
+  virtual StatusOr<int64_t> PinPrefix(std::vector<int32_t> tokens, std::string salt,
+                                      int64_t ttl_ms) = 0;
   // The KV block counts and at most max_nodes blocks of the prefix tree
   // (kv/prefix_tree.h), copied on the engine thread between two steps:
   // blocks the caller for up to one step, costs the engine O(max_nodes).

@@ -55,10 +55,24 @@ class EngineImpl final : public Engine {
     limits_.max_context = ModelContext(options, model);
     limits_.max_pool_tokens = kv_->max_sequence_tokens();
     UpdateStats();
+    if (options.kv_event_sink != nullptr) {
+      // The disk tier's writer wakes an idle engine to announce its blocks.
+      kv_->SetDiskEventWake([this] {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          disk_events_ = true;
+        }
+        cv_.notify_one();
+      });
+    }
     thread_ = std::thread([this] { Loop(); });
   }
 
-  ~EngineImpl() override { Shutdown(); }
+  ~EngineImpl() override {
+    Shutdown();
+    // Before mu_ and cv_ go: the tier (in kv_) outlives them.
+    kv_->SetDiskEventWake(nullptr);
+  }
 
   StatusOr<std::shared_ptr<RequestStream>> Submit(Request request) override {
     KVFORK_RETURN_IF_ERROR(ValidateRequest(request, limits_));
@@ -141,13 +155,26 @@ class EngineImpl final : public Engine {
     return result.get();
   }
 
-  StatusOr<std::vector<uint64_t>> KvBlockHashes() override {
-    std::future<StatusOr<std::vector<uint64_t>>> result;
+  StatusOr<KvBlockHashSets> KvBlockHashes() override {
+    std::future<StatusOr<KvBlockHashSets>> result;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopped_) return UnavailableError("engine is shut down: no KV block hashes");
       hash_queries_.emplace_back();
       result = hash_queries_.back().get_future();
+    }
+    cv_.notify_one();
+    return result.get();
+  }
+
+  StatusOr<int64_t> PinPrefix(std::vector<int32_t> tokens, std::string salt,
+                              int64_t ttl_ms) override {
+    std::future<StatusOr<int64_t>> result;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) return UnavailableError("engine is shut down: no pin");
+      pins_.push_back({std::move(tokens), std::move(salt), ttl_ms, {}});
+      result = pins_.back().result.get_future();
     }
     cv_.notify_one();
     return result.get();
@@ -183,6 +210,14 @@ class EngineImpl final : public Engine {
     std::promise<StatusOr<PrefixTreeSnapshot>> result;
   };
 
+  // A PinPrefix caller waiting for the engine thread.
+  struct PinAsk {
+    std::vector<int32_t> tokens;
+    std::string salt;
+    int64_t ttl_ms;
+    std::promise<StatusOr<int64_t>> result;
+  };
+
   struct Pending {
     Request request;
     std::shared_ptr<RequestStream> stream;
@@ -194,8 +229,9 @@ class EngineImpl final : public Engine {
       std::vector<Pending> submitted;
       std::vector<std::string> cancels;
       std::vector<std::promise<Status>> checks;
-      std::vector<std::promise<StatusOr<std::vector<uint64_t>>>> hash_queries;
+      std::vector<std::promise<StatusOr<KvBlockHashSets>>> hash_queries;
       std::vector<SnapshotAsk> snapshots;
+      std::vector<PinAsk> pins;
       bool stop = false;
       bool reset = false;
       {
@@ -203,13 +239,15 @@ class EngineImpl final : public Engine {
         cv_.wait(lock, [&] {
           return stopping_ || !submitted_.empty() || !cancels_.empty() || reset_cache_ ||
                  !checks_.empty() || !hash_queries_.empty() || !snapshots_.empty() ||
-                 scheduler_->HasWork();
+                 !pins_.empty() || disk_events_ || scheduler_->HasWork();
         });
+        disk_events_ = false;
         submitted.swap(submitted_);
         cancels.swap(cancels_);
         checks.swap(checks_);
         hash_queries.swap(hash_queries_);
         snapshots.swap(snapshots_);
+        pins.swap(pins_);
         stop = stopping_;
         reset = reset_cache_;
         reset_cache_ = false;
@@ -221,8 +259,18 @@ class EngineImpl final : public Engine {
       // Between steps no sequence is half-updated, so the check sees the
       // same state a caller would after the last step.
       for (auto& c : checks) c.set_value(kv_->Check());
-      for (auto& q : hash_queries) q.set_value(kv_->BlockHashes());
+      if (!hash_queries.empty()) {
+        // The disk tier's changes so far go out first, so a subscriber that
+        // has read every batch holds these sets once the tier is idle.
+        kv_->EmitDiskEvents();
+        KvBlockHashSets sets;
+        sets.cpu = kv_->BlockHashes();
+        std::sort(sets.cpu.begin(), sets.cpu.end());
+        sets.disk = kv_->DiskBlockHashes();
+        for (auto& q : hash_queries) q.set_value(sets);
+      }
       for (auto& a : snapshots) a.result.set_value(kv_->SnapshotPrefixTree(a.max_nodes));
+      for (auto& p : pins) p.result.set_value(kv_->Pin(p.tokens, p.salt, p.ttl_ms));
       if (stop) {
         scheduler_->AbortAll();
         ForgetFinished();
@@ -239,6 +287,8 @@ class EngineImpl final : public Engine {
         for (auto& a : snapshots_)
           a.result.set_value(UnavailableError("engine is shut down: no cache snapshot"));
         snapshots_.clear();
+        for (auto& p : pins_) p.result.set_value(UnavailableError("engine is shut down: no pin"));
+        pins_.clear();
         return;
       }
       if (scheduler_->HasWork()) {
@@ -252,9 +302,12 @@ class EngineImpl final : public Engine {
     }
   }
 
-  // The events of this step (or reset) become one batch.
+  // The events of this step (or reset), and the disk tier's since the last
+  // step, become one batch.
   void FlushKvEvents() {
-    if (options_.kv_event_sink != nullptr) options_.kv_event_sink->Flush();
+    if (options_.kv_event_sink == nullptr) return;
+    kv_->EmitDiskEvents();
+    options_.kv_event_sink->Flush();
   }
 
   void ForgetFinished() {
@@ -289,6 +342,8 @@ class EngineImpl final : public Engine {
     s.kv_disk = k.disk;
     s.kv_disk_hit_blocks = k.disk_hit_blocks;
     s.kv_disk_miss_lookups = k.disk_miss_lookups;
+    s.kv_pinned_blocks = k.pinned_blocks;
+    s.kv_pinned_evictions = k.pinned_evictions;
     s.steps = c.all_steps.steps;
     s.step_ns = c.all_steps.step_ns;
     s.forward_ns = c.all_steps.forward_ns;
@@ -313,14 +368,16 @@ class EngineImpl final : public Engine {
   std::vector<Pending> submitted_;
   std::vector<std::string> cancels_;
   std::vector<std::promise<Status>> checks_;  // CheckKv callers waiting for the thread
-  std::vector<std::promise<StatusOr<std::vector<uint64_t>>>> hash_queries_;  // KvBlockHashes callers
+  std::vector<std::promise<StatusOr<KvBlockHashSets>>> hash_queries_;  // KvBlockHashes callers
   std::vector<SnapshotAsk> snapshots_;        // SnapshotPrefixTree callers, likewise
+  std::vector<PinAsk> pins_;                  // PinPrefix callers, likewise
   std::unordered_set<std::string> ids_;       // requests submitted and not yet ended
   int64_t waiting_now_ = 0;
   uint64_t next_arrival_ = 0;
   bool stopping_ = false;
   bool stopped_ = false;  // the thread has returned: nobody answers checks_
   bool reset_cache_ = false;
+  bool disk_events_ = false;  // the disk tier logged changes to emit
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;

@@ -61,6 +61,11 @@ struct Request {
   std::vector<int32_t> prompt_tokens;
   SamplingParams sampling;
   std::string cache_salt;           // prefixes under different salts never match
+  // Cache control (docs/kv_cache.md, "Pins"): when the request ends, the
+  // cached full blocks of its first pin_tokens prompt tokens are pinned for
+  // pin_ttl_ms. 0 = no pin.
+  int64_t pin_tokens = 0;
+  int64_t pin_ttl_ms = 0;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled, kError };

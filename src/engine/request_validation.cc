@@ -32,6 +32,8 @@ Status ValidateRequest(const Request& request, const RequestLimits& limits) {
   }
   if (p.max_tokens < 0)
     return bad("max_tokens must be >= 0, got " + std::to_string(p.max_tokens));
+  if (request.pin_tokens < 0 || request.pin_ttl_ms < 0)
+    return bad("pin_tokens and pin_ttl_ms must be >= 0");
   if (!std::isfinite(p.temperature) || p.temperature < 0.0)
     return bad("temperature must be >= 0, got " + Num(p.temperature));
   if (!(p.top_p > 0.0 && p.top_p <= 1.0)) return bad("top_p must be in (0, 1], got " + Num(p.top_p));

@@ -118,6 +118,12 @@ void Scheduler::FinishChoice(ChoiceState* c, FinishReason reason) {
   if (c->seq.has_value()) {
     kv_.Release(*c->seq);
     c->seq.reset();
+    // Cache control: the prompt's blocks are cached now; pin them.
+    const Request& r = c->request->request;
+    if (r.pin_tokens > 0 && r.pin_ttl_ms > 0) {
+      const size_t n = std::min(r.prompt_tokens.size(), static_cast<size_t>(r.pin_tokens));
+      kv_.Pin(std::span<const int32_t>(r.prompt_tokens.data(), n), r.cache_salt, r.pin_ttl_ms);
+    }
   }
   RemoveActive(c);
   auto w = std::find(waiting_.begin(), waiting_.end(), c);

@@ -20,6 +20,8 @@ namespace {
 
 constexpr char kSuffix[] = ".kvb";
 constexpr char kTempMark[] = ".tmp.";
+// Files found at start announced per wake of the engine (change log).
+constexpr size_t kAnnounceBatch = 256;
 
 std::string Hex16(uint64_t v) {
   char buf[17];
@@ -189,27 +191,62 @@ bool DiskTier::Enqueue(DiskBlockWrite block) {
 void DiskTier::WriterLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) break;  // stop_ and nothing left: queued writes finish first
-    DiskBlockWrite block = std::move(queue_.front());
-    queue_.pop_front();
-    writing_ = true;
-    lock.unlock();
-    Status s = WriteFile(block, options_.fsync);
-    if (!s.ok()) {
-      KVFORK_LOG(kWarn) << "KV disk tier: " << s.message();
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !to_announce_.empty(); });
+    if (!queue_.empty()) {
+      DiskBlockWrite block = std::move(queue_.front());
+      queue_.pop_front();
+      writing_ = true;
+      lock.unlock();
+      Status s = WriteFile(block, options_.fsync);
+      if (!s.ok()) {
+        KVFORK_LOG(kWarn) << "KV disk tier: " << s.message();
+      }
+      lock.lock();
+      queued_.erase(block.hash);
+      writing_ = false;
+    } else if (stop_) {
+      break;  // queued writes finish first; announcements do not matter any more
+    } else {
+      // Writes first: announcing the files found at start can wait. A
+      // batch of them per wake, so a large directory costs the engine a few
+      // hundred events per step, not a step per file.
+      std::vector<uint64_t> batch;
+      while (!to_announce_.empty() && batch.size() < kAnnounceBatch) {
+        batch.push_back(to_announce_.front());
+        to_announce_.pop_front();
+      }
+      writing_ = true;
+      lock.unlock();
+      bool logged = false;
+      for (uint64_t hash : batch) {
+        {
+          std::lock_guard<std::mutex> relock(mu_);
+          auto it = index_.find(hash);
+          if (it == index_.end() || it->second.announced) continue;
+        }
+        StatusOr<DiskBlockHeader> h = ReadHeader(hash);
+        if (h.ok()) {
+          std::lock_guard<std::mutex> relock(mu_);
+          logged = AnnounceLocked(hash, h->parent_hash, std::move(h->tokens)) || logged;
+        } else if (h.status().code() == StatusCode::kNotFound) {
+          std::lock_guard<std::mutex> relock(mu_);  // another process evicted it
+          logged = ForgetLocked(hash) || logged;
+        } else {
+          DropCorrupt(hash, h.status());
+        }
+      }
+      if (logged) Wake();
+      lock.lock();
+      writing_ = false;
     }
-    lock.lock();
-    queued_.erase(block.hash);
-    writing_ = false;
-    if (queue_.empty()) idle_cv_.notify_all();
+    if (queue_.empty() && to_announce_.empty()) idle_cv_.notify_all();
   }
   idle_cv_.notify_all();
 }
 
 void DiskTier::Drain() {
   std::unique_lock<std::mutex> lock(mu_);
-  idle_cv_.wait(lock, [&] { return queue_.empty() && !writing_; });
+  idle_cv_.wait(lock, [&] { return queue_.empty() && to_announce_.empty() && !writing_; });
 }
 
 Status DiskTier::WriteNow(const DiskBlockWrite& block) {
@@ -257,17 +294,25 @@ Status DiskTier::WriteFile(const DiskBlockWrite& block, bool fsync) {
   }
   if (::close(fd) != 0) return fail("close");
   if (::rename(temp.c_str(), path.c_str()) != 0) return fail("rename");
-  std::lock_guard<std::mutex> lock(mu_);
-  AddLocked(block.hash, static_cast<int64_t>(bytes.size()), ++clock_);
-  stats_.bytes_written += static_cast<int64_t>(bytes.size());
-  ++stats_.blocks_written;
-  EvictOverCapacityLocked();
+  bool logged;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    AddLocked(block.hash, static_cast<int64_t>(bytes.size()), ++clock_);
+    stats_.bytes_written += static_cast<int64_t>(bytes.size());
+    ++stats_.blocks_written;
+    // Announced only now: a block is on disk once its file is renamed.
+    logged = AnnounceLocked(block.hash, block.parent_hash, block.tokens);
+    logged = EvictOverCapacityLocked() || logged;
+  }
+  if (logged) Wake();
   return OkStatus();
 }
 
 void DiskTier::AddLocked(uint64_t hash, int64_t bytes, uint64_t tick) {
+  auto old = index_.find(hash);
+  const bool announced = old != index_.end() && old->second.announced;
   RemoveLocked(hash);
-  index_[hash] = {bytes, tick};
+  index_[hash] = {bytes, tick, announced};
   lru_.emplace(tick, hash);
   bytes_ += bytes;
 }
@@ -280,22 +325,133 @@ void DiskTier::RemoveLocked(uint64_t hash) {
   index_.erase(it);
 }
 
-void DiskTier::EvictOverCapacityLocked() {
+bool DiskTier::ForgetLocked(uint64_t hash) {
+  auto it = index_.find(hash);
+  if (it == index_.end()) return false;
+  const bool logged = log_changes_ && it->second.announced;
+  if (logged) {
+    DiskTierChange c;
+    c.stored = false;
+    c.hash = hash;
+    changes_.push_back(std::move(c));
+  }
+  RemoveLocked(hash);
+  return logged;
+}
+
+bool DiskTier::AnnounceLocked(uint64_t hash, std::optional<uint64_t> parent_hash,
+                              std::vector<int32_t> tokens) {
+  auto it = index_.find(hash);
+  if (!log_changes_ || it == index_.end() || it->second.announced) return false;
+  it->second.announced = true;
+  DiskTierChange c;
+  c.stored = true;
+  c.hash = hash;
+  c.parent_hash = parent_hash;
+  c.tokens = std::move(tokens);
+  changes_.push_back(std::move(c));
+  return true;
+}
+
+bool DiskTier::EvictOverCapacityLocked() {
+  bool logged = false;
   while (bytes_ > options_.capacity_bytes && !lru_.empty()) {
     uint64_t hash = lru_.begin()->second;
-    RemoveLocked(hash);
+    logged = ForgetLocked(hash) || logged;
     ::unlink(PathOf(hash).c_str());
     ++stats_.evicted_blocks;
   }
+  return logged;
 }
 
 void DiskTier::DropCorrupt(uint64_t hash, const Status& why) {
   KVFORK_LOG(kWarn) << "KV disk tier: block " << PathOf(hash) << " is unusable, deleted ("
                     << why.message() << "); it will be recomputed";
+  bool logged;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    logged = ForgetLocked(hash);
+    ::unlink(PathOf(hash).c_str());
+    ++stats_.corrupt_blocks;
+  }
+  if (logged) Wake();
+}
+
+void DiskTier::Wake() {
+  std::lock_guard<std::mutex> lock(wake_mu_);
+  if (wake_) wake_();
+}
+
+void DiskTier::SetWake(std::function<void()> wake) {
+  std::lock_guard<std::mutex> lock(wake_mu_);
+  wake_ = std::move(wake);
+}
+
+void DiskTier::EnableChangeLog() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (log_changes_) return;
+    log_changes_ = true;
+    // Oldest first, the order the files were last used in.
+    for (const auto& [tick, hash] : lru_) to_announce_.push_back(hash);
+  }
+  cv_.notify_one();
+}
+
+std::vector<DiskTierChange> DiskTier::TakeChanges() {
   std::lock_guard<std::mutex> lock(mu_);
-  RemoveLocked(hash);
-  ::unlink(PathOf(hash).c_str());
-  ++stats_.corrupt_blocks;
+  std::vector<DiskTierChange> out;
+  out.swap(changes_);
+  return out;
+}
+
+std::vector<uint64_t> DiskTier::Hashes() const {
+  std::vector<uint64_t> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out.reserve(index_.size());
+    for (const auto& [hash, entry] : index_) out.push_back(hash);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+StatusOr<DiskBlockHeader> DiskTier::ReadHeader(uint64_t hash) const {
+  const std::string path = PathOf(hash);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return NotFoundError("KV disk block " + path + " is gone");
+    return DataLossError("KV disk block: cannot open (" + std::string(std::strerror(errno)) +
+                         ")");
+  }
+  struct stat st;
+  std::vector<uint8_t> head(kDiskBlockFixedHeaderBytes);
+  Status s = OkStatus();
+  if (::fstat(fd, &st) != 0 || !ReadAll(fd, head.data(), head.size())) {
+    s = DataLossError("KV disk block: short read of the header");
+  } else {
+    // The fixed part gives the header's size (checked again by the decoder).
+    uint32_t hb;
+    std::memcpy(&hb, head.data() + 12, sizeof(hb));
+    if (hb < kDiskBlockFixedHeaderBytes || hb > DiskBlockHeaderBytes(1u << 20) ||
+        static_cast<uint64_t>(st.st_size) < hb) {
+      s = DataLossError("KV disk block: header size " + std::to_string(hb) + " out of range");
+    } else {
+      head.resize(hb);
+      if (!ReadAll(fd, head.data() + kDiskBlockFixedHeaderBytes, hb - kDiskBlockFixedHeaderBytes))
+        s = DataLossError("KV disk block: short read of the token ids");
+    }
+  }
+  ::close(fd);
+  KVFORK_RETURN_IF_ERROR(s);
+  KVFORK_ASSIGN_OR_RETURN(DiskBlockHeader h,
+                          DecodeDiskBlockHeader(head, static_cast<uint64_t>(st.st_size)));
+  if (h.fingerprint != options_.fingerprint)
+    return FailedPreconditionError("KV disk block: fingerprint differs (another model, KV format "
+                                   "or kernel ISA level)");
+  if (h.block_hash != hash)
+    return FailedPreconditionError("KV disk block: hash differs from its name");
+  return h;
 }
 
 Status DiskTier::Read(uint64_t hash, std::optional<uint64_t> parent_hash,
@@ -304,9 +460,13 @@ Status DiskTier::Read(uint64_t hash, std::optional<uint64_t> parent_hash,
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     // Gone (another process evicted it): a miss, not corruption.
-    std::lock_guard<std::mutex> lock(mu_);
-    RemoveLocked(hash);
-    ++stats_.misses_blocks;
+    bool logged;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      logged = ForgetLocked(hash);
+      ++stats_.misses_blocks;
+    }
+    if (logged) Wake();
     return NotFoundError("KV disk block " + path + " is gone");
   }
   struct stat st;

@@ -17,6 +17,15 @@
 // capacity_bytes; the writer deletes the oldest files when over.
 // Start: the index is rebuilt from the directory listing (one readdir and
 // one stat per file: O(files)); leftover temp files of dead processes go.
+// Change log (for KV events, kv_events.h): once EnableChangeLog is called,
+// every block the tier gains (a write completed) or loses (LRU, a corrupt
+// or vanished file) is recorded with its identity, and the files found at
+// start are announced by the writer thread as it reads their headers (the
+// scan itself opens no file). The engine thread takes the log
+// (TakeChanges) and turns it into BlockStored / BlockRemoved medium=DISK; a
+// callback wakes it when the log grows. A block is logged as removed only
+// after it was logged as stored, so the log replays into exactly the set of
+// announced blocks.
 // Sharing: the subdirectory is per fingerprint, so processes with other
 // models or KV formats never touch each other's files; two processes with
 // the same fingerprint may share it (renames are atomic, each keeps its own
@@ -40,6 +49,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kv/disk_block_file.h"
 
 namespace kvfork {
 
@@ -65,6 +75,15 @@ struct DiskTierStats {
   int64_t corrupt_blocks = 0;     // failed a check on read; deleted
   int64_t evicted_blocks = 0;     // deleted to stay within capacity
   int64_t scanned_files = 0;      // at Open
+};
+
+// A block the tier gained (stored: identity from the write or the file's
+// header) or lost (removed: hash only).
+struct DiskTierChange {
+  bool stored = true;
+  uint64_t hash = 0;
+  std::optional<uint64_t> parent_hash;
+  std::vector<int32_t> tokens;
 };
 
 // One block to write: its identity and a copy of its pool bytes.
@@ -113,10 +132,24 @@ class DiskTier {
   // The file of a block (tests corrupt it).
   std::string PathOf(uint64_t hash) const;
 
+  // Starts the change log; the files indexed now are announced in the
+  // background (their headers are read by the writer thread; a file whose
+  // header fails is dropped as corrupt). wake (may be empty) is called,
+  // from any thread and without the tier's lock, after changes are logged;
+  // SetWake(nullptr) returns only when no call of the old one runs.
+  void EnableChangeLog();
+  void SetWake(std::function<void()> wake);
+  // The changes logged since the last call, in order.
+  std::vector<DiskTierChange> TakeChanges();
+  // Hashes of every indexed block, sorted (a subscriber's DISK set equals it
+  // once the log is taken and no write or announcement is pending).
+  std::vector<uint64_t> Hashes() const;
+
  private:
   struct Entry {
     int64_t bytes = 0;
     uint64_t tick = 0;
+    bool announced = false;  // logged as stored (change log on)
   };
   explicit DiskTier(const DiskTierOptions& options, std::string block_dir);
   Status Scan();
@@ -125,7 +158,16 @@ class DiskTier {
   // Under mu_: index a file written or found, evict over capacity.
   void AddLocked(uint64_t hash, int64_t bytes, uint64_t tick);
   void RemoveLocked(uint64_t hash);
-  void EvictOverCapacityLocked();
+  // RemoveLocked for a block the tier loses; logs its removal if announced.
+  // Returns whether a change was logged (the caller wakes after unlocking).
+  bool ForgetLocked(uint64_t hash);
+  // Logs a stored change for an indexed, not yet announced block.
+  bool AnnounceLocked(uint64_t hash, std::optional<uint64_t> parent_hash,
+                      std::vector<int32_t> tokens);
+  // Reads and checks a block file's header (the writer's announcements).
+  StatusOr<DiskBlockHeader> ReadHeader(uint64_t hash) const;
+  void Wake();
+  bool EvictOverCapacityLocked();
   void DropCorrupt(uint64_t hash, const Status& why);
 
   DiskTierOptions options_;
@@ -144,6 +186,11 @@ class DiskTier {
   int64_t bytes_ = 0;
   DiskTierStats stats_;
   uint64_t temp_counter_ = 0;
+  bool log_changes_ = false;
+  std::vector<DiskTierChange> changes_;
+  std::deque<uint64_t> to_announce_;  // indexed at EnableChangeLog, headers not yet read
+  std::mutex wake_mu_;                // held while wake_ runs, and to replace it
+  std::function<void()> wake_;
   std::thread writer_;  // last: starts after every member above exists
 };
 

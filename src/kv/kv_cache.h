@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -83,6 +84,9 @@ struct KvCacheOptions {
   // computes it, e.g. ModelFilesFingerprint); the KV layout and the ISA level
   // are added by the cache. Required with disk_dir.
   uint64_t model_fingerprint = 0;
+  // The clock pins' TTLs run on, in ms (paged only); empty = steady_clock.
+  // Tests pass a fake one.
+  std::function<int64_t()> clock_ms;
 };
 
 // What the index holds for a prompt. Tokens [0, num_reused_tokens) need no
@@ -109,6 +113,8 @@ struct KvCacheStats {
   int64_t evictions = 0;             // blocks (paged) or snapshots' blocks (dense) evicted
   int64_t peak_used_blocks = 0;      // max of blocks_used
   int64_t peak_resident_blocks = 0;  // max of blocks_used + blocks_cached
+  int64_t pinned_blocks = 0;         // now: blocks pinned by cache control (Pin)
+  int64_t pinned_evictions = 0;      // pinned blocks evicted before their TTL ran out
   // Disk tier (all zero when off): its own counters, and of admitted
   // prompts, the blocks read back from disk and the lookups whose next full
   // block was neither in the pool nor on disk.
@@ -184,19 +190,40 @@ class KvCache {
   // The block counts and at most max_nodes blocks of the prefix tree
   // (prefix_tree.h). The dense backend has no tree: has_tree false, no nodes.
   virtual PrefixTreeSnapshot SnapshotPrefixTree(int64_t max_nodes) const;
+  // Cache control (issue 25): pins the full blocks of tokens that are in the
+  // prefix index under salt (the chain from the first block, as far as it
+  // is cached) for ttl_ms: they are evicted only after it, or when nothing
+  // else can be. Returns the blocks pinned. The dense backend pins nothing
+  // (0).
+  virtual int64_t Pin(std::span<const int32_t> tokens, std::string_view salt, int64_t ttl_ms) {
+    (void)tokens, (void)salt, (void)ttl_ms;
+    return 0;
+  }
   // Drops every cached (unreferenced) block / snapshot; running sequences
-  // are untouched. With an event sink: AllBlocksCleared when the index is
+  // are untouched; pins go too. With an event sink: AllBlocksCleared when the index is
   // empty afterwards, else one BlockRemoved per dropped full block.
   virtual void ResetPrefixCache() = 0;
 
   // Announces the prefix index's full blocks to sink (kv_events.h) from now
   // on; nullptr stops. The sink must outlive the cache. FailedPrecondition on
-  // the dense backend, which has no block index to announce.
+  // the dense backend, which has no block index to announce. With a disk
+  // tier, its blocks are announced too (medium DISK, EmitDiskEvents).
   virtual Status SetEventSink(KvEventSink* sink) = 0;
   // The stable hashes (block_hash.h) of every full block in the prefix index
   // now, referenced or cached: the set a KV-event subscriber rebuilds. Empty
   // for the dense backend. Cost O(blocks).
   virtual std::vector<uint64_t> BlockHashes() const = 0;
+  // The hashes of every full block on the disk tier, sorted (empty when
+  // off): the DISK set a subscriber rebuilds once EmitDiskEvents has run and
+  // no write is pending. Cost O(disk blocks).
+  virtual std::vector<uint64_t> DiskBlockHashes() const { return {}; }
+  // Emits, to the event sink, the disk tier's changes since the last call
+  // (BlockStored / BlockRemoved with medium DISK; disk_tier.h's change log).
+  // The engine calls it every step and when woken by the tier.
+  virtual void EmitDiskEvents() {}
+  // Called (from the tier's writer thread or any other) when disk changes
+  // wait for EmitDiskEvents; nullptr stops it and waits for a running call.
+  virtual void SetDiskEventWake(std::function<void()> wake) { (void)wake; }
   // The disk tier (nullptr when off or dense). Unlike the cache, it is
   // thread-safe: its Stats() may be read from any thread.
   virtual DiskTier* disk_tier() const { return nullptr; }

@@ -33,7 +33,7 @@ void PackEvent(Packer& pk, const KvEventBatchHeader& h, const KvEvent& e) {
       for (int32_t t : e.token_ids) pk.pack_int32(t);
       pk.pack_int64(h.block_size);
       pk.pack_nil();  // lora_id: no LoRA adapters
-      PackStr(pk, h.medium);
+      PackStr(pk, KvMediumName(e.medium));
       pk.pack_nil();  // lora_name
       return;
     case KvEvent::Kind::kBlockRemoved:
@@ -41,7 +41,7 @@ void PackEvent(Packer& pk, const KvEventBatchHeader& h, const KvEvent& e) {
       PackStr(pk, "BlockRemoved");
       pk.pack_array(1);
       pk.pack_uint64(e.block_hash);
-      PackStr(pk, h.medium);
+      PackStr(pk, KvMediumName(e.medium));
       return;
     case KvEvent::Kind::kAllBlocksCleared:
       pk.pack_array(1);

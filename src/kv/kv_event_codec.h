@@ -8,6 +8,7 @@
 //                       uint64 | nil, token_ids: [int], block_size: int,
 //                       lora_id: nil, medium: str, lora_name: nil]
 //   BlockRemoved     = ["BlockRemoved", block_hashes: [uint64], medium: str]
+//   (medium: "CPU" for the RAM pool, "DISK" for the disk tier; KvMediumName)
 //   AllBlocksCleared = ["AllBlocksCleared"]
 //
 // Each kvfork event carries one block (block_hashes has one entry and
@@ -29,7 +30,6 @@ struct KvEventBatchHeader {
   double timestamp_s = 0;        // wall clock when the batch was closed
   int64_t block_size = 16;       // tokens per block (BlockStored.block_size)
   int64_t data_parallel_rank = 0;
-  std::string medium = "CPU";    // where the blocks live (vLLM: "GPU", "CPU")
 };
 
 // The msgpack bytes of one EventBatch.

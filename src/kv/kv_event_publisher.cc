@@ -154,7 +154,6 @@ void KvEventPublisher::Publish(const Batch& batch) {
   KvEventBatchHeader header;
   header.timestamp_s = batch.timestamp_s;
   header.block_size = options_.block_size;
-  header.medium = options_.medium;
   std::string payload = EncodeKvEventBatch(header, batch.events);
   const uint64_t seq = next_seq_++;
   const std::string seq_bytes = BigEndian8(seq);

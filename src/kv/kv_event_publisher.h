@@ -43,7 +43,6 @@ struct KvEventPublisherOptions {
   std::string replay_endpoint;  // --kv-events-replay, e.g. tcp://*:5558; "" = none
   std::string topic;            // --kv-events-topic; frame 1 of every message
   int64_t block_size = 16;      // tokens per block, sent in BlockStored
-  std::string medium = "CPU";   // BlockStored/BlockRemoved medium
   int64_t max_queued_batches = 10000;  // batches waiting for the thread; more are dropped
   int64_t replay_batches = 10000;      // batches kept for replay (vLLM's buffer_steps)
   int send_high_water_mark = 100000;   // ZMQ_SNDHWM of the PUB socket (vLLM's hwm)

@@ -16,16 +16,33 @@
 
 namespace kvfork {
 
+// Where an announced block lives: the RAM pool or the disk tier. On the wire
+// this is vLLM's `medium` string; llm-d lowercases it into its device tier
+// ("cpu", "disk") and weights each tier (kvCacheBackendConfigs).
+enum class KvMedium { kCpu, kDisk };
+
+inline const char* KvMediumName(KvMedium medium) {
+  return medium == KvMedium::kDisk ? "DISK" : "CPU";
+}
+
 struct KvEvent {
   enum class Kind {
-    kBlockStored,       // a full block was registered in the prefix index
-    kBlockRemoved,      // a full block left the index (evicted or reset)
-    kAllBlocksCleared,  // the index holds no block any more
+    kBlockStored,       // a full block is now held on `medium`
+    kBlockRemoved,      // a full block is no longer held on `medium`
+    kAllBlocksCleared,  // the replica holds no block on any medium any more
   };
   Kind kind = Kind::kBlockStored;
   uint64_t block_hash = 0;                 // stored / removed: block_hash.h
   std::optional<uint64_t> parent_hash;     // stored: none for a first block
   std::vector<int32_t> token_ids;          // stored: the block's block_size tokens
+  KvMedium medium = KvMedium::kCpu;        // stored / removed
+};
+
+// The full blocks a KV-event subscriber should know of, per medium (sorted
+// hashes): the prefix index's (CPU) and the disk tier's (DISK).
+struct KvBlockHashSets {
+  std::vector<uint64_t> cpu;
+  std::vector<uint64_t> disk;
 };
 
 // A publisher's counters, cumulative since it started.

@@ -44,6 +44,7 @@ PagedKvCache::PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockP
       disk_(std::move(disk)) {
   stats_.blocks_total = pool_->num_blocks();
   stats_.block_bytes = static_cast<int64_t>(pool_->block_bytes());
+  if (options_.clock_ms) index_->set_clock(options_.clock_ms);
   if (disk_ != nullptr) index_->set_eviction_hook([this](BlockId id) { SpillToDisk(id); });
 }
 
@@ -163,8 +164,12 @@ void PagedKvCache::Unref(BlockId id) {
 void PagedKvCache::TakeBlocks(int64_t n, Sequence* s) {
   for (int64_t i = 0; i < n; ++i) {
     if (pool_->num_free() == 0) {
+      index_->ExpirePins();
+      const int64_t pinned = index_->num_pinned();
       BlockId victim = index_->PopLru();
       KVFORK_CHECK_MSG(victim != kNoBlock, "KV pool: no free block and no evictable leaf");
+      // PopLru takes a pinned block only when no other is left (and logs it).
+      if (index_->num_pinned() < pinned) ++stats_.pinned_evictions;
       pool_->Free(victim);
       ++stats_.evictions;
     }
@@ -353,6 +358,7 @@ StatusOr<SeqId> PagedKvCache::Fork(SeqId seq) {
 }
 
 void PagedKvCache::Release(SeqId seq) {
+  index_->ExpirePins();  // keeps the pinned count current, step by step
   Sequence& s = Get(seq);
   const int64_t bs = pool_->layout().block_size;
   const int64_t n = static_cast<int64_t>(s.tokens.size());
@@ -390,6 +396,7 @@ KvCacheStats PagedKvCache::Stats() const {
   st.blocks_cached = index_->num_cached();
   st.blocks_used = st.blocks_total - st.blocks_free - st.blocks_cached;
   st.num_sequences = static_cast<int64_t>(seqs_.size());
+  st.pinned_blocks = index_->num_pinned();
   if (disk_ != nullptr) {
     st.disk_enabled = true;
     st.disk = disk_->Stats();
@@ -405,8 +412,28 @@ PrefixTreeSnapshot PagedKvCache::SnapshotPrefixTree(int64_t max_nodes) const {
   return t;
 }
 
+int64_t PagedKvCache::Pin(std::span<const int32_t> tokens, std::string_view salt,
+                          int64_t ttl_ms) {
+  if (!options_.prefix_cache || ttl_ms <= 0) return 0;
+  const uint64_t salt_key = PrefixIndex::SaltKeyOf(salt);
+  const int64_t bs = pool_->layout().block_size;
+  int64_t pinned = 0;
+  BlockId parent = kNoBlock;
+  for (int64_t k = 0; (k + 1) * bs <= static_cast<int64_t>(tokens.size()); ++k) {
+    BlockId b = index_->FindFull(parent, salt_key, tokens.data() + k * bs);
+    if (b == kNoBlock) break;
+    index_->Pin(b, ttl_ms);
+    ++pinned;
+    parent = b;
+  }
+  return pinned;
+}
+
 void PagedKvCache::ResetPrefixCache() {
-  if (sink_ != nullptr && index_->NoneReferenced()) {
+  index_->UnpinAll();  // a reset drops every cached block, pinned or not
+  // With a disk tier the replica keeps its DISK blocks, which
+  // AllBlocksCleared (every medium) would wipe from a subscriber's view.
+  if (sink_ != nullptr && disk_ == nullptr && index_->NoneReferenced()) {
     // Everything goes: one AllBlocksCleared instead of a BlockRemoved each.
     for (BlockId b : index_->ClearCachedSilently()) pool_->Free(b);
     KvEvent e;
@@ -423,7 +450,32 @@ void PagedKvCache::ResetPrefixCache() {
 Status PagedKvCache::SetEventSink(KvEventSink* sink) {
   sink_ = sink;
   index_->set_event_sink(sink);
+  // The tier logs what it gains and loses from now on, and announces the
+  // blocks it already holds (files of an earlier process) in the background.
+  if (disk_ != nullptr && sink != nullptr) disk_->EnableChangeLog();
   return OkStatus();
+}
+
+std::vector<uint64_t> PagedKvCache::DiskBlockHashes() const {
+  return disk_ != nullptr ? disk_->Hashes() : std::vector<uint64_t>{};
+}
+
+void PagedKvCache::EmitDiskEvents() {
+  if (disk_ == nullptr) return;
+  for (DiskTierChange& c : disk_->TakeChanges()) {
+    if (sink_ == nullptr) continue;
+    KvEvent e;
+    e.kind = c.stored ? KvEvent::Kind::kBlockStored : KvEvent::Kind::kBlockRemoved;
+    e.medium = KvMedium::kDisk;
+    e.block_hash = c.hash;
+    e.parent_hash = c.parent_hash;
+    e.token_ids = std::move(c.tokens);
+    sink_->Emit(std::move(e));
+  }
+}
+
+void PagedKvCache::SetDiskEventWake(std::function<void()> wake) {
+  if (disk_ != nullptr) disk_->SetWake(std::move(wake));
 }
 
 Status PagedKvCache::Check() const {

@@ -63,8 +63,12 @@ class PagedKvCache final : public KvCache {
   KvCacheStats Stats() const override;
   PrefixTreeSnapshot SnapshotPrefixTree(int64_t max_nodes) const override;
   void ResetPrefixCache() override;
+  int64_t Pin(std::span<const int32_t> tokens, std::string_view salt, int64_t ttl_ms) override;
   Status SetEventSink(KvEventSink* sink) override;
   std::vector<uint64_t> BlockHashes() const override { return index_->FullBlockHashes(); }
+  std::vector<uint64_t> DiskBlockHashes() const override;
+  void EmitDiskEvents() override;
+  void SetDiskEventWake(std::function<void()> wake) override;
   Status Check() const override;
 
   const BlockPool& pool() const { return *pool_; }

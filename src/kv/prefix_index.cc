@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "core/logging.h"
+
 namespace kvfork {
 namespace {
 
@@ -12,7 +14,10 @@ const std::vector<BlockId> kNoChildren;
 }  // namespace
 
 PrefixIndex::PrefixIndex(BlockPool* pool)
-    : pool_(pool), block_size_(pool->layout().block_size), nodes_(pool->num_blocks()) {}
+    : pool_(pool),
+      block_size_(pool->layout().block_size),
+      nodes_(pool->num_blocks()),
+      policy_(pool->num_blocks()) {}
 
 uint64_t PrefixIndex::ChildHash(BlockId parent, uint64_t salt_key, const int32_t* tokens, int n) const {
   const uint64_t start = parent == kNoBlock ? RootBlockHashSeed(salt_key) : nodes_[parent].hash;
@@ -102,18 +107,16 @@ bool PrefixIndex::IsLeafCandidate(BlockId id) const {
 }
 
 void PrefixIndex::MaybeAddLeaf(BlockId id) {
-  Node& n = nodes_[id];
-  if (n.in_lru || !IsLeafCandidate(id)) return;
-  n.lru_tick = pool_->tick(id);
-  lru_.emplace(n.lru_tick, id);
-  n.in_lru = true;
+  if (policy_.IsLeaf(id) || !IsLeafCandidate(id)) return;
+  policy_.AddLeaf(id, pool_->tick(id));
 }
 
-void PrefixIndex::RemoveLeaf(BlockId id) {
-  Node& n = nodes_[id];
-  if (!n.in_lru) return;
-  lru_.erase({n.lru_tick, id});
-  n.in_lru = false;
+void PrefixIndex::RemoveLeaf(BlockId id) { policy_.RemoveLeaf(id); }
+
+void PrefixIndex::Pin(BlockId id, int64_t ttl_ms) {
+  const Node& n = nodes_[id];
+  KVFORK_CHECK(n.registered && n.full && ttl_ms > 0);
+  policy_.Pin(id, ttl_ms);
 }
 
 void PrefixIndex::OnCached(BlockId id) {
@@ -131,7 +134,7 @@ void PrefixIndex::OnReferenced(BlockId id) {
 void PrefixIndex::Unregister(BlockId id, bool announce) {
   Node& n = nodes_[id];
   KVFORK_CHECK(n.registered && n.children.empty() && pool_->refcount(id) == 0);
-  RemoveLeaf(id);
+  policy_.Forget(id);
   if (n.full) {
     auto [lo, hi] = full_by_hash_.equal_range(n.hash);
     for (auto it = lo; it != hi; ++it) {
@@ -158,8 +161,17 @@ void PrefixIndex::Unregister(BlockId id, bool announce) {
 }
 
 BlockId PrefixIndex::PopLru() {
-  if (lru_.empty()) return kNoBlock;
-  BlockId id = lru_.begin()->second;
+  bool pinned = false;
+  const BlockId id = policy_.Next(&pinned);
+  if (id == kNoBlock) return kNoBlock;
+  if (pinned) {
+    const int64_t now = policy_.NowMs();
+    KVFORK_LOG(kWarn) << "KV cache: evicting pinned block " << nodes_[id].hash << " (pinned "
+                      << (now - policy_.pinned_at_ms(id)) / 1000 << " s ago, "
+                      << (policy_.pin_until_ms(id) - now) / 1000
+                      << " s of its TTL left): no unpinned block is left to evict; "
+                      << policy_.num_pinned() << " blocks pinned";
+  }
   if (eviction_hook_) eviction_hook_(id);
   Unregister(id);
   return id;
@@ -169,8 +181,9 @@ void PrefixIndex::Evict(BlockId id) { Unregister(id); }
 
 std::vector<BlockId> PrefixIndex::ClearCachedSilently() {
   std::vector<BlockId> out;
-  while (!lru_.empty()) {
-    BlockId id = lru_.begin()->second;
+  UnpinAll();
+  bool pinned = false;
+  for (BlockId id = policy_.Next(&pinned); id != kNoBlock; id = policy_.Next(&pinned)) {
     Unregister(id, /*announce=*/false);
     out.push_back(id);
   }
@@ -232,13 +245,15 @@ void PrefixIndex::SnapshotTree(int64_t max_nodes, PrefixTreeSnapshot* out) const
 Status PrefixIndex::Check() const {
   int64_t registered = 0;
   int64_t cached = 0;
-  size_t leaves = 0;
+  int64_t leaves = 0;
   size_t full = 0;
+  int64_t pinned = 0;
   for (BlockId id = 0; id < static_cast<BlockId>(nodes_.size()); ++id) {
     const Node& n = nodes_[id];
     auto b = [id] { return "block " + std::to_string(id); };
     if (!n.registered) {
-      if (n.in_lru || !n.children.empty()) return InternalError(b() + ": unregistered but linked");
+      if (policy_.IsLeaf(id) || policy_.IsPinned(id) || !n.children.empty())
+        return InternalError(b() + ": unregistered but linked");
       continue;
     }
     ++registered;
@@ -266,12 +281,10 @@ Status PrefixIndex::Check() const {
       if (pool_->refcount(c) > 0 && pool_->refcount(id) == 0)
         return InternalError(b() + ": cached parent of referenced child " + std::to_string(c));
     }
-    bool leaf = IsLeafCandidate(id);
-    if (leaf != n.in_lru) return InternalError(b() + ": LRU membership disagrees with leaf state");
-    if (n.in_lru) {
-      ++leaves;
-      if (!lru_.count({n.lru_tick, id})) return InternalError(b() + ": missing from the LRU set");
-    }
+    const bool leaf = IsLeafCandidate(id);
+    KVFORK_RETURN_IF_ERROR(policy_.CheckBlock(id, leaf, n.full));
+    leaves += leaf;
+    pinned += policy_.IsPinned(id);
   }
   if (cached != num_cached_)
     return InternalError("cached count " + std::to_string(num_cached_) + " but " +
@@ -279,7 +292,7 @@ Status PrefixIndex::Check() const {
   if (registered != num_registered_)
     return InternalError("registered count " + std::to_string(num_registered_) + " but " +
                          std::to_string(registered) + " registered blocks");
-  if (leaves != lru_.size()) return InternalError("LRU set has stale entries");
+  KVFORK_RETURN_IF_ERROR(policy_.CheckTotals(leaves, pinned));
   if (full != full_by_hash_.size()) return InternalError("hash map has stale entries");
   for (const auto& [salt, kids] : root_children_) {
     for (BlockId c : kids) {

@@ -24,6 +24,11 @@
 // children) ordered by last-use tick; PopLru removes the oldest in O(log n),
 // and its parent becomes a leaf candidate when its last child goes.
 // Referenced blocks are never in that order, so they are never evicted.
+// The order is the eviction policy's (eviction_policy.h): the tree says
+// which blocks are evictable leaves, the policy which goes first.
+// Pins (cache control, issue 25): a pinned full block is evicted only after
+// its TTL (on the index's clock), or when no unpinned leaf is left; then the
+// oldest pin goes first and the log says so.
 // The eviction hook (set_eviction_hook) sees each block PopLru is about to
 // drop while it is still registered: the disk tier (disk_tier.h) copies full
 // ones out there. Resets and redundant partial blocks do not call it.
@@ -45,6 +50,7 @@
 #include "core/status.h"
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
+#include "kv/eviction_policy.h"
 #include "kv/kv_events.h"
 #include "kv/prefix_tree.h"
 
@@ -116,11 +122,27 @@ class PrefixIndex {
 
   int64_t num_cached() const { return num_cached_; }
   int64_t num_registered() const { return num_registered_; }
-  int64_t num_evictable_leaves() const { return static_cast<int64_t>(lru_.size()); }
+  int64_t num_evictable_leaves() const { return policy_.num_leaves(); }
 
   // Unregisters the least recently used cached leaf and returns it (the caller
-  // frees it), or kNoBlock when there is none.
+  // frees it), or kNoBlock when there is none. Unpinned leaves (and pins past
+  // their TTL) go first; only when none is left, the oldest pinned leaf
+  // (logged).
   BlockId PopLru();
+
+  // Pins a registered full block until now + ttl_ms (a later pin of the same
+  // block extends it and counts as the newest pin). ttl_ms > 0.
+  void Pin(BlockId id, int64_t ttl_ms);
+  // Drops every pin (a cache reset). Cost O(pins).
+  void UnpinAll() { policy_.UnpinAll(); }
+  // Moves pins whose TTL has run out back to plain LRU order. O(expired log n).
+  void ExpirePins() { policy_.ExpirePins(); }
+  // Registered blocks pinned now (expired pins count until ExpirePins).
+  int64_t num_pinned() const { return policy_.num_pinned(); }
+  bool IsPinned(BlockId id) const { return policy_.IsPinned(id); }
+  // The clock pins are measured on, in ms (default: steady_clock); tests set
+  // a fake one. Must not go backwards.
+  void set_clock(std::function<int64_t()> now_ms) { policy_.set_clock(std::move(now_ms)); }
   // Unregisters a specific cached leaf (a redundant partial block).
   void Evict(BlockId id);
   // Partial cached leaf children of parent whose tokens are a strict prefix of
@@ -141,11 +163,9 @@ class PrefixIndex {
   struct Node {
     bool registered = false;
     bool full = false;
-    bool in_lru = false;
     BlockId parent = kNoBlock;
     uint64_t salt_key = 0;
     uint64_t hash = 0;
-    uint64_t lru_tick = 0;  // key in lru_ while in_lru
     std::vector<int32_t> tokens;
     std::vector<BlockId> children;
   };
@@ -164,7 +184,7 @@ class PrefixIndex {
   // By salt key; an entry is erased with its last child.
   std::unordered_map<uint64_t, std::vector<BlockId>> root_children_;
   std::unordered_multimap<uint64_t, BlockId> full_by_hash_;
-  std::set<std::pair<uint64_t, BlockId>> lru_;  // cached leaves by tick
+  EvictionPolicy policy_;  // the order of the cached leaves, and the pins
   int64_t num_cached_ = 0;
   KvEventSink* sink_ = nullptr;
   int64_t num_registered_ = 0;

@@ -1,5 +1,6 @@
 #include "server/anthropic_messages.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,40 @@ std::optional<ApiError> TextOf(const ojson& value, const std::string& field, std
     if (!out->empty()) *out += "\n";
     *out += block["text"].get<std::string>();
   }
+  return std::nullopt;
+}
+
+// One block's cache_control, if any: {"type": "ephemeral", "ttl"?: "5m" |
+// "1h"}; *ttl_ms gets its TTL (0 when the block has none).
+std::optional<ApiError> CacheControlOf(const ojson& block, const std::string& field,
+                                       int64_t* ttl_ms) {
+  *ttl_ms = 0;
+  if (!block.is_object()) return std::nullopt;
+  auto cc = block.find("cache_control");
+  if (cc == block.end() || cc->is_null()) return std::nullopt;
+  const std::string f = field + ".cache_control";
+  if (!cc->is_object()) return Invalid(f, "must be an object {\"type\": \"ephemeral\"}");
+  if (Str(*cc, "type") != "ephemeral") return Invalid(f + ".type", "must be \"ephemeral\"");
+  auto ttl = cc->find("ttl");
+  if (ttl == cc->end() || ttl->is_null() || *ttl == "5m") {
+    *ttl_ms = 5 * 60 * 1000;
+  } else if (*ttl == "1h") {
+    *ttl_ms = 60 * 60 * 1000;
+  } else {
+    return Invalid(f + ".ttl", "must be \"5m\" or \"1h\"");
+  }
+  return std::nullopt;
+}
+
+// Records a breakpoint covering the first chat_messages chat messages.
+std::optional<ApiError> NoteBreakpoint(const ojson& block, const std::string& field,
+                                       size_t chat_messages, AnthropicCacheControl* cache) {
+  int64_t ttl = 0;
+  if (auto err = CacheControlOf(block, field, &ttl)) return err;
+  if (ttl == 0 || cache == nullptr) return std::nullopt;
+  cache->present = true;
+  cache->chat_messages = std::max<size_t>({cache->chat_messages, chat_messages, 1});
+  cache->ttl_ms = std::max(cache->ttl_ms, ttl);
   return std::nullopt;
 }
 
@@ -168,10 +203,14 @@ std::optional<ApiError> ConvertToolChoice(const ojson& tc, ojson* chat) {
   return std::nullopt;
 }
 
-json UsageOf(const Usage& u) {
-  // Anthropic's input_tokens are the prompt tokens not read from the cache.
-  return json{{"input_tokens", u.prompt_tokens - u.cached_tokens},
-              {"cache_creation_input_tokens", 0},
+json UsageOf(const Usage& u, int64_t pin_tokens) {
+  // Anthropic's three input counts add up to the prompt: read from the
+  // cache, written to it (the pinned prefix's tokens this request computed)
+  // and the rest.
+  const int64_t pinned = std::min(pin_tokens, u.prompt_tokens);
+  const int64_t created = std::max<int64_t>(0, pinned - u.cached_tokens);
+  return json{{"input_tokens", u.prompt_tokens - u.cached_tokens - created},
+              {"cache_creation_input_tokens", created},
               {"cache_read_input_tokens", u.cached_tokens},
               {"output_tokens", u.completion_tokens}};
 }
@@ -187,14 +226,14 @@ std::string Event(const json& data) {
 
 class AnthropicFormatter : public ChatFormatter {
  public:
-  AnthropicFormatter(const ResponseMeta& meta, int64_t input_tokens)
-      : meta_(meta), input_tokens_(input_tokens) {}
+  AnthropicFormatter(const ResponseMeta& meta, int64_t input_tokens, int64_t pin_tokens)
+      : meta_(meta), input_tokens_(input_tokens), pin_tokens_(pin_tokens) {}
 
   void Begin(size_t, std::vector<std::string>* events) override {
     json message = {{"id", meta_.id},           {"type", "message"},
                     {"role", "assistant"},      {"model", meta_.model},
                     {"content", json::array()}, {"stop_reason", nullptr},
-                    {"stop_sequence", nullptr}, {"usage", UsageOf(Usage{input_tokens_, 0, 0})}};
+                    {"stop_sequence", nullptr}, {"usage", UsageOf(Usage{input_tokens_, 0, 0}, 0)}};
     events->push_back(Event({{"type", "message_start"}, {"message", std::move(message)}}));
   }
 
@@ -225,7 +264,7 @@ class AnthropicFormatter : public ChatFormatter {
   void End(const Usage& usage, bool failed, std::vector<std::string>* events) override {
     if (failed) return;
     Close(events);
-    json u = UsageOf(usage);
+    json u = UsageOf(usage, pin_tokens_);
     events->push_back(
         Event({{"type", "message_delta"},
                {"delta",
@@ -260,7 +299,7 @@ class AnthropicFormatter : public ChatFormatter {
                 {"content", std::move(content)},
                 {"stop_reason", AnthropicStopReason(finish)},
                 {"stop_sequence", nullptr},
-                {"usage", UsageOf(usage)}};
+                {"usage", UsageOf(usage, pin_tokens_)}};
   }
 
   std::string ErrorBody(const ApiError& error) override { return AnthropicErrorJson(error); }
@@ -285,6 +324,7 @@ class AnthropicFormatter : public ChatFormatter {
 
   ResponseMeta meta_;
   int64_t input_tokens_ = 0;
+  int64_t pin_tokens_ = 0;
   std::string open_;  // the open block's type; "" = none
   int64_t block_index_ = 0;
   std::string finish_reason_ = "stop";
@@ -292,7 +332,9 @@ class AnthropicFormatter : public ChatFormatter {
 
 }  // namespace
 
-std::optional<ApiError> AnthropicToChatBody(const ojson& body, bool count_tokens, ojson* chat) {
+std::optional<ApiError> AnthropicToChatBody(const ojson& body, bool count_tokens, ojson* chat,
+                                            AnthropicCacheControl* cache) {
+  if (cache != nullptr) *cache = AnthropicCacheControl{};
   if (!body.is_object()) return BadRequest("request body must be a JSON object");
   *chat = ojson::object();
   // The Messages API has no logprobs: a client asking for them must hear so.
@@ -318,13 +360,25 @@ std::optional<ApiError> AnthropicToChatBody(const ojson& body, bool count_tokens
     std::string text;
     if (auto err = TextOf(*system, "system", &text)) return err;
     messages.push_back({{"role", "system"}, {"content", text}});
+    if (system->is_array())
+      for (size_t i = 0; i < system->size(); ++i)
+        if (auto err = NoteBreakpoint((*system)[i], "system[" + std::to_string(i) + "]", 1, cache))
+          return err;
   }
   auto in = body.find("messages");
   if (in == body.end() || !in->is_array() || in->empty())
     return Invalid("messages", "must be a non-empty list of messages");
-  for (size_t i = 0; i < in->size(); ++i)
-    if (auto err = ConvertMessage((*in)[i], "messages[" + std::to_string(i) + "]", &messages))
-      return err;
+  for (size_t i = 0; i < in->size(); ++i) {
+    const std::string f = "messages[" + std::to_string(i) + "]";
+    if (auto err = ConvertMessage((*in)[i], f, &messages)) return err;
+    // A breakpoint in a message covers the prompt through that message.
+    auto content = (*in)[i].find("content");
+    if (content != (*in)[i].end() && content->is_array())
+      for (size_t j = 0; j < content->size(); ++j)
+        if (auto err = NoteBreakpoint((*content)[j], f + ".content[" + std::to_string(j) + "]",
+                                      messages.size(), cache))
+          return err;
+  }
   (*chat)["messages"] = std::move(messages);
   // A final assistant message is a prefill the model continues (Anthropic's
   // semantics): vLLM's continue_final_message.
@@ -336,6 +390,11 @@ std::optional<ApiError> AnthropicToChatBody(const ojson& body, bool count_tokens
   if (tools != body.end() && !tools->is_null()) {
     ojson converted;
     if (auto err = ConvertTools(*tools, &converted)) return err;
+    // Templates print tools in or before the first message: a breakpoint on
+    // a tool covers the prompt through the first message.
+    for (size_t i = 0; i < tools->size(); ++i)
+      if (auto err = NoteBreakpoint((*tools)[i], "tools[" + std::to_string(i) + "]", 1, cache))
+        return err;
     (*chat)["tools"] = std::move(converted);
   }
   auto tc = body.find("tool_choice");
@@ -373,8 +432,8 @@ std::optional<ApiError> AnthropicToChatBody(const ojson& body, bool count_tokens
 }
 
 std::unique_ptr<ChatFormatter> MakeAnthropicFormatter(const ResponseMeta& meta,
-                                                      int64_t input_tokens) {
-  return std::make_unique<AnthropicFormatter>(meta, input_tokens);
+                                                      int64_t input_tokens, int64_t pin_tokens) {
+  return std::make_unique<AnthropicFormatter>(meta, input_tokens, pin_tokens);
 }
 
 std::string AnthropicErrorJson(const ApiError& error) {

@@ -8,8 +8,13 @@
 // message_delta, message_stop). Errors have Anthropic's shape
 // {"type": "error", "error": {"type", "message"}}.
 //
-// Accepted and without effect: metadata, cache_control (the prefix cache is
-// automatic), service_tier. Pure functions and a formatter; no I/O.
+// cache_control breakpoints ({"type": "ephemeral", "ttl": "5m" | "1h"} on
+// tools, system blocks and content blocks) become a pin of the prompt's
+// prefix through the last breakpoint (AnthropicCacheControl); usage reports
+// cache_creation_input_tokens (that prefix's tokens computed by this
+// request) and cache_read_input_tokens (prompt tokens read from the cache).
+// Accepted and without effect: metadata, service_tier. Pure functions and a
+// formatter; no I/O.
 #pragma once
 
 #include <memory>
@@ -22,16 +27,29 @@
 
 namespace kvfork::server {
 
+// The request's cache_control breakpoints, if any: the prefix to pin is the
+// chat prompt rendered through the first chat_messages messages (the message
+// holding the last breakpoint; at least 1), for the longest TTL given.
+struct AnthropicCacheControl {
+  bool present = false;
+  size_t chat_messages = 0;  // of the converted chat body's messages
+  int64_t ttl_ms = 0;        // 5 min ("5m", the default) or 1 h ("1h")
+};
+
 // body (an Anthropic request) -> *chat_body (an OpenAI chat request). For
 // count_tokens, max_tokens is not required. Errors name Anthropic's fields
-// ("messages[1].content[0].tool_use_id").
+// ("messages[1].content[0].tool_use_id", "system[0].cache_control.ttl").
+// cache (may be null) receives the breakpoints.
 std::optional<ApiError> AnthropicToChatBody(const nlohmann::ordered_json& body, bool count_tokens,
-                                            nlohmann::ordered_json* chat_body);
+                                            nlohmann::ordered_json* chat_body,
+                                            AnthropicCacheControl* cache = nullptr);
 
 // The formatter of one /v1/messages run. input_tokens: the prompt's length
-// (message_start's usage; the final usage comes in message_delta).
+// (message_start's usage; the final usage comes in message_delta);
+// pin_tokens: the prefix the breakpoints pin (0: none).
 std::unique_ptr<ChatFormatter> MakeAnthropicFormatter(const ResponseMeta& meta,
-                                                      int64_t input_tokens);
+                                                      int64_t input_tokens,
+                                                      int64_t pin_tokens = 0);
 
 // {"type": "error", "error": {"type": "invalid_request_error", "message"}}.
 std::string AnthropicErrorJson(const ApiError& error);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <limits>
 #include <random>
 
 #include "core/logging.h"
@@ -256,6 +257,14 @@ std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint end
     out->max_tokens.push_back(mt);
   }
   out->cache_salt = key_salt.empty() ? p.cache_salt : key_salt + "/" + p.cache_salt;
+  // OpenAI's prompt_cache_key, a salt-and-pin hint here: requests with the
+  // same key share their own prefixes (salt), and each prompt stays pinned
+  // for 5 minutes after its request (docs/server.md).
+  if (!p.prompt_cache_key.empty()) {
+    out->cache_salt += "\x1fprompt_cache_key=" + p.prompt_cache_key;
+    out->pin_tokens = std::numeric_limits<int32_t>::max();
+    out->pin_ttl_ms = kPromptCacheKeyTtlMs;
+  }
   // Echo with logprobs: the prompt's tokens get logprobs too (OpenAI's legacy
   // completions, vLLM; lm-evaluation-harness's loglikelihood).
   if (endpoint == Endpoint::kCompletion && p.echo && p.sampling.top_logprobs >= 0)
@@ -606,6 +615,8 @@ std::optional<ApiError> SubmitGeneration(const GenerationEnv& env, PreparedGener
     // An implicit max_tokens ends at the context: min_tokens cannot go past it.
     req.sampling.min_tokens = std::min(req.sampling.min_tokens, req.sampling.max_tokens);
     req.cache_salt = p.cache_salt;
+    req.pin_tokens = p.pin_tokens;
+    req.pin_ttl_ms = p.pin_ttl_ms;
     StatusOr<std::shared_ptr<RequestStream>> stream = env.engine->Submit(std::move(req));
     if (!stream.ok()) {
       for (const std::string& id : r->engine_ids_) env.engine->Cancel(id);

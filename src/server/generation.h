@@ -88,6 +88,10 @@ struct PreparedGeneration {
   std::vector<int64_t> max_tokens;                  // per prompt, capped by the context
   std::vector<std::string> echo_texts;              // completions with echo
   std::string cache_salt;                           // key salt + request salt
+  // Cache control: pin the first pin_tokens prompt tokens' blocks for
+  // pin_ttl_ms when each engine request ends (Request::pin_tokens).
+  int64_t pin_tokens = 0;
+  int64_t pin_ttl_ms = 0;
   // Chat: what the reply's parsers look for, and the final message's text
   // when continue_final_message (the parsers read it first, so a tool call
   // it opens or completes is returned; its text is not repeated).
@@ -97,6 +101,10 @@ struct PreparedGeneration {
   ChatFormatterFactory formatter;
   std::string id_prefix;
 };
+
+// How long prompt_cache_key pins a prompt (OpenAI keeps such prefixes 5 to
+// 10 minutes).
+inline constexpr int64_t kPromptCacheKeyTtlMs = 5 * 60 * 1000;
 
 // key_salt: the API key's salt ("" without auth).
 std::optional<ApiError> PrepareGeneration(const GenerationEnv& env, Endpoint endpoint,

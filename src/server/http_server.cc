@@ -17,6 +17,7 @@
 #include "server/anthropic_messages.h"
 #include "server/api_error.h"
 #include "server/auth.h"
+#include "server/cache_control.h"
 #include "server/cache_tree.h"
 #include "server/cors.h"
 #include "server/generation.h"
@@ -86,6 +87,7 @@ struct HttpServer::Impl {
 
   std::atomic<bool> ready{false};
   std::atomic<bool> draining{false};
+  std::atomic<int64_t> next_pin_id{0};  // ids of /v1/cache/pin prefills
   ServingBackend backend;
   ServerMetrics metrics;
   ActiveRequests active;
@@ -175,7 +177,8 @@ struct HttpServer::Impl {
     if (auto err = CheckReady()) return ReplyAnthropicError(res, *err);
     nlohmann::ordered_json body, chat;
     if (auto err = ParseJsonBody(req.body, &body)) return ReplyAnthropicError(res, *err);
-    if (auto err = AnthropicToChatBody(body, count_tokens, &chat))
+    AnthropicCacheControl cache;
+    if (auto err = AnthropicToChatBody(body, count_tokens, &chat, &cache))
       return ReplyAnthropicError(res, *err);
     GenerationEnv env = Env();
     const std::string chat_text =
@@ -191,9 +194,15 @@ struct HttpServer::Impl {
     if (auto err = PrepareGeneration(env, Endpoint::kChat, chat_text, SaltOf(req), &prepared))
       return ReplyAnthropicError(res, *err);
     const int64_t input_tokens = static_cast<int64_t>(prepared.prompt_tokens[0].size());
+    // cache_control: pin the prefix through the last breakpoint.
+    const int64_t pin_tokens = AnthropicPinTokens(env, chat, cache, prepared.prompt_tokens[0]);
+    if (pin_tokens > 0) {
+      prepared.pin_tokens = pin_tokens;
+      prepared.pin_ttl_ms = cache.ttl_ms;
+    }
     prepared.id_prefix = "msg_";
-    prepared.formatter = [input_tokens](const ResponseMeta& meta) {
-      return MakeAnthropicFormatter(meta, input_tokens);
+    prepared.formatter = [input_tokens, pin_tokens](const ResponseMeta& meta) {
+      return MakeAnthropicFormatter(meta, input_tokens, pin_tokens);
     };
     RunGeneration(env, std::move(prepared), req, res, ReplyAnthropicError);
   }
@@ -376,7 +385,9 @@ struct HttpServer::Impl {
                 {"requests_finished", s.requests_finished},
                 {"prompt_tokens", s.prompt_tokens},
                 {"generation_tokens", s.generation_tokens},
-                {"kv_bytes_peak", s.kv_bytes_peak}};
+                {"kv_bytes_peak", s.kv_bytes_peak},
+                {"pinned_blocks", s.kv_pinned_blocks},
+                {"pinned_evictions", s.kv_pinned_evictions}};
     if (s.kv_disk_enabled) {
       out["disk"] = json{{"blocks", s.kv_disk.blocks},
                          {"bytes", s.kv_disk.bytes},
@@ -449,11 +460,13 @@ struct HttpServer::Impl {
       // (kv/block_hash.h), sorted: the set a KV-event subscriber rebuilds.
       const std::string blocks = req.Param("blocks");
       if (!blocks.empty() && blocks != "0" && blocks != "false") {
-        StatusOr<std::vector<uint64_t>> hashes = backend.engine->KvBlockHashes();
+        StatusOr<KvBlockHashSets> hashes = backend.engine->KvBlockHashes();
         if (!hashes.ok()) return ReplyError(res, Unavailable(hashes.status().message()));
-        std::sort(hashes->begin(), hashes->end());
-        stats["block_size"] = backend.engine->Stats().block_size;
-        stats["block_hashes"] = *hashes;
+        EngineStats es = backend.engine->Stats();
+        stats["block_size"] = es.block_size;
+        stats["block_hashes"] = hashes->cpu;
+        // The disk tier's blocks: the DISK medium of the KV events.
+        if (es.kv_disk_enabled) stats["disk_block_hashes"] = hashes->disk;
       }
       Reply(res, 200, DumpJson(stats));
     });
@@ -468,6 +481,29 @@ struct HttpServer::Impl {
       StatusOr<PrefixTreeSnapshot> tree = backend.engine->SnapshotPrefixTree(max_nodes);
       if (!tree.ok()) return ReplyError(res, FromStatus(tree.status()));
       Reply(res, 200, DumpJson(CacheTreeJson(*tree, max_nodes)));
+    });
+    // Cache control: prefill a prompt and pin its blocks (cache_control.h).
+    router.Add("POST", "/v1/cache/pin", [this](const HttpRequest& req, HttpResponse& res) {
+      if (auto err = CheckAdmin(req)) return ReplyError(res, *err);
+      if (auto err = CheckReady()) return ReplyError(res, *err);
+      nlohmann::ordered_json body;
+      if (auto err = ParseJsonBody(req.body, &body)) return ReplyError(res, *err);
+      // Whose prefix: the caller's, or the tenant of body.api_key (an admin
+      // acts for any tenant; a key's salt is not guessable otherwise).
+      std::string salt = SaltOf(req);
+      if (body.is_object() && body.contains("api_key")) {
+        size_t idx = 0;
+        const auto& k = body["api_key"];
+        if (!keys.enabled() || !k.is_string() ||
+            !keys.Check("Bearer " + k.get<std::string>(), &idx))
+          return ReplyError(res, InvalidField("api_key", "'api_key' must be one of the server's "
+                                                         "API keys (--api-key, --admin-api-key)"));
+        salt = keys.SaltFor(idx);
+      }
+      json reply;
+      const std::string id = "pin-" + std::to_string(next_pin_id.fetch_add(1));
+      if (auto err = RunCachePin(Env(), body, salt, id, &reply)) return ReplyError(res, *err);
+      Reply(res, 200, DumpJson(reply));
     });
     router.Add("POST", "/v1/cache/reset", [this](const HttpRequest& req, HttpResponse& res) {
       if (auto err = CheckAdmin(req)) return ReplyError(res, *err);

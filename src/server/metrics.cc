@@ -188,6 +188,12 @@ std::string ServerMetrics::Render(const EngineStats& s, const std::string& model
           static_cast<double>(s.tail_copied_tokens));
   counter("kvfork_prefix_evictions_total", "Blocks evicted from the prefix index.",
           static_cast<double>(s.evictions));
+  gauge("kvfork_kv_pinned_blocks",
+        "KV blocks pinned by cache control (cache_control, prompt_cache_key, /v1/cache/pin) now.",
+        static_cast<double>(s.kv_pinned_blocks));
+  counter("kvfork_kv_pinned_evictions_total",
+          "Pinned KV blocks evicted before their TTL because nothing unpinned was left.",
+          static_cast<double>(s.kv_pinned_evictions));
   counter("kvfork_requests_finished_total", "Requests the engine finished.",
           static_cast<double>(s.requests_finished));
   if (s.kv_disk_enabled) {

@@ -533,6 +533,7 @@ std::optional<ApiError> ParseRequestBody(Endpoint endpoint, std::string_view bod
     }
     KVFORK_API_TRY(GetString(j, "user", &out->user));
     KVFORK_API_TRY(GetString(j, "cache_salt", &out->cache_salt));
+    KVFORK_API_TRY(GetString(j, "prompt_cache_key", &out->prompt_cache_key));
   } catch (const nlohmann::json::exception& e) {
     return BadRequest(std::string("malformed request: ") + e.what());
   }

@@ -84,6 +84,8 @@ struct ParsedRequest {
   bool add_special_tokens = true;
   std::string user;
   std::string cache_salt;  // "" = none given
+  // OpenAI's prompt_cache_key: a salt-and-pin hint (generation.cc); "" = none.
+  std::string prompt_cache_key;
 };
 
 // Parses a body; on error returns the ApiError (param = the field's path,

@@ -469,7 +469,7 @@ std::optional<ApiError> ResponsesToChatBody(const ojson& body, const ojson* prev
   for (const char* key :
        {"temperature", "top_p", "stream", "parallel_tool_calls", "user", "top_k", "min_p", "seed",
         "stop", "logit_bias", "repetition_penalty", "presence_penalty", "frequency_penalty",
-        "chat_template_kwargs", "continue_final_message", "cache_salt"}) {
+        "chat_template_kwargs", "continue_final_message", "cache_salt", "prompt_cache_key"}) {
     auto it = body.find(key);
     if (it != body.end() && !it->is_null()) chat[key] = *it;
   }

@@ -12,7 +12,8 @@
 //
 // vLLM's and kvfork's chat extensions pass through as on chat completions:
 // top_k, min_p, seed, stop, logit_bias, repetition/presence/frequency
-// penalties, chat_template_kwargs, continue_final_message, cache_salt.
+// penalties, chat_template_kwargs, continue_final_message, cache_salt, and
+// OpenAI's prompt_cache_key (a salt-and-pin hint, generation.h).
 //
 // text.format json_schema / json_object become the chat's response_format
 // (constrained decoding). Fields that would change the output and are not

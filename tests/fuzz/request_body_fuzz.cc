@@ -7,6 +7,7 @@
 #include "model/model.h"
 #include "model/random_model.h"
 #include "server/anthropic_messages.h"
+#include "server/cache_control.h"
 #include "server/assistant_output.h"
 #include "server/generation.h"
 #include "server/json_body.h"
@@ -90,11 +91,21 @@ void FuzzAgentRoutes(const Server& s, std::string_view input) {
   };
   for (bool count_tokens : {false, true}) {
     nlohmann::ordered_json chat;
-    if (auto err = server::AnthropicToChatBody(body, count_tokens, &chat)) {
+    server::AnthropicCacheControl cache;
+    if (auto err = server::AnthropicToChatBody(body, count_tokens, &chat, &cache)) {
       check_error(*err);
-    } else {
-      run_chat(chat);
+      continue;
     }
+    run_chat(chat);
+    // cache_control: a TTL Anthropic defines, and a pinned prefix within the
+    // prompt.
+    if (!cache.present) continue;
+    KVFORK_CHECK(cache.ttl_ms == 5 * 60 * 1000 || cache.ttl_ms == 60 * 60 * 1000);
+    KVFORK_CHECK(cache.chat_messages >= 1 && cache.chat_messages <= chat["messages"].size());
+    server::PreparedGeneration p;
+    if (server::PrepareGeneration(s.env, server::Endpoint::kChat, chat.dump(), "", &p)) continue;
+    const int64_t pin = server::AnthropicPinTokens(s.env, chat, cache, p.prompt_tokens[0]);
+    KVFORK_CHECK(pin >= 0 && pin <= static_cast<int64_t>(p.prompt_tokens[0].size()));
   }
   server::ResponsesRequest r;
   if (auto err = server::ResponsesToChatBody(body, nullptr, &r)) {

@@ -4,7 +4,9 @@
 // deleted, LRU within capacity, dropped writes, leftover temp files, a
 // 100k-file directory indexed by one scan) and the paged cache on top of it
 // (evicted blocks come back from disk; a restart on the same directory
-// reuses the whole prefix; a corrupt block is recomputed, never served).
+// reuses the whole prefix; a corrupt block is recomputed, never served),
+// and the tier's KV events (medium DISK: written, evicted, corrupt, found at
+// start), whose per-medium sets equal the index and the tier.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <fcntl.h>
@@ -16,7 +18,10 @@
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -495,6 +500,156 @@ TEST(PagedKvCacheDisk, ResetDoesNotSpillAndDenseRefusesTheDisk) {
   o.model_fingerprint = 1;
   auto dense = KvCache::Create(KvBackend::kDense, o);
   EXPECT_EQ(dense.status().code(), StatusCode::kInvalidArgument);
+}
+
+std::vector<uint64_t> ChangeHashes(const std::vector<DiskTierChange>& changes, bool stored) {
+  std::vector<uint64_t> out;
+  for (const DiskTierChange& c : changes)
+    if (c.stored == stored) out.push_back(c.hash);
+  return out;
+}
+
+TEST(DiskTierChangeLog, AnnouncesWritesEvictionsAndCorruptBlocks) {
+  ScratchDir dir;
+  const size_t file_bytes = DiskBlockHeaderBytes(4) + 100;
+  auto t = OpenTier(TierOptions(dir.path(), 2 * file_bytes));
+  ASSERT_TRUE(t->WriteNow(Block(1, 100, 0)).ok());
+  EXPECT_TRUE(t->TakeChanges().empty()) << "nothing is logged before EnableChangeLog";
+  t->EnableChangeLog();
+  t->Drain();  // block 1, indexed before, is announced from its header
+  std::vector<DiskTierChange> c = t->TakeChanges();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_TRUE(c[0].stored);
+  EXPECT_EQ(c[0].hash, 1u);
+  EXPECT_EQ(c[0].parent_hash, std::optional<uint64_t>(0));
+  EXPECT_EQ(c[0].tokens, Block(1, 100, 0).tokens);
+
+  ASSERT_TRUE(t->Enqueue(Block(2, 100, 0)));
+  t->Drain();
+  ASSERT_TRUE(t->WriteNow(Block(3, 100, 0)).ok());  // over capacity: 1 goes
+  c = t->TakeChanges();
+  EXPECT_EQ(ChangeHashes(c, true), (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(ChangeHashes(c, false), (std::vector<uint64_t>{1}));
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].tokens, Block(2, 100, 0).tokens);
+  EXPECT_FALSE(c[2].stored) << "the eviction follows the write that caused it";
+
+  std::filesystem::resize_file(t->PathOf(2), 10);  // torn: dropped on read
+  std::vector<uint8_t> got;
+  EXPECT_FALSE(ReadBack(*t, Block(2, 100, 0), &got).ok());
+  std::filesystem::remove(t->PathOf(3));  // another process evicted it
+  EXPECT_FALSE(ReadBack(*t, Block(3, 100, 0), &got).ok());
+  c = t->TakeChanges();
+  EXPECT_EQ(ChangeHashes(c, false), (std::vector<uint64_t>{2, 3}));
+  EXPECT_TRUE(ChangeHashes(c, true).empty());
+  EXPECT_TRUE(t->Hashes().empty());
+}
+
+TEST(DiskTierChangeLog, FilesFoundAtStartAreAnnouncedFromTheirHeaders) {
+  ScratchDir dir;
+  {
+    auto t = OpenTier(TierOptions(dir.path()));
+    for (uint64_t h = 10; h < 14; ++h) ASSERT_TRUE(t->WriteNow(Block(h, 64, 1)).ok());
+  }
+  auto t = OpenTier(TierOptions(dir.path()));
+  ASSERT_EQ(t->Stats().scanned_files, 4);
+  // A flipped token id fails the header checksum; an empty file is torn.
+  {
+    std::fstream f(t->PathOf(11), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(kDiskBlockFixedHeaderBytes + 1);
+    f.put('\x7f');
+  }
+  std::filesystem::resize_file(t->PathOf(12), 0);
+  int wakes = 0;
+  t->SetWake([&] { ++wakes; });
+  t->EnableChangeLog();
+  t->Drain();
+  t->SetWake(nullptr);
+  std::vector<DiskTierChange> c = t->TakeChanges();
+  std::vector<uint64_t> stored = ChangeHashes(c, true);
+  std::sort(stored.begin(), stored.end());
+  EXPECT_EQ(stored, (std::vector<uint64_t>{10, 13}));
+  EXPECT_TRUE(ChangeHashes(c, false).empty()) << "never announced, so never removed";
+  for (const DiskTierChange& x : c) {
+    EXPECT_EQ(x.parent_hash, std::optional<uint64_t>(x.hash - 1));
+    EXPECT_EQ(x.tokens, Block(x.hash, 64, 1).tokens);
+  }
+  EXPECT_EQ(wakes, 1) << "one wake per batch of files found at start";
+  EXPECT_EQ(t->Stats().corrupt_blocks, 2);
+  EXPECT_EQ(t->Hashes(), (std::vector<uint64_t>{10, 13}));
+}
+
+// Rebuilds one set per medium from the events, as llm-d's index does, and
+// checks each event against what it has seen.
+class MediumSink final : public KvEventSink {
+ public:
+  void Emit(KvEvent e) override {
+    std::set<uint64_t>& set = blocks[e.medium];
+    switch (e.kind) {
+      case KvEvent::Kind::kBlockStored:
+        EXPECT_EQ(set.count(e.block_hash), 0u) << KvMediumName(e.medium) << ": stored twice";
+        EXPECT_EQ(ChainBlockHash(e.parent_hash ? *e.parent_hash : RootBlockHashSeed(0),
+                                 e.token_ids),
+                  e.block_hash);
+        set.insert(e.block_hash);
+        ++stored[e.medium];
+        break;
+      case KvEvent::Kind::kBlockRemoved:
+        EXPECT_EQ(set.erase(e.block_hash), 1u) << KvMediumName(e.medium) << ": unknown block";
+        ++removed[e.medium];
+        break;
+      case KvEvent::Kind::kAllBlocksCleared:
+        blocks.clear();
+        ++cleared;
+        break;
+    }
+  }
+  void Flush() override {}
+
+  std::map<KvMedium, std::set<uint64_t>> blocks;
+  std::map<KvMedium, int> stored, removed;
+  int cleared = 0;
+};
+
+void ExpectSinkMatches(PagedKvCache& c, MediumSink& sink, const std::string& when) {
+  c.disk()->Drain();
+  c.EmitDiskEvents();
+  std::vector<uint64_t> cpu = c.BlockHashes(), disk = c.DiskBlockHashes();
+  EXPECT_EQ(sink.blocks[KvMedium::kCpu], std::set<uint64_t>(cpu.begin(), cpu.end())) << when;
+  EXPECT_EQ(sink.blocks[KvMedium::kDisk], std::set<uint64_t>(disk.begin(), disk.end())) << when;
+}
+
+TEST(PagedKvCacheDisk, EventsPerMediumEqualTheIndexAndTheTier) {
+  ScratchDir dir;
+  {
+    auto c = MakeDiskPaged(dir.path(), 12);
+    MediumSink sink;
+    ASSERT_TRUE(c->SetEventSink(&sink).ok());
+    std::mt19937 rng(3);
+    for (int op = 0; op < 300; ++op) {
+      // A few shared prefixes on a 12-block pool: blocks spill to disk and
+      // come back from it.
+      std::vector<int32_t> prompt = Range(1000 * static_cast<int32_t>(rng() % 5), 8);
+      const int extra = 1 + static_cast<int>(rng() % 14);
+      for (int i = 0; i < extra; ++i) prompt.push_back(static_cast<int32_t>(rng() % 3));
+      c->Release(Prefill(*c, prompt));
+      if (op % 50 == 49) ExpectSinkMatches(*c, sink, "after op " + std::to_string(op));
+    }
+    EXPECT_GT(sink.stored[KvMedium::kDisk], 10);
+    EXPECT_GT(c->Stats().disk_hit_blocks, 0);
+    c->ResetPrefixCache();  // the disk keeps its blocks: no AllBlocksCleared
+    EXPECT_EQ(sink.cleared, 0);
+    ExpectSinkMatches(*c, sink, "after a reset");
+    EXPECT_TRUE(sink.blocks[KvMedium::kCpu].empty());
+    EXPECT_FALSE(sink.blocks[KvMedium::kDisk].empty());
+  }
+  // A new process announces the blocks it finds on disk.
+  auto c = MakeDiskPaged(dir.path(), 12);
+  MediumSink sink;
+  ASSERT_TRUE(c->SetEventSink(&sink).ok());
+  ExpectSinkMatches(*c, sink, "after a restart");
+  EXPECT_GT(sink.blocks[KvMedium::kDisk].size(), 5u);
+  EXPECT_CHECK_OK(*c);
 }
 
 }  // namespace

@@ -25,6 +25,16 @@ endif()
 kvfork_test(prefix_tree_test
   SOURCES prefix_tree_test.cc
   LABELS unit LIBS kvfork_kv)
+# Cache control (issue 25): pins with a TTL on a fake clock.
+kvfork_test(kv_pin_test
+  SOURCES kv_pin_test.cc
+  LABELS unit LIBS kvfork_kv)
+# Cache control on the real server: cache_control, /v1/cache/pin, prompt_cache_key.
+if(KVFORK_SYSTEM_PYTHON)
+  kvfork_script_test(kv_cache_control_e2e_test
+    COMMAND ${KVFORK_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tests/kv/kv_cache_control_e2e_test.py
+    LABELS e2e TIMEOUT 300)
+endif()
 # The disk tier (issue 25): block file format, the tier, the paged cache on it.
 kvfork_test(disk_tier_test
   SOURCES disk_tier_test.cc

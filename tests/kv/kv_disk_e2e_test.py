@@ -11,7 +11,12 @@ to disk while it runs.
      stale temp file of a dead writer is planted;
   4. server C recovers: it indexes the directory, deletes the stale temp
      file, gives the same answers again, counts the corrupt blocks it met
-     and deletes their files: never served.
+     and deletes their files: never served;
+  5. the directory is made read-only: server D (run as an unprivileged user
+     when the test runs as root, whom permission bits do not stop) gives the
+     same answers with blocks read from disk, logs and counts every write it
+     cannot make, and stops cleanly; a read-only directory without this
+     model's subdirectory is refused at start, naming --kv-disk-dir.
 
 Also: --kv-disk-dir with the dense backend is refused naming the flag."""
 
@@ -29,10 +34,15 @@ from kvfork_test_env import KVFORK, QWEN_TOKENIZER, fail, free_port, http  # noq
 TOKENIZER = QWEN_TOKENIZER
 
 
+# Run as nobody when the test is root: root ignores a directory's mode.
+AS_UNPRIVILEGED = (["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+                   if os.geteuid() == 0 else [])
+
+
 class Server:
-    def __init__(self, model, disk, log, extra=()):
+    def __init__(self, model, disk, log, extra=(), prefix=()):
         self.port = free_port()
-        self.cmd = [KVFORK, "serve", "--model", model, "--served-model-name", "tiny",
+        self.cmd = [*prefix, KVFORK, "serve", "--model", model, "--served-model-name", "tiny",
                     "--host", "127.0.0.1", "--port", str(self.port), "--threads", "1",
                     "--kv-backend", "paged", "--kv-blocks", "48", "--max-num-seqs", "2",
                     "--kv-disk-dir", disk, "--kv-disk-gib", "1", *extra]
@@ -214,6 +224,56 @@ def run(model, disk, log):
     print(f"recovery: {st['corrupt_blocks']} corrupt blocks met, deleted and recomputed; "
           f"{st['hit_blocks']} valid blocks read", flush=True)
     c.stop()
+    read_only(model, disk, log, want)
+
+
+def read_only(model, disk, log, want):
+    """5. A read-only directory: reads work, writes fail loudly, nothing crashes."""
+    sub, files = block_files(disk)
+    tmp = os.path.dirname(disk)
+    os.chmod(tmp, 0o755)  # the unprivileged server reads the model
+    for f in files:
+        os.chmod(os.path.join(sub, f), 0o444)
+    os.chmod(sub, 0o555)
+    os.chmod(disk, 0o555)
+    log.flush()
+    log_start = os.path.getsize(log.name)
+    d = Server(model, disk, log, prefix=AS_UNPRIVILEGED).start()
+    got, cached = answers(d.port)
+    if got != want:
+        fail(f"answers on a read-only directory differ:\n{got}\n{want}")
+    # New prompts evict blocks that are not on disk yet: their writes fail.
+    for i in range(4):
+        code, body = http(d.port, "POST", "/v1/completions",
+                          {"model": "tiny", "prompt": " ".join(f"novel{i} word{k}" for k in range(90)),
+                           "max_tokens": 2, "temperature": 0})
+        if code != 200:
+            fail(f"completion on a read-only directory: {code} {body}")
+    deadline = time.monotonic() + 30
+    while d.stats()["write_errors"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    st = d.stats()
+    d.stop()
+    log.flush()
+    with open(log.name) as fh:
+        fh.seek(log_start)
+        refused = [line for line in fh if "writing block" in line and "Permission denied" in line]
+    if cached == 0 or st["hit_blocks"] == 0 or st["write_errors"] == 0 or not refused:
+        fail(f"read-only directory: cached {cached}, disk {st}, {len(refused)} write errors logged")
+    if block_files(disk)[1] != files:
+        fail("files changed in a read-only directory")
+    print(f"read-only directory: {st['hit_blocks']} blocks read, {st['write_errors']} writes "
+          f"refused and logged, no crash", flush=True)
+    # Without this model's subdirectory nothing can be kept: refused at start.
+    empty = os.path.join(tmp, "empty-ro")
+    os.mkdir(empty, 0o555)
+    p = subprocess.run([*AS_UNPRIVILEGED, KVFORK, "serve", "--model", model, "--port", "0",
+                        "--threads", "1", "--kv-backend", "paged", "--kv-disk-dir", empty,
+                        "--kv-disk-gib", "1"], capture_output=True, text=True, timeout=60)
+    if p.returncode == 0 or "--kv-disk-dir" not in p.stderr or "cannot create" not in p.stderr:
+        fail(f"an empty read-only --kv-disk-dir: exit {p.returncode}, {p.stderr[-500:]}")
+    for path in (disk, sub, empty):  # let the temporary directory go
+        os.chmod(path, 0o755)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,13 @@ subscriber rebuilt from events equals /v1/cache/stats?blocks=1:
   1. conversations with shared system prompts on a small pool (evictions);
   2. after POST /v1/cache/reset (AllBlocksCleared);
   3. after a restart of the server on the same ports: the subscriber sees the
-     sequence start over and rebuilds from the replay socket.
+     sequence start over and rebuilds from the replay socket;
+  4. with a disk tier (--kv-disk-dir) the subscriber keeps one set per medium
+     (CPU: the pool; DISK: blocks written to disk, announced once their file
+     is complete, and removed when the tier drops them): they equal
+     /v1/cache/stats?blocks=1's block_hashes and disk_block_hashes after a
+     workload that spills to disk, after a reset (the disk keeps its blocks),
+     and after a restart, when the new process announces the files it finds.
 
 Also: every block hash follows the chain docs/kv_cache.md documents, the
 topic is kv@<host>@<model>, /metrics has vllm:cache_config_info and no
@@ -43,12 +49,13 @@ def make_model(tmp):
 
 
 class Server:
-    def __init__(self, model, ports, log):
+    def __init__(self, model, ports, log, extra=()):
         self.http, self.pub, self.replay = ports
         self.cmd = [KVFORK, "serve", "--model", model, "--served-model-name", "tiny",
                     "--host", "127.0.0.1", "--port", str(self.http), "--threads", "1",
                     "--kv-backend", "paged", "--kv-blocks", str(POOL_BLOCKS), "--max-num-seqs", "4",
-                    "--kv-events", f"tcp://*:{self.pub}", "--kv-events-replay", f"tcp://*:{self.replay}"]
+                    "--kv-events", f"tcp://*:{self.pub}", "--kv-events-replay", f"tcp://*:{self.replay}",
+                    *extra]
         self.log = log
 
     def start(self):
@@ -121,6 +128,78 @@ def expect_same(sub, port, phase):
     return st
 
 
+def expect_same_media(sub, port, phase, timeout=20):
+    """The subscriber's per-medium sets equal the replica's dump. Disk writes
+    finish on the tier's own thread, so both sides are read again until they
+    agree (or the time runs out)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = dump(port)
+        if "disk_block_hashes" not in st:
+            fail(f"{phase}: /v1/cache/stats?blocks=1 has no disk_block_hashes with --kv-disk-dir")
+        want = {"CPU": set(st["block_hashes"]), "DISK": set(st["disk_block_hashes"])}
+        want = {m: b for m, b in want.items() if b}
+        got = sub.snapshot_media()
+        if got == want:
+            break
+        if time.monotonic() > deadline:
+            detail = {m: (len(got.get(m, ())), len(want.get(m, ()))) for m in set(got) | set(want)}
+            fail(f"{phase}: per-medium sets differ, (subscriber, server) sizes {detail}; "
+                 f"counts {sub.replica.counts}")
+        time.sleep(0.1)
+    print(f"{phase}: CPU {len(want.get('CPU', ()))} and DISK {len(want.get('DISK', ()))} blocks agree; "
+          f"events {sub.replica.counts}, disk {st['disk']}", flush=True)
+    return st
+
+
+def disk_phase(model, tmp):
+    """Part 4: the disk tier's blocks announced with medium DISK."""
+    ports = (free_port(), free_port(), free_port())
+    log = open(os.path.join(tmp, "serve-disk.log"), "w")
+    disk = os.path.join(tmp, "kv-disk")
+    server = Server(model, ports, log, extra=["--kv-disk-dir", disk, "--kv-disk-gib", "1"])
+    server.start()
+    sub = Subscriber(f"tcp://127.0.0.1:{ports[1]}", f"tcp://127.0.0.1:{ports[2]}", topic="kv@",
+                     verify_hashes=True)
+    try:
+        workload(server.http, "d", conversations=9)
+        st = expect_same_media(sub, server.http, "disk: workload that spills to disk")
+        if st["evictions"] <= 0 or not st["disk_block_hashes"]:
+            fail(f"disk: nothing spilled (evictions {st['evictions']}, disk {st['disk']})")
+        if sub.replica.media != {"CPU", "DISK"}:
+            fail(f"disk: media {sub.replica.media}, want CPU and DISK")
+        # A second pass reads prefixes back from disk into the pool.
+        workload(server.http, "d", conversations=9)
+        st = expect_same_media(sub, server.http, "disk: workload that reads back from disk")
+        if st["disk"]["hit_blocks"] <= 0:
+            fail(f"disk: nothing read back from disk: {st['disk']}")
+
+        code, _ = http(server.http, "POST", "/v1/cache/reset", {})
+        if code != 200:
+            fail(f"/v1/cache/reset: {code}")
+        st = expect_same_media(sub, server.http, "disk: after a cache reset")
+        if st["block_hashes"] or not st["disk_block_hashes"]:
+            fail("disk: the reset should empty the pool's index and keep the disk's blocks")
+
+        # A clean stop writes the pool's blocks to disk; the new process
+        # announces every file it finds (AllBlocksCleared at seq 0 first).
+        connects = sub.connects
+        server.stop()
+        server.start()
+        sub.wait_connects(connects + 1)
+        workload(server.http, "e", conversations=3)
+        st = expect_same_media(sub, server.http, "disk: after a restart")
+        if sub.replica.restarts < 1:
+            fail("disk: the restart was not seen")
+        if st["disk"]["scanned_files"] <= 0:
+            fail(f"disk: the restarted server found no files: {st['disk']}")
+    finally:
+        sub.close()
+        if server.proc.poll() is None:
+            server.stop()
+        log.close()
+
+
 def check_flag_errors(model):
     for extra, needle in [(["--kv-backend", "dense", "--kv-events", "tcp://*:%d" % free_port()],
                            "--kv-backend paged"),
@@ -172,11 +251,15 @@ def main():
             if 'kvfork_kv_events_dropped_total{model_name="tiny"} 0' not in metrics:
                 fail("events were dropped or the counter is missing")
 
+            connects = sub.connects
             server.stop()
             server.start()
             # The first batches of the new process may pass before the SUB
             # socket has reconnected; the seq starting over sends the
-            # subscriber to the replay socket for them.
+            # subscriber to the replay socket for them. The workload waits
+            # for the reconnect: were all its batches sent before it, nothing
+            # would show the subscriber that the publisher restarted.
+            sub.wait_connects(connects + 1)
             workload(server.http, "c", conversations=3)
             expect_same(sub, server.http, "after a restart")
             if sub.replica.restarts < 1 or sub.replica.replays < 1:
@@ -187,6 +270,7 @@ def main():
             if server.proc.poll() is None:
                 server.stop()
             log.close()
+        disk_phase(model, tmp)
     print("PASS")
 
 

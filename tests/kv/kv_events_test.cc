@@ -182,7 +182,7 @@ TEST(KvEventCodecTest, EncodesVllmsArrayLikeTaggedLayout) {
   std::vector<KvEvent> events(4);
   events[0] = {KvEvent::Kind::kBlockStored, 0xfedcba9876543210ull, std::nullopt, {1, 2, 3, 4}};
   events[1] = {KvEvent::Kind::kBlockStored, 7, 0xfedcba9876543210ull, {5, 6, 7, 8}};
-  events[2] = {KvEvent::Kind::kBlockRemoved, 7, std::nullopt, {}};
+  events[2] = {KvEvent::Kind::kBlockRemoved, 7, std::nullopt, {}, KvMedium::kDisk};
   events[3] = {KvEvent::Kind::kAllBlocksCleared, 0, std::nullopt, {}};
   const std::string bytes = EncodeKvEventBatch(h, events);
   msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
@@ -211,7 +211,7 @@ TEST(KvEventCodecTest, EncodesVllmsArrayLikeTaggedLayout) {
   ASSERT_EQ(r.via.array.size, 3u);
   EXPECT_EQ(r.via.array.ptr[0].as<std::string>(), "BlockRemoved");
   EXPECT_EQ(r.via.array.ptr[1].as<std::vector<uint64_t>>(), std::vector<uint64_t>{7});
-  EXPECT_EQ(r.via.array.ptr[2].as<std::string>(), "CPU");
+  EXPECT_EQ(r.via.array.ptr[2].as<std::string>(), "DISK");  // the disk tier's medium
   const msgpack::object& c = evs.via.array.ptr[3];
   ASSERT_EQ(c.via.array.size, 1u);
   EXPECT_EQ(c.via.array.ptr[0].as<std::string>(), "AllBlocksCleared");

@@ -3,6 +3,7 @@
 # random model, driven by the official openai npm client (node --test).
 kvfork_test(server_unit_test
   SOURCES schema_test.cc writer_test.cc http_parser_test.cc http_connection_test.cc http_router_test.cc access_log_test.cc
+          cache_control_test.cc
   LABELS unit LIBS kvfork_server)
 
 find_program(KVFORK_NODE node)

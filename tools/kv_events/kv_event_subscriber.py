@@ -14,7 +14,11 @@ reads it:
   Replay:       send [b"", start seq (8 bytes)] to the ROUTER (from a DEALER);
                 receive [b"", seq, payload]... then [b"", -1 (8 bytes), b""].
 
-Each instance rebuilds the set of cached block hashes of one replica. Missed
+Each instance rebuilds the set of cached block hashes of one replica, one set
+per medium (kvfork: "CPU" for its RAM pool, "DISK" for its disk tier; an
+event without a medium counts as "GPU", llm-d's default tier): a block may be
+held on several media at once, and BlockRemoved names the medium it left.
+AllBlocksCleared empties every medium. Missed
 batches (a seq gap) and a restarted publisher (seq going back) are repaired
 through the replay socket. vLLM's protocol has no publisher epoch, so a
 restart is recognised only by the seq going back: a subscriber that is away
@@ -28,6 +32,7 @@ import time
 
 import msgpack
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 END_SEQ = -1
 
@@ -58,8 +63,10 @@ def documented_block_hash(parent_hash, token_ids, salt_key=0):
 class Replica:
     """What one publisher has told us: the set of cached blocks."""
 
+    DEFAULT_MEDIUM = "GPU"
+
     def __init__(self, verify_hashes=False):
-        self.blocks = {}          # hash -> (parent hash, token ids)
+        self.media_blocks = {}    # medium -> {hash -> (parent hash, token ids)}
         self.next_seq = None      # the seq expected next; None before the first
         self.counts = {"BlockStored": 0, "BlockRemoved": 0, "AllBlocksCleared": 0}
         self.batches = 0
@@ -69,6 +76,21 @@ class Replica:
         self.media = set()
         self.verify_hashes = verify_hashes
         self.lock = threading.Lock()
+
+    @property
+    def blocks(self):
+        """Every block on any medium: hash -> (parent hash, token ids)."""
+        out = {}
+        for blocks in self.media_blocks.values():
+            out.update(blocks)
+        return out
+
+    def media_sets(self):
+        """medium -> set of block hashes, media with no block left out."""
+        return {m: set(b) for m, b in self.media_blocks.items() if b}
+
+    def clear(self):
+        self.media_blocks.clear()
 
     def apply(self, seq, payload):
         batch = msgpack.unpackb(payload, raw=False, strict_map_key=False)
@@ -90,8 +112,9 @@ class Replica:
             if len(ev) < 6:
                 raise ProtocolError(f"BlockStored has {len(ev) - 1} fields, wants >= 5")
             hashes, parent, tokens, block_size = ev[1], ev[2], ev[3], ev[4]
-            if len(ev) > 6:
-                self.media.add(ev[6])
+            medium = ev[6] if len(ev) > 6 and ev[6] is not None else self.DEFAULT_MEDIUM
+            self.media.add(medium)
+            blocks = self.media_blocks.setdefault(medium, {})
             if len(tokens) != block_size * len(hashes):
                 raise ProtocolError(f"BlockStored: {len(tokens)} tokens for {len(hashes)} blocks "
                                     f"of {block_size}")
@@ -102,14 +125,16 @@ class Replica:
                 if self.verify_hashes and documented_block_hash(p, toks) != h:
                     raise ProtocolError(f"block hash {h} is not the documented hash of its parent "
                                         f"{p} and tokens")
-                self.blocks[h] = (p, toks)
+                blocks[h] = (p, toks)
         elif tag == "BlockRemoved":
+            medium = ev[2] if len(ev) > 2 and ev[2] is not None else self.DEFAULT_MEDIUM
+            blocks = self.media_blocks.get(medium, {})
             for h in ev[1]:
-                if h not in self.blocks:
-                    raise ProtocolError(f"BlockRemoved of unknown block {h}")
-                del self.blocks[h]
+                if h not in blocks:
+                    raise ProtocolError(f"BlockRemoved of block {h}, unknown on medium {medium}")
+                del blocks[h]
         elif tag == "AllBlocksCleared":
-            self.blocks.clear()
+            self.clear()
         else:
             raise ProtocolError(f"unknown event tag {tag!r}")
         self.counts[tag] += 1
@@ -122,6 +147,11 @@ class Subscriber:
         self.ctx = zmq.Context()
         self.sub = self.ctx.socket(zmq.SUB)
         self.sub.setsockopt(zmq.SUBSCRIBE, topic.encode())
+        # Connections (first and after each publisher restart) are counted:
+        # a restart is seen only through a message of the new process, so a
+        # test waits for the reconnect before it makes the new process publish.
+        self._monitor = self.sub.get_monitor_socket(zmq.EVENT_CONNECTED)
+        self.connects = 0
         self.sub.connect(pub_endpoint)
         self.replay_endpoint = replay_endpoint
         self.topic = topic
@@ -182,7 +212,7 @@ class Subscriber:
                 # The publisher restarted (seq starts over at 0): what we knew
                 # is stale; rebuild from its first batch.
                 r.restarts += 1
-                r.blocks.clear()
+                r.clear()
                 r.next_seq = None
                 if seq > 0:
                     self._replay(0)
@@ -195,9 +225,14 @@ class Subscriber:
     def _run(self):
         poller = zmq.Poller()
         poller.register(self.sub, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
         while not self._stop.is_set():
             try:
-                if dict(poller.poll(50)).get(self.sub):
+                ready = dict(poller.poll(50))
+                if ready.get(self._monitor):
+                    if recv_monitor_message(self._monitor)["event"] == zmq.EVENT_CONNECTED:
+                        self.connects += 1
+                if ready.get(self.sub):
                     self._on_message(self.sub.recv_multipart())
             except Exception as e:  # noqa: BLE001 - reported to the test
                 self.error = e
@@ -209,6 +244,13 @@ class Subscriber:
         with self.replica.lock:
             return set(self.replica.blocks)
 
+    def snapshot_media(self):
+        """medium -> set of block hashes (media with blocks only)."""
+        if self.error:
+            raise self.error
+        with self.replica.lock:
+            return self.replica.media_sets()
+
     def wait_for(self, predicate, timeout=10.0):
         """Waits until predicate(set of hashes) holds; returns the last set."""
         deadline = time.monotonic() + timeout
@@ -218,8 +260,22 @@ class Subscriber:
                 return s
             time.sleep(0.05)
 
+    def wait_connects(self, count, timeout=10.0):
+        """Waits until the SUB socket has connected count times in all, then
+        a moment more for its subscription to reach the publisher."""
+        deadline = time.monotonic() + timeout
+        while self.connects < count:
+            if self.error:
+                raise self.error
+            if time.monotonic() > deadline:
+                raise ProtocolError(f"SUB socket connected {self.connects} times, waited for {count}")
+            time.sleep(0.02)
+        time.sleep(0.2)
+
     def close(self):
         self._stop.set()
         self._thread.join(timeout=5)
+        self.sub.disable_monitor()
+        self._monitor.close(linger=0)
         self.sub.close(linger=0)
         self.ctx.term()

@@ -3,7 +3,7 @@
 // Qwen3-shaped model: messages, streaming (the SDK's own event accumulator),
 // thinking blocks, a tool round trip (the call is an assistant prefill, as
 // Anthropic's API continues a final assistant message), the prefix cache in
-// usage.cache_read_input_tokens, errors in Anthropic's shape and x-api-key auth.
+// usage (cache_creation_input_tokens, cache_read_input_tokens), errors in Anthropic's shape and x-api-key auth.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
@@ -40,8 +40,12 @@ test('messages.create: text reply, usage, and the prefix cache on a repeat', asy
   assert.equal(a.usage.output_tokens, 4);
   const b = await client.messages.create(params);
   assert.equal(b.content[0].text, a.content[0].text, 'temperature 0 repeats');
-  const total = a.usage.input_tokens + a.usage.cache_read_input_tokens;
-  assert.equal(b.usage.input_tokens + b.usage.cache_read_input_tokens, total);
+  // The three input counts add up to the prompt; the system block's
+  // cache_control pins the prompt through it, so the first run reports that
+  // prefix as written to the cache (cache_creation_input_tokens).
+  const inputs = (u) => u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens;
+  const total = inputs(a.usage);
+  assert.equal(inputs(b.usage), total);
   assert.ok(b.usage.cache_read_input_tokens >= total - 16, JSON.stringify(b.usage));
   // count_tokens gives the same prompt length.
   const c = await postJson(server.url + '/v1/messages/count_tokens',
