@@ -3,7 +3,8 @@ path to the same numbers: a tiny model served by `kvfork serve` scores each
 chunk's second half with `echo` + `logprobs` (max_tokens 0), and
 exp(mean NLL) of those must equal the command's PPL, chunk by chunk. Also:
 the BOS is put at every chunk's start for a tokenizer that adds one (Llama 3),
-and a text shorter than two contexts is refused with a message naming it.
+a text shorter than two contexts is refused with a message naming it, and
+special-token strings in the text are scored as text.
 llama.cpp's `llama-perplexity` on the same file is compared in the peer tier
 (tests/peer)."""
 
@@ -120,6 +121,35 @@ def check(arch, tmp, text_path):
     print(f"{arch}: chunk perplexities {j['chunk_ppl']} match the server's {want}")
 
 
+def check_special_strings_are_text(tmp):
+    """A special token's string in the text is text, as llama-perplexity reads
+    it (parse_special off): a corpus that separates documents with
+    "<|endoftext|>" scores those characters, not Qwen3's end-of-text id. So
+    the command counts more tokens than `kvfork tokenize`, which parses them
+    as the special token: one more per piece the string splits into, at
+    least one per occurrence."""
+    text = "".join(f"Document {k}: the same words again and again.\n<|endoftext|>\n"
+                   for k in range(40))
+    path = os.path.join(tmp, "documents.txt")
+    open(path, "w", encoding="utf-8").write(text)
+    model = os.path.join(tmp, "qwen3")
+    out = os.path.join(tmp, "documents.json")
+    p = run(["perplexity", "--model", model, "--file", path, "--ctx", str(CTX), "--chunks", "2",
+             "--threads", "2", "--json", out])
+    if p.returncode != 0:
+        fail(f"perplexity on documents exited {p.returncode}: {p.stderr[-2000:]}")
+    tok = subprocess.run([KVFORK, "tokenize", "--model", model, "--ids", "-"],
+                         stdin=open(path, "rb"), capture_output=True, timeout=300)
+    if tok.returncode != 0:
+        fail(f"tokenize: {tok.stderr[-1000:]}")
+    parsed = len(tok.stdout.split())
+    counted = json.load(open(out))["tokens"]
+    if counted < parsed + 40:
+        fail(f"perplexity counted {counted} tokens, tokenize (special strings as special "
+             f"tokens) {parsed}: the 40 \"<|endoftext|>\" strings were not read as text")
+    print(f"special strings as text: {counted} tokens against {parsed} parsed as special")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         text_path = os.path.join(tmp, "text.txt")
@@ -127,6 +157,7 @@ def main():
             open(text_path, "w", encoding="utf-8").write(f.read())
         for arch in ["qwen3", "llama"]:
             check(arch, tmp, text_path)
+        check_special_strings_are_text(tmp)
         short = os.path.join(tmp, "short.txt")
         open(short, "w").write("too short")
         p = run(["perplexity", "--model", os.path.join(tmp, "qwen3"), "--file", short,
