@@ -157,7 +157,7 @@ inline const uint8_t* KvRow(const KvLayout& l, const AttentionSeq& s, int layer,
 }
 
 // The f32 scale of an int8 K or V row.
-inline float KvScale(const KvLayout& l, const AttentionSeq& s, int layer, int kv, int kvh,
+inline const float& KvScale(const KvLayout& l, const AttentionSeq& s, int layer, int kv, int kvh,
                      int64_t pos) {
   const int bs = l.block_size;
   return reinterpret_cast<const float*>(s.blocks[pos / bs] + l.ScaleOffset(layer, kv, kvh))[pos % bs];
@@ -250,6 +250,12 @@ struct GroupPrefetch {
       if (g0 + 16 * h >= span_end) break;  // no block holds these keys yet
       half[h] = reinterpret_cast<const char*>(KvRow(l, s, layer, 0, kvh, g0 + 16 * h));
       half[2 + h] = reinterpret_cast<const char*>(KvRow(l, s, layer, 1, kvh, g0 + 16 * h));
+      // int8: the 16 keys' K and V scales sit in their own lines at the
+      // block's end; four lines a group, fetched now rather than waited for.
+      if (l.dtype == KvDType::kInt8)
+        for (int kv = 0; kv < 2; ++kv)
+          _mm_prefetch(reinterpret_cast<const char*>(&KvScale(l, s, layer, kv, kvh, g0 + 16 * h)),
+                       _MM_HINT_T1);
     }
   }
   void Step(int n) {
