@@ -355,55 +355,30 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
   }
 
   // O chunk = P * V, two 16-dim chunks at a time; then acc = acc * corr + O.
-  // Software-pipelined: the next pair's products go to the tile unit (C in
-  // tmm0/1 and tmm6/7 by turns) before this pair's acc update runs on
-  // AVX-512, so the two overlap instead of each waiting on the other. Each
-  // element sees the same products and the same update as unpipelined.
   alignas(64) float corr_rows[kRows];
   _mm512_store_ps(corr_rows, corr);
-  alignas(64) float o[2][2][kRows][16];  // [pair parity][chunk of the pair]
+  alignas(64) float o[2][kRows][16];
   KVFORK_TILE_LOAD(2, p_hi, kTileStride);
   KVFORK_TILE_LOAD(3, p_lo, kTileStride);
-#define KVFORK_PV_PAIR(c0, c1, d)                      \
-  do {                                                 \
-    KVFORK_TILE_ZERO(c0);                              \
-    KVFORK_TILE_ZERO(c1);                              \
-    KVFORK_TILE_LOAD(4, pv.tiles[d], kTileStride);     \
-    KVFORK_TILE_LOAD(5, pv.tiles[(d) + 1], kTileStride); \
-    KVFORK_TILE_DP(c0, 2, 4);                          \
-    KVFORK_TILE_DP(c0, 3, 4);                          \
-    KVFORK_TILE_DP(c1, 2, 5);                          \
-    KVFORK_TILE_DP(c1, 3, 5);                          \
-  } while (0)
-  const int pairs = hd / 32;
-  pf.Step(16);
-  KVFORK_PV_PAIR(0, 1, 0);
-  for (int k = 0; k < pairs; ++k) {
-    const int par = k & 1;
-    if (par == 0) {
-      KVFORK_TILE_STORE(0, o[0][0], kTileStride);
-      KVFORK_TILE_STORE(1, o[0][1], kTileStride);
-      if (k + 1 < pairs) {
-        pf.Step(16);
-        KVFORK_PV_PAIR(6, 7, 2 * (k + 1));
-      }
-    } else {
-      KVFORK_TILE_STORE(6, o[1][0], kTileStride);
-      KVFORK_TILE_STORE(7, o[1][1], kTileStride);
-      if (k + 1 < pairs) {
-        pf.Step(16);
-        KVFORK_PV_PAIR(0, 1, 2 * (k + 1));
-      }
-    }
+  for (int d = 0; d < hd / 16; d += 2) {
+    pf.Step(16);
+    KVFORK_TILE_ZERO(0);
+    KVFORK_TILE_ZERO(1);
+    KVFORK_TILE_LOAD(4, pv.tiles[d], kTileStride);
+    KVFORK_TILE_LOAD(5, pv.tiles[d + 1], kTileStride);
+    KVFORK_TILE_DP(0, 2, 4);
+    KVFORK_TILE_DP(0, 3, 4);
+    KVFORK_TILE_DP(1, 2, 5);
+    KVFORK_TILE_DP(1, 3, 5);
+    KVFORK_TILE_STORE(0, o[0], kTileStride);
+    KVFORK_TILE_STORE(1, o[1], kTileStride);
     for (int i = 0; i < rows; ++i) {
       const __m512 c = _mm512_set1_ps(corr_rows[i]);
-      float* a = tile->acc[i] + k * 32;
-      _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_load_ps(a), c, _mm512_load_ps(o[par][0][i])));
-      _mm512_store_ps(a + 16,
-                      _mm512_fmadd_ps(_mm512_load_ps(a + 16), c, _mm512_load_ps(o[par][1][i])));
+      float* a = tile->acc[i] + d * 16;
+      _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_load_ps(a), c, _mm512_load_ps(o[0][i])));
+      _mm512_store_ps(a + 16, _mm512_fmadd_ps(_mm512_load_ps(a + 16), c, _mm512_load_ps(o[1][i])));
     }
   }
-#undef KVFORK_PV_PAIR
 }
 
 void FinishTile(const KvLayout& l, int num_heads, int G, const AttentionSeq& s, int kvh,
