@@ -158,9 +158,10 @@ inline const uint8_t* KvRow(const KvLayout& l, const AttentionSeq& s, int layer,
 
 // The f32 scale of an int8 K or V row.
 inline const float& KvScale(const KvLayout& l, const AttentionSeq& s, int layer, int kv, int kvh,
-                     int64_t pos) {
+                            int64_t pos) {
   const int bs = l.block_size;
-  return reinterpret_cast<const float*>(s.blocks[pos / bs] + l.ScaleOffset(layer, kv, kvh))[pos % bs];
+  const uint8_t* scales = s.blocks[pos / bs] + l.ScaleOffset(layer, kv, kvh);
+  return reinterpret_cast<const float*>(scales)[pos % bs];
 }
 
 // Dims [32 c, 32 c + 32) of a K or V row as 32 bf16: loaded as they are
@@ -238,8 +239,10 @@ struct GroupPrefetch {
   int lines_per_half = 0;
   int next = 0;
   int total = 0;
-  int h = 0;     // the half of line `next`
-  int line = 0;  // and its line there (no division per line: Step runs hundreds a group)
+  // Line `next` is line `line` of half `cur`, walked without a division per
+  // line (Step runs hundreds of lines a group).
+  int cur = 0;
+  int line = 0;
 
   // Keys [g0, g0 + 32) of a span whose keys below span_end exist.
   GroupPrefetch(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t g0,
@@ -262,9 +265,9 @@ struct GroupPrefetch {
     for (; n > 0 && next < total; --n, ++next) {
       if (line == lines_per_half) {
         line = 0;
-        ++h;
+        ++cur;
       }
-      if (half[h] != nullptr) _mm_prefetch(half[h] + line * 64, _MM_HINT_T1);
+      if (half[cur] != nullptr) _mm_prefetch(half[cur] + line * 64, _MM_HINT_T1);
       ++line;
     }
   }
