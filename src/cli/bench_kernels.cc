@@ -20,7 +20,8 @@
 //
 // Flags: --threads N (default: all cores), --json PATH (default bench/results/kernels.json),
 //        --quick (fewer repetitions), --quant-only (the limits and the
-//        quantized rows only).
+//        quantized rows only), --attention-only (the limits and the attention
+//        rows only).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -106,13 +107,15 @@ double TimeDnnl(int64_t m, int64_t n, int64_t k, DType dtype, int copies, double
 #endif
 
 int RunBenchKernels(int argc, char** argv) {
-  Flags flags = Flags::Parse(argc, argv, {"quick", "quant-only"});
+  Flags flags = Flags::Parse(argc, argv, {"quick", "quant-only", "attention-only"});
   const int64_t threads_flag = flags.GetInt("threads", ThreadPool::DefaultThreads(),
                                             "compute threads, one per usable core unless set");
   const std::string json_path =
       flags.GetString("json", "bench/results/kernels.json", "where the JSON result goes");
   const bool quick = flags.GetBool("quick", "fewer repetitions (a smoke run)");
   const bool quant_only = flags.GetBool("quant-only", "the limits and the quantized rows only");
+  const bool attention_only =
+      flags.GetBool("attention-only", "the limits and the attention rows only");
   Status done = flags.Finish();
   if (!done.ok()) {
     std::fprintf(stderr, "kvfork bench kernels: %s\n", done.ToString().c_str());
@@ -166,7 +169,7 @@ int RunBenchKernels(int argc, char** argv) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (DType dtype : {DType::kBf16, DType::kF32}) {
-    if (quant_only) break;
+    if (quant_only || attention_only) break;
     for (int gemm = 0; gemm < 2; ++gemm) {
       for (const Shape& sh : shapes) {
         const int64_t m = gemm ? 512 : 1;
@@ -241,7 +244,7 @@ int RunBenchKernels(int argc, char** argv) {
     }
   }
   out["matmul"] = rows;
-  out["quantized_matmul"] = BenchQuantMatMul(pool, min_s, bw, gemm_row_cap);
+  if (!attention_only) out["quantized_matmul"] = BenchQuantMatMul(pool, min_s, bw, gemm_row_cap);
   if (!quant_only) {
     auto attention = BenchAttention(pool, min_s, peak_for_bf16, bw);
     if (!attention.ok()) {

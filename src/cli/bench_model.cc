@@ -28,7 +28,8 @@
 //
 // Flags: --shape qwen3-0.6b|llama-3.2-1b, --model DIR|FILE.gguf, --threads N (default all
 //        cores), --prompt-tokens N (512), --decode-tokens N (32),
-//        --prefill-runs N (3), --json PATH (bench/results/model.json).
+//        --prefill-runs N (3), --kv-dtype bf16|f32|int8 (bf16),
+//        --json PATH (bench/results/model.json).
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,6 +51,7 @@
 #include "core/progress.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
+#include "kv/kv_cache.h"
 #include "model/decoder.h"
 #include "model/model.h"
 #include "model/random_model.h"
@@ -65,6 +67,7 @@ struct Options {
   int64_t prompt_tokens = 512;
   int64_t decode_tokens = 32;
   int64_t prefill_runs = 3;
+  KvDType kv_dtype = KvDType::kBf16;
   std::string json_path;
 };
 
@@ -82,8 +85,11 @@ StatusOr<Options> ParseOptions(int argc, char** argv) {
   o.prompt_tokens = flags.GetInt("prompt-tokens", 512, "tokens in the timed prefill");
   o.decode_tokens = flags.GetInt("decode-tokens", 32, "greedy decode steps timed");
   o.prefill_runs = flags.GetInt("prefill-runs", 3, "timed prefill calls; the median is reported");
+  const std::string kv_dtype =
+      flags.GetString("kv-dtype", "bf16", "KV element type: bf16, f32 or int8");
   o.json_path = flags.GetString("json", "bench/results/model.json", "where the JSON result goes");
   KVFORK_RETURN_IF_ERROR(flags.Finish());
+  KVFORK_ASSIGN_OR_RETURN(o.kv_dtype, ParseKvDType(kv_dtype));
   if (o.shape != "qwen3-0.6b" && o.shape != "llama-3.2-1b")
     return InvalidArgumentError("--shape must be qwen3-0.6b or llama-3.2-1b, got \"" + o.shape +
                                 "\"");
@@ -187,7 +193,7 @@ Status BenchModel(int argc, char** argv) {
     return InvalidArgumentError("--prompt-tokens + --decode-tokens = " + std::to_string(total) +
                                 " exceeds max_position_embeddings " +
                                 std::to_string(c.max_position_embeddings));
-  const KvLayout layout = model->MakeKvLayout(KvDType::kBf16, 16);
+  const KvLayout layout = model->MakeKvLayout(o.kv_dtype, 16);
   KVFORK_ASSIGN_OR_RETURN(BlockTable table, AllocateBlocks(layout, total));
 
   // Deterministic prompt of random ids.
@@ -298,8 +304,9 @@ Status BenchModel(int argc, char** argv) {
       {"decode", "tok/s", decode_tok_s, decode_tok_limit},
       {"decode weights", "GB/s", decode_tok_s * weight_bytes * 1e-9, bw * 1e-9},
   };
-  std::printf("%s (%s), %d threads, isa %s, %lld prompt + %lld decode tokens\n", o.shape.c_str(),
-              o.model_dir.empty() ? "random bf16" : o.model_dir.c_str(), o.threads, IsaName(isa),
+  std::printf("%s (%s), %d threads, isa %s, %s KV, %lld prompt + %lld decode tokens\n",
+              o.shape.c_str(), o.model_dir.empty() ? "random bf16" : o.model_dir.c_str(),
+              o.threads, IsaName(isa), KvDTypeName(o.kv_dtype),
               static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.decode_tokens));
   std::printf("load %.2f s, %lld params, %.1f MB weights read per decode step\n", load_s,
               static_cast<long long>(w.num_params), weight_bytes * 1e-6);
@@ -336,6 +343,7 @@ Status BenchModel(int argc, char** argv) {
   out["model"] = o.model_dir.empty() ? nlohmann::json("random bf16") : nlohmann::json(o.model_dir);
   out["isa"] = IsaName(isa);
   out["threads"] = o.threads;
+  out["kv_dtype"] = KvDTypeName(o.kv_dtype);
   out["prompt_tokens"] = o.prompt_tokens;
   out["decode_tokens"] = o.decode_tokens;
   out["load_s"] = load_s;

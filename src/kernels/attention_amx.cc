@@ -1,5 +1,6 @@
-// AMX paged attention for bf16 KV (head_dim a multiple of 32, at most 256,
-// block_size a multiple of 16); every other layout runs avx512::PagedAttention.
+// AMX paged attention for bf16 and int8 KV (head_dim a multiple of 32, at
+// most 256, block_size a multiple of 16); every other layout (f32 KV among
+// them) runs avx512::PagedAttention.
 //
 // A task is one KV head of a span of query tokens of one sequence. Its query
 // rows (token, query head of the GQA group) go 16 to a tile; keys go 32 at a
@@ -18,6 +19,15 @@
 // Q and P enter the tiles as bf16 pairs hi + lo (hi = bf16(x), lo =
 // bf16(x - hi)), two TDPBF16PS each, so they keep ~16 significant bits
 // rather than bf16's 8; K and V are bf16 already and enter exactly.
+//
+// int8 KV (one f32 scale per row) enters the same tiles exactly: codes in
+// [-127, 127] are bf16 integers. A key group's K rows are converted once per
+// span into bf16 rows (PackedK) and its V rows into the packed B tiles, each
+// with its 32 scales; a key's K scale multiplies its score row before the
+// softmax scale, and its V scale multiplies its column of P after the sum
+// of p (so l is the sum of the probabilities, and P' = p * s_v meets the
+// integer codes). No dequantized copy of the cache is kept: the packed rows
+// are one key group's, reused by every tile of the span.
 //
 // Invariance (DESIGN.md invariant 1): every tile element depends only on its
 // own A row and B column, so a query row's scores, probabilities and output
@@ -52,8 +62,8 @@ constexpr int kSpanTiles = 8;     // tiles per task, sharing each packed V
 constexpr int64_t kTileStride = 64;  // bytes between rows of a packed tile
 
 bool Supported(const KvLayout& l) {
-  return l.dtype == KvDType::kBf16 && l.head_dim % 32 == 0 && l.head_dim <= kMaxHeadDim &&
-         l.block_size % 16 == 0;
+  return (l.dtype == KvDType::kBf16 || l.dtype == KvDType::kInt8) && l.head_dim % 32 == 0 &&
+         l.head_dim <= kMaxHeadDim && l.block_size % 16 == 0;
 }
 
 // One tile of query rows: row i = token i / G of the tile, head i % G of the
@@ -75,6 +85,15 @@ struct alignas(64) QueryTile {
 // [16 d, 16 d + 16)) row k = {V[2k][n], V[2k+1][n]} for n in the chunk.
 struct alignas(64) PackedV {
   uint16_t tiles[kMaxHeadDim / 16][kRows * 32];
+  float scale[kGroupKeys];  // int8 KV: each key's V scale (0 past the keys written)
+};
+
+// int8 KV only: the K rows of one key group as bf16 in the block's row
+// layout ([key][head_dim], stride head_dim * 2 bytes), and their scales (0
+// past the keys written, whose rows are zeros).
+struct alignas(64) PackedK {
+  uint16_t rows[kGroupKeys * kMaxHeadDim];  // key j at j * head_dim
+  float scale[kGroupKeys];
 };
 
 // 32 bf16 of x (f32, 32 values) as hi and lo = bf16(x - hi), in order.
@@ -134,7 +153,46 @@ inline const uint8_t* KvRow(const KvLayout& l, const AttentionSeq& s, int layer,
                             int64_t pos) {
   const int bs = l.block_size;
   return s.blocks[pos / bs] + l.PlaneOffset(layer, kv, kvh) +
-         static_cast<size_t>(pos % bs) * l.head_dim * 2;
+         static_cast<size_t>(pos % bs) * l.head_dim * l.ElementBytes();
+}
+
+// The f32 scale of an int8 K or V row.
+inline const float& KvScale(const KvLayout& l, const AttentionSeq& s, int layer, int kv, int kvh,
+                            int64_t pos) {
+  const int bs = l.block_size;
+  const uint8_t* scales = s.blocks[pos / bs] + l.ScaleOffset(layer, kv, kvh);
+  return reinterpret_cast<const float*>(scales)[pos % bs];
+}
+
+// Dims [32 c, 32 c + 32) of a K or V row as 32 bf16: loaded as they are
+// (bf16 KV) or converted from int8 codes, which bf16 holds exactly.
+inline __m512i RowChunkBf16(KvDType dtype, const uint8_t* row, int c) {
+  if (dtype == KvDType::kBf16) return _mm512_loadu_si512(row + c * 64);
+  const __m128i* p = reinterpret_cast<const __m128i*>(row + c * 32);
+  const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p)));
+  const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p + 1)));
+  const __m512bh b = _mm512_cvtne2ps_pbh(hi, lo);
+  __m512i out;
+  std::memcpy(&out, &b, sizeof(out));
+  return out;
+}
+
+// int8 KV: K rows [g0, g0 + 32) as bf16 rows, zeros (scale 0) at or past n_keys.
+void PackK(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t g0, int n_keys,
+           PackedK* pk) {
+  const int hd = l.head_dim;
+  for (int j = 0; j < kGroupKeys; ++j) {
+    uint16_t* dst = pk->rows + j * hd;
+    if (j >= n_keys) {
+      std::memset(dst, 0, static_cast<size_t>(hd) * 2);
+      pk->scale[j] = 0.0f;
+      continue;
+    }
+    const uint8_t* row = KvRow(l, s, layer, 0, kvh, g0 + j);
+    for (int c = 0; c < hd / 32; ++c)
+      _mm512_storeu_si512(dst + c * 32, RowChunkBf16(KvDType::kInt8, row, c));
+    pk->scale[j] = KvScale(l, s, layer, 0, kvh, g0 + j);
+  }
 }
 
 // V rows [g0, g0 + 32) interleaved by key pairs; keys at or past n_keys
@@ -152,14 +210,15 @@ void PackV(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t
   const __m512i ilo = _mm512_load_si512(idx_lo), ihi = _mm512_load_si512(idx_hi);
   for (int k = 0; k < kGroupKeys / 2; ++k) {
     const int j = 2 * k;
-    const uint16_t* va =
-        j < n_keys ? reinterpret_cast<const uint16_t*>(KvRow(l, s, layer, 1, kvh, g0 + j)) : nullptr;
-    const uint16_t* vb = j + 1 < n_keys ? reinterpret_cast<const uint16_t*>(
-                                              KvRow(l, s, layer, 1, kvh, g0 + j + 1))
-                                        : nullptr;
+    const uint8_t* va = j < n_keys ? KvRow(l, s, layer, 1, kvh, g0 + j) : nullptr;
+    const uint8_t* vb = j + 1 < n_keys ? KvRow(l, s, layer, 1, kvh, g0 + j + 1) : nullptr;
+    if (l.dtype == KvDType::kInt8) {
+      pv->scale[j] = va ? KvScale(l, s, layer, 1, kvh, g0 + j) : 0.0f;
+      pv->scale[j + 1] = vb ? KvScale(l, s, layer, 1, kvh, g0 + j + 1) : 0.0f;
+    }
     for (int c = 0; c < hd / 32; ++c) {
-      const __m512i a = va ? _mm512_loadu_si512(va + c * 32) : _mm512_setzero_si512();
-      const __m512i b = vb ? _mm512_loadu_si512(vb + c * 32) : _mm512_setzero_si512();
+      const __m512i a = va ? RowChunkBf16(l.dtype, va, c) : _mm512_setzero_si512();
+      const __m512i b = vb ? RowChunkBf16(l.dtype, vb, c) : _mm512_setzero_si512();
       _mm512_store_si512(pv->tiles[2 * c] + k * 32, _mm512_permutex2var_epi16(a, ilo, b));
       _mm512_store_si512(pv->tiles[2 * c + 1] + k * 32, _mm512_permutex2var_epi16(a, ihi, b));
     }
@@ -180,21 +239,36 @@ struct GroupPrefetch {
   int lines_per_half = 0;
   int next = 0;
   int total = 0;
+  // Line `next` is line `line` of half `cur`, walked without a division per
+  // line (Step runs hundreds of lines a group).
+  int cur = 0;
+  int line = 0;
 
   // Keys [g0, g0 + 32) of a span whose keys below span_end exist.
   GroupPrefetch(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t g0,
                 int64_t span_end)
-      : lines_per_half(16 * l.head_dim * 2 / 64), total(4 * lines_per_half) {
+      : lines_per_half(static_cast<int>(16 * l.head_dim * l.ElementBytes() / 64)),
+        total(4 * lines_per_half) {
     for (int h = 0; h < 2; ++h) {
       if (g0 + 16 * h >= span_end) break;  // no block holds these keys yet
       half[h] = reinterpret_cast<const char*>(KvRow(l, s, layer, 0, kvh, g0 + 16 * h));
       half[2 + h] = reinterpret_cast<const char*>(KvRow(l, s, layer, 1, kvh, g0 + 16 * h));
+      // int8: the 16 keys' K and V scales sit in their own lines at the
+      // block's end; four lines a group, fetched now rather than waited for.
+      if (l.dtype == KvDType::kInt8)
+        for (int kv = 0; kv < 2; ++kv)
+          _mm_prefetch(reinterpret_cast<const char*>(&KvScale(l, s, layer, kv, kvh, g0 + 16 * h)),
+                       _MM_HINT_T1);
     }
   }
   void Step(int n) {
     for (; n > 0 && next < total; --n, ++next) {
-      const char* h = half[next / lines_per_half];
-      if (h != nullptr) _mm_prefetch(h + (next % lines_per_half) * 64, _MM_HINT_T1);
+      if (line == lines_per_half) {
+        line = 0;
+        ++cur;
+      }
+      if (half[cur] != nullptr) _mm_prefetch(half[cur] + line * 64, _MM_HINT_T1);
+      ++line;
     }
   }
 };
@@ -203,17 +277,21 @@ struct GroupPrefetch {
 // keys written for the span (positions below it exist in the block table).
 // pf takes 16 steps per S and per PV chunk and head_dim / 32 per key: 2 *
 // head_dim lines in all, the whole next group.
+// pk: the group's K rows as bf16 (int8 KV; nullptr for bf16 KV, read in place).
 void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, float scale,
-               int64_t g0, int64_t span_end, const PackedV& pv, QueryTile* tile,
-               GroupPrefetch& pf) {
+               int64_t g0, int64_t span_end, const PackedK* pk, const PackedV& pv,
+               QueryTile* tile, GroupPrefetch& pf) {
   const int hd = l.head_dim;
-  const int64_t row_bytes = int64_t{hd} * 2;
+  const int64_t row_bytes = int64_t{hd} * 2;  // of bf16 rows, in place or packed
   const bool second = g0 + 16 < span_end;  // keys 16..31 of the group exist
 
   // S^T: keys in rows, query rows in columns (tmm0: keys 0-15, tmm1: 16-31).
   alignas(64) float st[kGroupKeys][kRows];
-  const uint8_t* k0 = KvRow(l, s, layer, 0, kvh, g0);
-  const uint8_t* k1 = second ? KvRow(l, s, layer, 0, kvh, g0 + 16) : nullptr;
+  const uint8_t* k0 = pk ? reinterpret_cast<const uint8_t*>(pk->rows)
+                         : KvRow(l, s, layer, 0, kvh, g0);
+  const uint8_t* k1 = !second ? nullptr
+                      : pk    ? reinterpret_cast<const uint8_t*>(pk->rows + 16 * hd)
+                              : KvRow(l, s, layer, 0, kvh, g0 + 16);
   KVFORK_TILE_ZERO(0);
   KVFORK_TILE_ZERO(1);
   for (int c = 0; c < hd / 32; ++c) {
@@ -243,7 +321,9 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
     const __m512i pos = _mm512_set1_epi32(static_cast<int32_t>(g0 + j));
     const __mmask16 seen = _mm512_cmplt_epi32_mask(pos, ctx) & _mm512_cmpge_epi32_mask(pos, first);
     pf.Step(hd / 32);
-    sc[j] = _mm512_mask_blend_ps(seen, neg_inf, _mm512_mul_ps(_mm512_load_ps(st[j]), vscale));
+    __m512 dot = _mm512_load_ps(st[j]);
+    if (pk) dot = _mm512_mul_ps(dot, _mm512_set1_ps(pk->scale[j]));  // int8: the key's scale
+    sc[j] = _mm512_mask_blend_ps(seen, neg_inf, _mm512_mul_ps(dot, vscale));
     m_new = _mm512_max_ps(sc[j], m_new);
   }
   // Rows that have seen no key yet and see none here (before their window)
@@ -259,6 +339,9 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
     for (int j = 0; j < w; ++j) t[j] = _mm512_add_ps(t[2 * j], t[2 * j + 1]);
   _mm512_store_ps(tile->l, _mm512_add_ps(_mm512_mul_ps(_mm512_load_ps(tile->l), corr), t[0]));
   _mm512_store_ps(tile->m, m_new);
+  // int8 V: each key's column of P times its V scale, after l took the sum.
+  if (pk)
+    for (int j = 0; j < kGroupKeys; ++j) sc[j] = _mm512_mul_ps(sc[j], _mm512_set1_ps(pv.scale[j]));
 
   // P rows (query row, 32 keys) as hi and lo A tiles. Only the tile's real
   // rows are split and, below, accumulated (a decode step has G of 16):
@@ -326,10 +409,12 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
   const int G = num_heads / l.num_kv_heads;
   const int per_tile = kRows / G;
   const int ntiles = static_cast<int>((task.tokens + per_tile - 1) / per_tile);
-  uint8_t* scratch = static_cast<uint8_t*>(
-      ThreadScratch(kScratchTask, sizeof(PackedV) + ntiles * sizeof(QueryTile)));
+  const bool int8 = l.dtype == KvDType::kInt8;
+  uint8_t* scratch = static_cast<uint8_t*>(ThreadScratch(
+      kScratchTask, sizeof(PackedV) + sizeof(PackedK) + ntiles * sizeof(QueryTile)));
   auto* pv = reinterpret_cast<PackedV*>(scratch);
-  auto* tiles = reinterpret_cast<QueryTile*>(scratch + sizeof(PackedV));
+  auto* pk = int8 ? reinterpret_cast<PackedK*>(scratch + sizeof(PackedV)) : nullptr;
+  auto* tiles = reinterpret_cast<QueryTile*>(scratch + sizeof(PackedV) + sizeof(PackedK));
   for (int k = 0; k < ntiles; ++k) {
     const int64_t t = task.t0 + int64_t{k} * per_tile;
     const int tokens = static_cast<int>(
@@ -342,10 +427,11 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
   for (int64_t g0 = first_key / kGroupKeys * kGroupKeys; g0 < span_end; g0 += kGroupKeys) {
     const int n_keys = static_cast<int>(span_end - g0 < kGroupKeys ? span_end - g0 : kGroupKeys);
     PackV(l, s, layer, task.kvh, g0, n_keys, pv);
+    if (pk) PackK(l, s, layer, task.kvh, g0, n_keys, pk);
     GroupPrefetch pf(l, s, layer, task.kvh, g0 + kGroupKeys, span_end);
     for (int k = 0; k < ntiles; ++k)
       if (g0 < tiles[k].ctx_end && g0 + kGroupKeys > tiles[k].first[0])
-        TileGroup(l, s, layer, task.kvh, scale, g0, span_end, *pv, &tiles[k], pf);
+        TileGroup(l, s, layer, task.kvh, scale, g0, span_end, pk, *pv, &tiles[k], pf);
   }
   for (int k = 0; k < ntiles; ++k) FinishTile(l, num_heads, G, s, task.kvh, tiles[k]);
 }

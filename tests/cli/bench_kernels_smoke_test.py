@@ -1,6 +1,7 @@
 """Smoke test of `kvfork bench kernels --quick`: every GEMV/GEMM row for both
-weight dtypes and every attention case is printed and written to the JSON with
-positive times and rates, and a bad flag is refused naming it. (The numbers
+weight dtypes and every attention case (bf16 and int8 KV) is printed and
+written to the JSON with positive times and rates, `--attention-only` runs
+the attention rows alone, and a bad flag is refused naming it. (The numbers
 themselves are the benchmark's business, never a test's.)"""
 
 import json
@@ -13,7 +14,8 @@ SRC = os.environ.get("KVFORK_SOURCE_DIR", os.path.join(os.path.dirname(__file__)
 BUILD = os.environ.get("KVFORK_BUILD_DIR", os.path.join(SRC, "build/release"))
 KVFORK = os.environ.get("KVFORK_BIN", os.path.join(BUILD, "src/cli/kvfork"))
 
-ATTENTION_CASES = ["prefill 512", "prefill 2048", "decode at 512", "decode at 2048"]
+ATTENTION_CASES = ["prefill 512", "prefill 2048", "22 after 3400", "prefill 2048 i8",
+                   "22 after 3400 i8", "decode at 512", "decode at 2048", "decode 2048 i8"]
 
 
 def fail(msg):
@@ -52,13 +54,29 @@ def main():
         if cases != ATTENTION_CASES:
             fail(f"attention cases {cases}, want {ATTENTION_CASES}")
         for r in j["attention"]:
-            if not (r["ms"] > 0 and r["rate"] > 0 and r["fraction_of_limit"] > 0):
+            if not (r["ms"] > 0 and r["cpu_ms_per_thread"] > 0 and r["rate"] > 0
+                    and r["fraction_of_limit"] > 0):
                 fail(f"attention row without positive time and rate: {r}")
+            want_dtype = "int8" if r["case"].endswith(" i8") else "bf16"
+            if r["kv_dtype"] != want_dtype:
+                fail(f"attention row {r['case']} on {r['kv_dtype']} KV, want {want_dtype}")
             want_unit = "GB/s of KV" if r["query_tokens"] == 1 else "GFLOP/s"
             if r["rate_unit"] != want_unit:
                 fail(f"attention row {r['case']} in {r['rate_unit']}, want {want_unit}")
             if not any(line.startswith(r["case"]) for line in p.stdout.splitlines()):
                 fail(f"table has no row {r['case']!r}")
+
+        # --attention-only: the limits and the attention rows, no MatMul rows.
+        p = subprocess.run([KVFORK, "bench", "kernels", "--threads", "2", "--quick",
+                            "--attention-only", "--json", out],
+                           capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            fail(f"bench kernels --attention-only exited {p.returncode}: {p.stderr[-2000:]}")
+        j = json.load(open(out))
+        if j["matmul"] or "quantized_matmul" in j:
+            fail("--attention-only still ran MatMul rows")
+        if [r["case"] for r in j["attention"]] != ATTENTION_CASES:
+            fail(f"--attention-only attention cases {[r['case'] for r in j['attention']]}")
 
         p = subprocess.run([KVFORK, "bench", "kernels", "--threads", "0"], capture_output=True,
                            text=True, timeout=60)

@@ -2,7 +2,8 @@
 qwen3-0.6b and never runs here): the table and JSON have every row and field,
 the reported prefill time is the median of the timed runs, the first call
 (buffers not yet sized) is reported separately, decode is greedy and so
-repeatable, and a bad flag is refused with a message that names it."""
+repeatable, --kv-dtype picks the KV it runs on, and a bad flag is refused
+with a message that names it."""
 
 import json
 import os
@@ -27,9 +28,10 @@ def run(args, timeout=120):
     return subprocess.run([KVFORK] + args, capture_output=True, text=True, timeout=timeout)
 
 
-def bench(model, out):
+def bench(model, out, extra=()):
     p = run(["bench", "model", "--shape", "qwen3-0.6b", "--model", model, "--threads", "2",
-             "--prompt-tokens", "40", "--decode-tokens", "4", "--prefill-runs", "3", "--json", out])
+             "--prompt-tokens", "40", "--decode-tokens", "4", "--prefill-runs", "3", "--json", out]
+            + list(extra))
     if p.returncode != 0:
         fail(f"bench model exited {p.returncode}: {p.stdout[-2000:]} {p.stderr[-2000:]}")
     return p.stdout, json.load(open(out))
@@ -52,6 +54,8 @@ def main():
                       "decode_s", "generated_tokens", "rows", "read_bandwidth_gbps"]:
             if field not in j:
                 fail(f"JSON has no field {field!r}")
+        if j.get("kv_dtype") != "bf16":
+            fail(f"kv_dtype {j.get('kv_dtype')!r}, want the default bf16")
         # The peak is the better of a sample before the model and one after.
         got = j.get("peak_bf16_best_samples_gflops")
         if not isinstance(got, list) or len(got) != 2 or min(got) <= 0:
@@ -83,6 +87,16 @@ def main():
         _, j2 = bench(model, os.path.join(tmp, "b.json"))
         if j2["generated_tokens"] != j["generated_tokens"]:
             fail(f"greedy decode differs between runs: {j['generated_tokens']} vs {j2['generated_tokens']}")
+
+        # --kv-dtype: the KV the prefill and decode run on, named in the table and JSON.
+        table, j3 = bench(model, os.path.join(tmp, "c.json"), ["--kv-dtype", "int8"])
+        if j3["kv_dtype"] != "int8" or "int8 KV" not in table:
+            fail(f"--kv-dtype int8 not reported: {j3.get('kv_dtype')!r}")
+        if len(j3["generated_tokens"]) != 4:
+            fail(f"int8 KV: expected 4 generated tokens, got {j3['generated_tokens']}")
+        p = run(["bench", "model", "--model", model, "--kv-dtype", "q3"])
+        if p.returncode == 0 or "--kv-dtype" not in p.stderr + p.stdout:
+            fail(f"--kv-dtype q3 should be refused naming the flag: {p.stdout} {p.stderr}")
 
         p = run(["bench", "model", "--model", model, "--prefill-runs", "0"])
         if p.returncode == 0 or "--prefill-runs" not in p.stderr + p.stdout:

@@ -6,7 +6,8 @@
 # - bench_model: `kvfork bench model` on a tiny model (the median of the
 #   timed prefills, repeatable greedy decode);
 # - bench_kernels: `kvfork bench kernels --quick`, every MatMul and attention
-#   row (~15 s: the 2 GiB bandwidth read and the rotating copies dominate).
+#   row (~15 s: the 2 GiB bandwidth read and the rotating copies dominate),
+#   then `--attention-only`.
 find_program(KVFORK_SYSTEM_PYTHON python3 PATHS /usr/bin NO_DEFAULT_PATH)
 if(KVFORK_SYSTEM_PYTHON)
   foreach(bench serve model kernels)

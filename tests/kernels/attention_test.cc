@@ -118,7 +118,7 @@ std::vector<float> RunChunked(const Case& c, int64_t chunk, ThreadPool& pool) {
 TEST_P(AttentionTest, MatchesReference) {
   ThreadPool pool(2);
   // GQA groups of 2 (head_dim 64, 68, 128), 1 (MHA), 4, 3, 8 and 16 query
-  // heads per KV head; bf16 KV with head_dim 64, 96 or 128 runs the amx
+  // heads per KV head; bf16 and int8 KV with head_dim 64, 96 or 128 run the amx
   // level's tile kernel (16 query rows per tile, so 1 to 8 tokens a tile),
   // 150 tokens: several key groups of 32 and several tiles per task.
   for (auto [head_dim, num_heads, tokens] :
@@ -145,7 +145,7 @@ TEST_P(AttentionTest, ChunkingThreadsAndBatchingDoNotChangeBits) {
   // The SIMD paths run 1, 2 or 4 query tokens per task where the GQA group is
   // at most 4 (tokens of one tile see keys masked past their own position):
   // groups 2, 1 and 8, and blocks of 16 and of 32 keys. The amx level's tile
-  // kernel (bf16 KV, head_dim 64 or 128 here) puts 16 / group tokens in a
+  // kernel (bf16 and int8 KV, head_dim 64 or 128 here) puts 16 / group tokens in a
   // tile and 8 tiles in a task; 150 tokens cross tiles, tasks and key groups
   // of 32, and blocks of 48 split a key group across two blocks.
   for (auto [head_dim, num_heads, block_size, tokens] :
