@@ -4,7 +4,7 @@
 //   err(p) = max_v |ours[p, v] - ref[p, v]| / max_v |ref[p, v]|
 // and the test bounds the max over positions: <= 1e-4 with f32 weights,
 // <= 2e-2 with bf16 weights, for every architecture (Mistral with its
-// sliding window of 32 cutting the prompt), rope
+// sliding window of 32 cutting the prompt, Qwen3 MoE's routing), rope
 // scaling on and off, tied and untied, on every ISA this CPU supports.
 // With bf16 weights the reference is told (--matmul-input-bf16) to round
 // each matmul input to bf16, the one numeric choice kernels/ops.h declares
@@ -185,6 +185,9 @@ std::vector<Case> AllCases() {
   // GELU-tanh, embedding scale, per-layer-type RoPE base.
   for (DType dtype : {DType::kF32, DType::kBf16})
     for (bool tie : {false, true}) cases.push_back({Architecture::kGemma3, dtype, tie, false});
+  // Qwen3 MoE (tiny: 8 experts of width 64, 2 per token, renormalized).
+  for (DType dtype : {DType::kF32, DType::kBf16})
+    for (bool tie : {false, true}) cases.push_back({Architecture::kQwen3Moe, dtype, tie, false});
   return cases;
 }
 
