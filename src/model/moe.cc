@@ -74,11 +74,26 @@ void MoeMlp::Add(const ModelConfig& c, const LayerWeights& L, const float* h, in
     for (int64_t i = r0 * k; i < r1 * k; ++i)
       std::memcpy(in_.data() + slot_[i] * H, h + (i / k) * H, H * sizeof(float));
   });
+  if (T == 1) {
+    // Decode of one token: its k experts' gate and up products share the
+    // input row, so they stream as one MatMulShared pass (one sync instead
+    // of k); MatMulShared + SiluMul has MatMulSiluMul's bits.
+    targets_.clear();
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = experts_[j];
+      const int64_t r = slot_[j];
+      targets_.push_back({L.expert_gate[e], gate_.data() + r * I});
+      targets_.push_back({L.expert_up[e], up_.data() + r * I});
+    }
+    MatMulShared(h, 1, targets_, pool);
+    SiluMul(gate_.data(), up_.data(), k * I, gate_.data());
+  }
   for (int64_t e = 0; e < E; ++e) {
     const int64_t r = first_[e], n = first_[e + 1] - first_[e];
     if (n == 0) continue;
-    MatMulSiluMul(in_.data() + r * H, n, {L.expert_gate[e], gate_.data() + r * I},
-                  {L.expert_up[e], up_.data() + r * I}, pool);
+    if (T > 1)
+      MatMulSiluMul(in_.data() + r * H, n, {L.expert_gate[e], gate_.data() + r * I},
+                    {L.expert_up[e], up_.data() + r * I}, pool);
     MatMul(gate_.data() + r * I, n, L.expert_down[e], out_.data() + r * H, pool);
   }
   // Per token: sum of weight * output over its experts in ascending index

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/ops.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
@@ -55,6 +56,7 @@ class MoeMlp {
   std::vector<float> gate_;       // [tokens * k, moe_intermediate]
   std::vector<float> up_;         // [tokens * k, moe_intermediate]
   std::vector<float> out_;        // [tokens * k, hidden] expert outputs
+  std::vector<MatMulTarget> targets_;  // [2k] one token's gate and up products
 };
 
 }  // namespace kvfork
