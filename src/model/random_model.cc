@@ -235,6 +235,8 @@ json ConfigJson(const ModelConfig& c, DType dtype) {
     j["norm_topk_prob"] = c.norm_topk_prob;
     j["decoder_sparse_step"] = 1;
     j["mlp_only_layers"] = json::array();
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      if (!c.LayerIsMoe(l)) j["mlp_only_layers"].push_back(l);
     j["use_sliding_window"] = false;
   }
   j["tie_word_embeddings"] = c.tie_word_embeddings;
@@ -366,8 +368,9 @@ StatusOr<ModelConfig> RandomModelConfig(const RandomModelOptions& o) {
   if (ArchFor(o.arch).has_sliding_window)
     c.sliding_window = o.sliding_window.value_or(shape->sliding_window);
   if (o.arch == Architecture::kQwen3Moe) {
-    // Every layer sparse and the weights renormalized: what llama.cpp's
-    // qwen3moe runs (export-gguf refuses anything else).
+    // Every layer sparse (unless mlp_only_layers) and the weights
+    // renormalized: what llama.cpp's qwen3moe runs (export-gguf refuses
+    // anything else).
     c.num_experts = pick(o.num_experts, shape->experts);
     c.num_experts_per_tok = pick(o.num_experts_per_tok, shape->experts_per_tok);
     c.moe_intermediate_size = pick(o.moe_intermediate_size, shape->moe_intermediate);
@@ -380,6 +383,12 @@ StatusOr<ModelConfig> RandomModelConfig(const RandomModelOptions& o) {
       return InvalidArgumentError("qwen3moe: experts per token must be <= the experts and <= " +
                                   std::to_string(kMaxExpertsPerToken));
     c.moe_layers.assign(static_cast<size_t>(c.num_layers), true);
+    for (int64_t l : o.mlp_only_layers) {
+      if (l < 0 || l >= c.num_layers)
+        return InvalidArgumentError("qwen3moe: mlp_only_layers entry " + std::to_string(l) +
+                                    " is not a layer");
+      c.moe_layers[static_cast<size_t>(l)] = false;
+    }
   }
   if (o.arch == Architecture::kGemma3) {
     // Gemma3TextConfig: 5 sliding layers per global one, local RoPE base

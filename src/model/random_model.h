@@ -60,6 +60,9 @@ struct RandomModelOptions {
   int64_t num_experts = 0;
   int64_t num_experts_per_tok = 0;
   int64_t moe_intermediate_size = 0;
+  // qwen3moe: layers that keep the dense MLP (config.json mlp_only_layers;
+  // llama.cpp's qwen3moe has none, so export-gguf refuses such a model).
+  std::vector<int64_t> mlp_only_layers;
 };
 
 // Names of the shapes WriteRandomModel knows.
