@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "model/model_config.h"
+#include "model/random_model.h"
+#include "model/weights.h"
 
 namespace kvfork {
 namespace {
@@ -125,6 +127,53 @@ TEST(Qwen3MoeConfig, ErrorsNameTheField) {
     EXPECT_NE(c.status().message().find(needle), std::string::npos)
         << extra << ": " << c.status().ToString();
   }
+}
+
+// make-model's real shape is Qwen3-30B-A3B's config.json (not generated
+// here: 61 GB); the experts' tensors are per expert in HF, stacked in GGUF.
+TEST(Qwen3MoeConfig, RealShapeAndTensorNames) {
+  RandomModelOptions o;
+  o.arch = Architecture::kQwen3Moe;
+  o.shape = "qwen3-30b-a3b";
+  auto c = RandomModelConfig(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->hidden_size, 2048);
+  EXPECT_EQ(c->num_layers, 48);
+  EXPECT_EQ(c->num_heads, 32);
+  EXPECT_EQ(c->num_kv_heads, 4);
+  EXPECT_EQ(c->head_dim, 128);
+  EXPECT_EQ(c->vocab_size, 151936);
+  EXPECT_EQ(c->num_experts, 128);
+  EXPECT_EQ(c->num_experts_per_tok, 8);
+  EXPECT_EQ(c->moe_intermediate_size, 768);
+  EXPECT_TRUE(c->norm_topk_prob);
+  EXPECT_FALSE(c->tie_word_embeddings);
+  int64_t params = 0;
+  for (const ExpectedTensor& t : ExpectedTensors(*c, ArchFor(c->arch))) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    params += n;
+  }
+  // Qwen3-30B-A3B: 30.5B parameters.
+  EXPECT_GT(params, 30'400'000'000);
+  EXPECT_LT(params, 30'600'000'000);
+  const std::vector<ExpectedTensor> t = ExpectedTensors(*c, ArchFor(c->arch));
+  auto find = [&](const std::string& name) -> const ExpectedTensor* {
+    for (const ExpectedTensor& e : t)
+      if (e.name == name) return &e;
+    return nullptr;
+  };
+  const ExpectedTensor* down = find("model.layers.47.mlp.experts.127.down_proj.weight");
+  ASSERT_NE(down, nullptr);
+  EXPECT_EQ(down->gguf_name, "blk.47.ffn_down_exps.weight");
+  EXPECT_EQ(down->shape, (std::vector<int64_t>{2048, 768}));
+  EXPECT_EQ(down->ShapeFor(/*gguf=*/true), (std::vector<int64_t>{128, 2048, 768}));
+  EXPECT_EQ(down->expert, 127);
+  const ExpectedTensor* router = find("model.layers.0.mlp.gate.weight");
+  ASSERT_NE(router, nullptr);
+  EXPECT_EQ(router->gguf_name, "blk.0.ffn_gate_inp.weight");
+  EXPECT_EQ(router->shape, (std::vector<int64_t>{128, 2048}));
+  EXPECT_EQ(find("model.layers.0.mlp.gate_proj.weight"), nullptr);
 }
 
 }  // namespace
