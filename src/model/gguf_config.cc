@@ -216,7 +216,7 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufCheckpoint& gguf) {
     KVFORK_ASSIGN_OR_RETURN(c.num_experts_per_tok, k.Int("expert_used_count", true, 0, 1));
     KVFORK_ASSIGN_OR_RETURN(c.moe_intermediate_size,
                             k.Int("expert_feed_forward_length", true, 0, 1));
-    if (c.num_experts > 65536) return k.Error("expert_count", "is above 65536");
+    if (c.num_experts > 4096) return k.Error("expert_count", "is above 4096");
     if (c.num_experts_per_tok > c.num_experts || c.num_experts_per_tok > kMaxExpertsPerToken)
       return k.Error("expert_used_count", "(" + std::to_string(c.num_experts_per_tok) +
                                               ") must not exceed expert_count (" +

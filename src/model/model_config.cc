@@ -210,7 +210,7 @@ Status ParseQwen3Moe(const json& root, const Fields& f, ModelConfig* c) {
   KVFORK_ASSIGN_OR_RETURN(c->norm_topk_prob, f.Bool("norm_topk_prob", false));
   KVFORK_ASSIGN_OR_RETURN(int64_t step, f.Int("decoder_sparse_step", false, 1, 1));
   // Sizes beyond int32 are no real model's (and a bound on what is built).
-  if (c->num_experts > 65536) return f.Error("num_experts", "is above 65536");
+  if (c->num_experts > 4096) return f.Error("num_experts", "is above 4096");
   if (c->moe_intermediate_size > std::numeric_limits<int32_t>::max())
     return f.Error("moe_intermediate_size", "is above 2147483647");
   if (c->num_experts_per_tok > kMaxExpertsPerToken)

@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -242,6 +243,17 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
                                 std::to_string(c.num_layers) + " needs at least " +
                                 std::to_string(c.num_layers * kTensorsPerLayer) +
                                 " tensors; the checkpoint has " + std::to_string(num_tensors));
+  // A mixture of experts lists each expert's three matrices: bound the list
+  // (Qwen3-235B-A22B needs 37k entries) before building it, so a file that
+  // claims 4096 experts in 10^5 layers is refused, not allocated.
+  constexpr int64_t kMaxExpectedTensors = 1 << 20;
+  const int64_t per_layer = 16 + 3 * std::max<int64_t>(c.num_experts, 0);
+  if (c.num_layers > kMaxExpectedTensors / per_layer)
+    return InvalidArgumentError(
+        (gguf ? ck.path() + ": keys " + arch.gguf_name + ".block_count and expert_count "
+              : std::string("config.json: num_hidden_layers and num_experts ")) +
+        "imply " + std::to_string(c.num_layers) + " layers of " + std::to_string(per_layer) +
+        " tensors, more than kvfork binds (" + std::to_string(kMaxExpectedTensors) + ")");
   std::vector<ExpectedTensor> expected = ExpectedTensors(c, arch);
 
   // Check everything before binding anything, so errors come in a useful order.

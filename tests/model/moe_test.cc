@@ -176,5 +176,43 @@ TEST(Qwen3MoeConfig, RealShapeAndTensorNames) {
   EXPECT_EQ(find("model.layers.0.mlp.gate_proj.weight"), nullptr);
 }
 
+// A file whose expert count times its layers would list millions of expert
+// matrices is refused before the list is built, naming the keys.
+class ManyTensors final : public TensorSource {
+ public:
+  explicit ManyTensors(int n) {
+    for (int i = 0; i < n; ++i) {
+      const std::string name = "t" + std::to_string(i);
+      tensors_[name].name = name;
+    }
+  }
+  TensorNaming naming() const override { return TensorNaming::kGguf; }
+  const std::string& path() const override { return path_; }
+  const TensorInfo* Find(const std::string& name) const override {
+    auto it = tensors_.find(name);
+    return it == tensors_.end() ? nullptr : &it->second;
+  }
+  const std::map<std::string, TensorInfo>& tensors() const override { return tensors_; }
+
+ private:
+  std::string path_ = "big.gguf";
+  std::map<std::string, TensorInfo> tensors_;
+};
+
+TEST(Qwen3MoeConfig, ExpertListIsBoundedBeforeItIsBuilt) {
+  auto c = ParseModelConfig(Config(""), "config.json");
+  ASSERT_TRUE(c.ok());
+  c->num_experts = 4096;
+  c->num_layers = 900;
+  c->moe_layers.assign(900, true);
+  ModelLoadOptions lo;
+  lo.show_progress = false;
+  auto w = BindWeights(*c, ArchFor(c->arch), std::make_unique<ManyTensors>(9000), lo);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("big.gguf: keys qwen3moe.block_count and expert_count"),
+            std::string::npos)
+      << w.status().ToString();
+}
+
 }  // namespace
 }  // namespace kvfork
