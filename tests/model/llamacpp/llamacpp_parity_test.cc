@@ -351,8 +351,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"phi3_q4_k_m", Architecture::kPhi3, true, false, 31, QuantizeMix::kQ4_K_M, 5e-2},
         // Qwen3 MoE's Q4_K_M: the stacked experts in Q4_K / Q6_K,
         // 8 experts so attn_k / attn_v Q8_0 and attn_output Q5_K
-        // (llama-quant.cpp's 8-expert rules; every tensor byte for
-        // byte what llama-quantize writes, checked by hand).
+        // (llama-quant.cpp's 8-expert rules; byte for byte what
+        // llama-quantize writes: quantize_llamacpp_test).
         // Measured 4.4e-7: the f32 bound holds.
         Case{"qwen3moe_q4_k_m", Architecture::kQwen3Moe, false, false, 32, QuantizeMix::kQ4_K_M}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
