@@ -42,6 +42,11 @@ Status MakeModel(int argc, char** argv) {
       flags.GetInt("rope-scaling", -1, "1: rope scaling (llama3; longrope for phi3), 0: none; -1: the shape's choice");
   const int64_t sliding_window = flags.GetInt(
       "sliding-window", -1, "mistral, gemma3: the attention window, 0 = none; -1: the shape's");
+  o.num_experts = flags.GetInt("experts", 0, "qwen3moe: overrides the shape's experts when > 0");
+  o.num_experts_per_tok =
+      flags.GetInt("experts-per-token", 0, "qwen3moe: overrides the shape's when > 0");
+  o.moe_intermediate_size =
+      flags.GetInt("moe-intermediate-size", 0, "qwen3moe: overrides the shape's when > 0");
   const std::string out = flags.GetRequiredString("out", "the model directory to write");
   KVFORK_RETURN_IF_ERROR(flags.Finish());
   const ArchSpec* spec = ArchForModelType(arch);

@@ -18,7 +18,7 @@ ExpectedTensor LayerTensor(int64_t layer, TensorRole role, const char* hf_suffix
 const std::vector<const ArchSpec*>& Architectures() {
   static const std::vector<const ArchSpec*> all = {&LlamaArch(), &Qwen2Arch(), &Qwen3Arch(),
                                                    &SmolLM3Arch(), &Phi3Arch(), &MistralArch(),
-                                                   &Gemma3Arch()};
+                                                   &Gemma3Arch(),  &Qwen3MoeArch()};
   return all;
 }
 

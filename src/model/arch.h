@@ -1,5 +1,6 @@
 // What differs between the supported architectures, one small file each
-// (llama.cc, qwen2.cc, qwen3.cc, smollm3.cc, phi3.cc, mistral.cc, gemma3.cc),
+// (llama.cc, qwen2.cc, qwen3.cc, smollm3.cc, phi3.cc, mistral.cc, gemma3.cc,
+// qwen3moe.cc),
 // and the registry that finds them by the Hugging Face architecture name
 // (config.json "architectures") or the GGUF general.architecture. The shared decoder (decoder.cc), the loader
 // (weights.cc, model_config.cc, gguf_config.cc) and export-gguf ask only this.
@@ -44,6 +45,13 @@ enum class TensorRole {
   // no copy).
   kQkv,
   kGateUp,
+  // Mixture of experts (Qwen3 MoE): the router [num_experts, hidden] and
+  // one expert's gate / up [moe_intermediate, hidden] and down
+  // [hidden, moe_intermediate] (ExpectedTensor::expert says which).
+  kRouter,
+  kExpertGate,
+  kExpertUp,
+  kExpertDown,
 };
 
 // A tensor the checkpoint must hold, under both names, with the shape the
@@ -59,8 +67,23 @@ struct ExpectedTensor {
   // llama.cpp's interleaved RoPE order for this many heads (its converter's
   // LlamaModel.permute); the loader un-permutes, export-gguf permutes.
   int64_t gguf_rope_heads = 0;
+  // An expert's projection. Hugging Face stores one tensor per expert
+  // ("model.layers.N.mlp.experts.E.gate_proj.weight", `shape`), llama.cpp's
+  // converter stacks a layer's num_experts of them into one GGUF tensor
+  // ("blk.N.ffn_gate_exps.weight", [num_experts] + shape, expert E's rows
+  // at E * shape[0]). expert >= 0: this entry is that slice.
+  int64_t expert = -1;
+  int64_t num_experts = 0;
 
   const std::string& NameFor(bool gguf) const { return gguf ? gguf_name : name; }
+  // The shape of the tensor named NameFor(gguf): the stacked one for an
+  // expert in GGUF.
+  std::vector<int64_t> ShapeFor(bool gguf) const {
+    if (!gguf || expert < 0) return shape;
+    std::vector<int64_t> s = {num_experts};
+    s.insert(s.end(), shape.begin(), shape.end());
+    return s;
+  }
 };
 
 // One per-layer tensor (name suffixes after "model.layers.N." / "blk.N.").
@@ -102,6 +125,11 @@ struct ArchSpec {
   float hf_norm_offset = 0.0f;
   // Gemma: the embedding rows are multiplied by sqrt(hidden_size) (in f32).
   bool scale_embeddings = false;
+  // Appends a mixture-of-experts layer's MLP tensors (router and experts),
+  // which replace gate/up/down where ModelConfig::LayerIsMoe (Qwen3 MoE);
+  // nullptr: the architecture has no experts.
+  void (*add_moe_tensors)(const ModelConfig& c, int64_t layer,
+                          std::vector<ExpectedTensor>* out) = nullptr;
 
   const char* ModelType() const { return model_type != nullptr ? model_type : gguf_name; }
 };
@@ -123,6 +151,7 @@ constexpr int64_t kSmolLM3GgufNoRopeStep = 4;
 std::vector<bool> SmolLM3GgufRopeLayers(int64_t num_layers);
 const ArchSpec& MistralArch();
 const ArchSpec& Gemma3Arch();
+const ArchSpec& Qwen3MoeArch();
 
 // Qwen3's per-head RMSNorm of q and k (qwen3.cc), shared by Gemma 3: the two
 // [head_dim] tensors, and the norm as an ArchSpec::after_qkv.

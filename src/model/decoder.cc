@@ -195,6 +195,10 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
     pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
       RmsNorm(x_.data() + r0 * H, L.post_attn_norm, r1 - r0, H, eps, h_.data() + r0 * H);
     });
+    if (c.LayerIsMoe(l)) {
+      moe_.Add(c, L, h_.data(), T, x_.data(), pool);
+      continue;
+    }
     if (c.hidden_act == Activation::kGeluTanh) {
       const MatMulTarget gate_up[] = {{L.gate_proj, gate_.data()}, {L.up_proj, up_.data()}};
       MatMulShared(h_.data(), T, gate_up, pool);

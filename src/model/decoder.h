@@ -1,5 +1,6 @@
 // The decoder shared by every architecture: a pre-norm transformer with GQA,
-// rotary embeddings and a gated MLP (SiLU, or Gemma's GELU-tanh), per-layer
+// rotary embeddings and a gated MLP (SiLU, or Gemma's GELU-tanh; or a
+// mixture of experts, model/moe.h), per-layer
 // sliding windows, and Gemma's output norms; arch.h supplies the differences.
 //
 // Thread affinity: Forward from one thread at a time; it owns scratch
@@ -13,6 +14,7 @@
 #include "kernels/ops.h"
 #include "model/arch.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "model/weights.h"
 
 namespace kvfork {
@@ -55,6 +57,7 @@ class Decoder final : public Model {
   std::vector<float> out_;               // [tokens, hidden]
   std::vector<float> rows_;              // [logit rows, hidden]
   std::vector<AttentionSeq> attn_seqs_;  // [sequences]
+  MoeMlp moe_;                           // the experts' scratch
 };
 
 }  // namespace kvfork

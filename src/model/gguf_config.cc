@@ -207,6 +207,23 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufCheckpoint& gguf) {
     KVFORK_RETURN_IF_ERROR(factors("rope_factors_long.weight", &c.rope_scaling.long_factor));
   }
   if (c.arch == Architecture::kSmolLM3) c.layer_uses_rope = SmolLM3GgufRopeLayers(c.num_layers);
+  if (c.arch == Architecture::kQwen3Moe) {
+    // What llama.cpp's qwen3moe loader reads: every layer a mixture of
+    // expert_count experts of expert_feed_forward_length, expert_used_count
+    // per token, the chosen weights always renormalized (build_moe_ffn's
+    // norm_w is true for qwen3moe; Qwen3-30B-A3B's norm_topk_prob).
+    KVFORK_ASSIGN_OR_RETURN(c.num_experts, k.Int("expert_count", true, 0, 1));
+    KVFORK_ASSIGN_OR_RETURN(c.num_experts_per_tok, k.Int("expert_used_count", true, 0, 1));
+    KVFORK_ASSIGN_OR_RETURN(c.moe_intermediate_size,
+                            k.Int("expert_feed_forward_length", true, 0, 1));
+    if (c.num_experts > 4096) return k.Error("expert_count", "is above 4096");
+    if (c.num_experts_per_tok > c.num_experts || c.num_experts_per_tok > kMaxExpertsPerToken)
+      return k.Error("expert_used_count", "(" + std::to_string(c.num_experts_per_tok) +
+                                              ") must not exceed expert_count (" +
+                                              std::to_string(c.num_experts) + ") or " +
+                                              std::to_string(kMaxExpertsPerToken));
+    c.norm_topk_prob = true;
+  }
 
   if (c.arch == Architecture::kGemma3) {
     // What llama.cpp's gemma3 loader reads (src/models/gemma3.cpp): the

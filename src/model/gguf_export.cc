@@ -274,6 +274,7 @@ const char* DefaultTokenizerPre(Architecture arch) {
       return "gpt-4o";
     case Architecture::kQwen2:
     case Architecture::kQwen3:
+    case Architecture::kQwen3Moe:
     case Architecture::kGemma3:  // kvfork's Gemma shapes carry a BPE tokenizer
       break;
   }
@@ -363,6 +364,25 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
             GgufValue::F32(static_cast<float>(c.final_logit_softcapping)));
   }
 
+  if (c.arch == Architecture::kQwen3Moe) {
+    // Qwen2MoeModel.set_gguf_parameters (TextModel's expert keys and the
+    // experts' width). llama.cpp's qwen3moe has every layer sparse and always
+    // renormalizes the chosen weights; a config that differs cannot be
+    // written so that llama.cpp runs what it says.
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      if (!c.LayerIsMoe(l))
+        return UnimplementedError(model_dir + ": layer " + std::to_string(l) +
+                                  " has a dense MLP (decoder_sparse_step / mlp_only_layers), "
+                                  "which llama.cpp's qwen3moe GGUF cannot express");
+    if (!c.norm_topk_prob)
+      return UnimplementedError(model_dir +
+                                ": norm_topk_prob false: llama.cpp's qwen3moe always "
+                                "renormalizes the chosen experts' weights");
+    u32("expert_count", c.num_experts);
+    u32("expert_used_count", c.num_experts_per_tok);
+    u32("expert_feed_forward_length", c.moe_intermediate_size);
+  }
+
   if (!options.vocab_gguf.empty()) {
     KVFORK_RETURN_IF_ERROR(AddTokenizerFromGguf(options.vocab_gguf, c, &w));
   } else {
@@ -377,15 +397,43 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
   // which outlives w.Write(). Tied models reuse token_embd for the output
   // projection (llama.cpp does the same when "output" is absent), so
   // lm_head is not written even if a checkpoint carries a copy.
-  auto add = [&](const ExpectedTensor& e) -> Status {
-    const TensorInfo* t = ckpt->Find(e.name);
-    if (t == nullptr) return NotFoundError(model_dir + ": tensor " + e.name + " is missing");
-    if (t->shape != e.shape) {
+  auto find = [&](const std::string& name,
+                  const std::vector<int64_t>& shape) -> StatusOr<const TensorInfo*> {
+    const TensorInfo* t = ckpt->Find(name);
+    if (t == nullptr) return NotFoundError(model_dir + ": tensor " + name + " is missing");
+    if (t->shape != shape) {
       TensorInfo want;
-      want.shape = e.shape;
-      return InvalidArgumentError(t->file + ": tensor " + e.name + " has shape " +
+      want.shape = shape;
+      return InvalidArgumentError(t->file + ": tensor " + name + " has shape " +
                                   t->ShapeString() + ", expected " + want.ShapeString());
     }
+    return t;
+  };
+  // A layer's experts of one projection, stacked into one
+  // [num_experts, rows, cols] tensor (Qwen2MoeModel.modify_tensors).
+  auto add_experts = [&](const std::vector<ExpectedTensor>& all, size_t first) -> Status {
+    const ExpectedTensor& e = all[first];
+    std::vector<const TensorInfo*> parts;
+    for (int64_t x = 0; x < e.num_experts; ++x) {
+      KVFORK_ASSIGN_OR_RETURN(const TensorInfo* t, find(all[first + x].name, e.shape));
+      parts.push_back(t);
+    }
+    const std::vector<int64_t> shape = e.ShapeFor(/*gguf=*/true);
+    std::vector<int64_t> ne(shape.rbegin(), shape.rend());
+    GgmlType type = options.dtype;
+    if (options.tensor_type) type = options.tensor_type(e.gguf_name, ne, type);
+    const size_t expert_bytes =
+        static_cast<size_t>(e.shape[0]) * RowBytes(DTypeOfGgml(type), e.shape[1]);
+    ThreadPool* pool = options.pool;
+    return w.AddTensor(e.gguf_name, type, ne, [parts, type, expert_bytes, pool](uint8_t* dst) {
+      for (size_t x = 0; x < parts.size(); ++x)
+        KVFORK_RETURN_IF_ERROR(
+            CopyTensor(*parts[x], type, nullptr, 0.0f, pool, dst + x * expert_bytes));
+      return OkStatus();
+    });
+  };
+  auto add = [&](const ExpectedTensor& e) -> Status {
+    KVFORK_ASSIGN_OR_RETURN(const TensorInfo* t, find(e.name, e.shape));
     // For llama, Q and K rows go from HF's rotate-half order to llama.cpp's
     // interleaved pairs (LlamaModel.permute); the loader undoes it.
     std::shared_ptr<std::vector<int64_t>> row_map;
@@ -395,6 +443,9 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
     GgmlType type = e.shape.size() == 1 ? GgmlType::kF32 : options.dtype;
     std::vector<int64_t> ne(e.shape.rbegin(), e.shape.rend());
     if (options.tensor_type) type = options.tensor_type(e.gguf_name, ne, type);
+    // The router stays f32, as the converter and llama-quantize keep
+    // ffn_gate_inp.
+    if (e.role == TensorRole::kRouter) type = GgmlType::kF32;
     ThreadPool* pool = options.pool;
     // Gemma: llama.cpp's converter bakes the (1 + w) into the norm weights.
     const float add = IsNormRole(e.role) ? spec.hf_norm_offset : 0.0f;
@@ -424,7 +475,10 @@ Status ExportGguf(const std::string& model_dir, const std::string& out_path,
     KVFORK_RETURN_IF_ERROR(
         AddF32Vector(&w, "rope_factors_short.weight", c.rope_scaling.short_factor));
   }
-  for (size_t i = 1; i < tensors.size(); ++i) KVFORK_RETURN_IF_ERROR(add(tensors[i]));
+  for (size_t i = 1; i < tensors.size(); ++i) {
+    if (tensors[i].expert > 0) continue;  // written with expert 0's stack
+    KVFORK_RETURN_IF_ERROR(tensors[i].expert == 0 ? add_experts(tensors, i) : add(tensors[i]));
+  }
   for (const auto& [key, value] : options.extra_metadata) w.Set(key, value);
   return w.Write(out_path, options.progress_label).WithContext("writing " + out_path);
 }

@@ -45,6 +45,7 @@ Status QuantizeDirectory(const std::string& dir, const std::string& out_path,
   info.num_layers = c.num_layers;
   info.num_heads = c.num_heads;
   info.num_kv_heads = c.num_kv_heads;
+  info.num_experts = c.num_experts;
   info.has_output = !c.tie_word_embeddings;
   auto recipe = std::make_shared<QuantizeRecipe>(options.mix, info);
   GgufExportOptions export_options = options.export_options;
@@ -83,6 +84,7 @@ Status QuantizeGgufFile(const std::string& path, const std::string& out_path,
   info.num_layers = layers;
   if (auto v = r->GetU32(arch + ".attention.head_count"); v.ok()) info.num_heads = *v;
   if (auto v = r->GetU32(arch + ".attention.head_count_kv"); v.ok()) info.num_kv_heads = *v;
+  if (auto v = r->GetU32(arch + ".expert_count"); v.ok()) info.num_experts = *v;
   info.has_output = r->FindTensor("output.weight") != nullptr;
   auto recipe = std::make_shared<QuantizeRecipe>(options.mix, info);
   auto type_for = RecipeTypeFn(recipe);

@@ -199,6 +199,41 @@ Status ParseNoRopeLayers(const json& root, const Fields& f, ModelConfig* c) {
   return OkStatus();
 }
 
+// Qwen3MoeConfig's expert fields, with its defaults (128 experts, 8 per
+// token, 768 wide, no renormalization, every layer sparse). Layer l is a
+// mixture of experts when it is not in mlp_only_layers and
+// (l + 1) % decoder_sparse_step == 0, as Qwen3MoeDecoderLayer decides.
+Status ParseQwen3Moe(const json& root, const Fields& f, ModelConfig* c) {
+  KVFORK_ASSIGN_OR_RETURN(c->num_experts, f.Int("num_experts", false, 128, 0));
+  KVFORK_ASSIGN_OR_RETURN(c->num_experts_per_tok, f.Int("num_experts_per_tok", false, 8, 1));
+  KVFORK_ASSIGN_OR_RETURN(c->moe_intermediate_size, f.Int("moe_intermediate_size", false, 768, 1));
+  KVFORK_ASSIGN_OR_RETURN(c->norm_topk_prob, f.Bool("norm_topk_prob", false));
+  KVFORK_ASSIGN_OR_RETURN(int64_t step, f.Int("decoder_sparse_step", false, 1, 1));
+  // Sizes beyond int32 are no real model's (and a bound on what is built).
+  if (c->num_experts > 4096) return f.Error("num_experts", "is above 4096");
+  if (c->moe_intermediate_size > std::numeric_limits<int32_t>::max())
+    return f.Error("moe_intermediate_size", "is above 2147483647");
+  if (c->num_experts_per_tok > kMaxExpertsPerToken)
+    return f.Error("num_experts_per_tok", "is above " + std::to_string(kMaxExpertsPerToken));
+  if (c->num_experts > 0 && c->num_experts_per_tok > c->num_experts)
+    return f.Error("num_experts_per_tok", "(" + std::to_string(c->num_experts_per_tok) +
+                                              ") must not exceed num_experts (" +
+                                              std::to_string(c->num_experts) + ")");
+  c->moe_layers.assign(static_cast<size_t>(c->num_layers), true);
+  for (int64_t l = 0; l < c->num_layers; ++l) c->moe_layers[l] = (l + 1) % step == 0;
+  if (f.Has("mlp_only_layers")) {
+    const json& v = root.at("mlp_only_layers");
+    if (!v.is_array()) return f.Error("mlp_only_layers", "must be a list of layer indices");
+    for (const json& x : v) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= c->num_layers)
+        return f.Error("mlp_only_layers", "entry " + x.dump() + " is not a layer index in [0, " +
+                                              std::to_string(c->num_layers) + ")");
+      c->moe_layers[static_cast<size_t>(x.get<int64_t>())] = false;
+    }
+  }
+  return OkStatus();
+}
+
 // Gemma3TextConfig's fields beyond Llama's, with its defaults.
 Status ParseGemma3(const json& root, const Fields& f, const std::string& path, ModelConfig* c) {
   if (!f.Has("tie_word_embeddings")) c->tie_word_embeddings = true;
@@ -339,6 +374,7 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
                                 std::to_string(c.max_position_embeddings) + ") is not supported");
   }
   if (c.arch == Architecture::kSmolLM3) KVFORK_RETURN_IF_ERROR(ParseNoRopeLayers(root, f, &c));
+  if (c.arch == Architecture::kQwen3Moe) KVFORK_RETURN_IF_ERROR(ParseQwen3Moe(root, f, &c));
   KVFORK_RETURN_IF_ERROR(ParseRopeScaling(root, path, &c));
 
   // Features of the HF classes we do not implement are errors, not silently ignored.
@@ -347,7 +383,7 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     if (on) return UnimplementedError(path + ": field \"" + name + "\" = true is not supported");
   }
   if (c.arch == Architecture::kQwen3 || c.arch == Architecture::kQwen2 ||
-      c.arch == Architecture::kSmolLM3) {
+      c.arch == Architecture::kSmolLM3 || c.arch == Architecture::kQwen3Moe) {
     KVFORK_ASSIGN_OR_RETURN(bool sliding, f.Bool("use_sliding_window", false));
     if (sliding)
       return UnimplementedError(path + ": field \"use_sliding_window\" = true is not supported");

@@ -10,8 +10,9 @@
 namespace kvfork {
 
 // LlamaForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM, SmolLM3ForCausalLM,
-// Phi3ForCausalLM, MistralForCausalLM, Gemma3ForCausalLM; arch.h has the rest.
-enum class Architecture { kLlama, kQwen3, kQwen2, kSmolLM3, kPhi3, kMistral, kGemma3 };
+// Phi3ForCausalLM, MistralForCausalLM, Gemma3ForCausalLM, Qwen3MoeForCausalLM;
+// arch.h has the rest.
+enum class Architecture { kLlama, kQwen3, kQwen2, kSmolLM3, kPhi3, kMistral, kGemma3, kQwen3Moe };
 
 // The MLP's gate activation: silu (Llama's SwiGLU) or the tanh
 // approximation of GELU (Gemma's "gelu_pytorch_tanh").
@@ -36,6 +37,10 @@ struct RopeScaling {
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
 };
+
+// The most experts one token may use (num_experts_per_tok): Qwen3 MoE
+// uses 8; the router keeps its choice on the stack.
+inline constexpr int64_t kMaxExpertsPerToken = 64;
 
 struct ModelConfig {
   Architecture arch = Architecture::kQwen3;
@@ -69,6 +74,19 @@ struct ModelConfig {
   double query_pre_attn_scalar = 0;
   // logits = cap * tanh(logits / cap) (Gemma's final_logit_softcapping); 0 = none.
   double final_logit_softcapping = 0;
+  // Mixture of experts (Qwen3MoeForCausalLM; model/moe.h): 0 experts = a
+  // dense model. A MoE layer's MLP is num_experts SwiGLU experts of
+  // moe_intermediate_size, num_experts_per_tok of them per token, weighted
+  // by the router's softmax (renormalized over the chosen ones when
+  // norm_topk_prob); the other layers keep the dense MLP of intermediate_size.
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  // [num_layers]: true where the layer's MLP is the experts (from
+  // decoder_sparse_step and mlp_only_layers); empty = every layer when
+  // num_experts > 0.
+  std::vector<bool> moe_layers;
   bool tie_word_embeddings = false;
   std::vector<int32_t> eos_token_ids;  // config.json eos_token_id (number or list)
   int32_t bos_token_id = -1;
@@ -87,6 +105,10 @@ struct ModelConfig {
   // The sliding layers' frequencies (rope_local_theta, no scaling), where
   // rope_local_theta is set; else RopeInvFreq().
   std::vector<float> RopeLocalInvFreq() const;
+  bool LayerIsMoe(int64_t layer) const {
+    if (num_experts <= 0) return false;
+    return moe_layers.empty() || moe_layers[static_cast<size_t>(layer)];
+  }
   // Layer `layer`'s attention window (AttentionSeq::window): 0 = global.
   int64_t LayerWindow(int64_t layer) const {
     if (sliding_window <= 0) return 0;

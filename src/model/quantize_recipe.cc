@@ -33,7 +33,7 @@ const MixRow& RowOf(QuantizeMix mix) {
 }
 
 // llama-quant.cpp's tensor categories, as far as these mixes tell them apart.
-enum class Category { kOutput, kTokenEmbd, kAttnV, kFfnDown, kOther };
+enum class Category { kOutput, kTokenEmbd, kAttnV, kAttnK, kAttnOutput, kFfnDown, kOther };
 
 Category CategoryOf(const std::string& name) {
   auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
@@ -44,10 +44,13 @@ Category CategoryOf(const std::string& name) {
   // later branch in llama_tensor_get_type_impl is unreachable).
   if (has("attn_qkv.weight") || has("attn_kv_b.weight") || has("attn_v.weight"))
     return Category::kAttnV;
-  // attn_k, attn_q, attn_output, ffn_up, ffn_gate: no rule for these mixes.
-  if (has("attn_k.weight") || has("attn_q.weight") || has("attn_output.weight") || has("ffn_up") ||
-      has("ffn_gate"))
-    return Category::kOther;
+  // attn_k and attn_output: rules for 8-expert models only.
+  if (has("attn_k.weight")) return Category::kAttnK;
+  // attn_q, ffn_up, ffn_gate (and the experts' ffn_up_exps, ffn_gate_exps):
+  // no rule for these mixes.
+  if (has("attn_q.weight")) return Category::kOther;
+  if (has("attn_output.weight")) return Category::kAttnOutput;
+  if (has("ffn_up") || has("ffn_gate")) return Category::kOther;
   if (has("ffn_down")) return Category::kFfnDown;
   return Category::kOther;
 }
@@ -191,6 +194,14 @@ GgmlType QuantizeRecipe::MixType(const std::string& name, int64_t row_width) con
       t = GgmlType::kQ5_K;
     }
     if (llama_70b_ && t == GgmlType::kQ4_K) t = GgmlType::kQ5_K;
+    // "for the 8-expert model, bumping this to Q8_0 trades just ~128MB"
+    if (model_.num_experts == 8) t = GgmlType::kQ8_0;
+  } else if (category == Category::kAttnK) {
+    if (model_.num_experts == 8) t = GgmlType::kQ8_0;
+  } else if (category == Category::kAttnOutput) {
+    if (!falcon && model_.num_experts == 8 &&
+        (mix_ == QuantizeMix::kQ4_K_S || mix_ == QuantizeMix::kQ4_K_M))
+      t = GgmlType::kQ5_K;
   } else if (category == Category::kFfnDown) {
     if (mix_ == QuantizeMix::kQ4_K_M) {
       if (falcon) {

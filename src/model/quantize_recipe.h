@@ -55,6 +55,10 @@ struct QuantizeModelInfo {
   // output.weight is present, i.e. the embeddings are not tied (when tied,
   // token_embd.weight is also the output projection and is typed as one).
   bool has_output = false;
+  // {arch}.expert_count (0: dense). llama-quant.cpp has Mixtral's rules for
+  // exactly 8 experts: attn_v and attn_k in Q8_0, attn_output in Q5_K under
+  // Q4_K_S / Q4_K_M.
+  int64_t num_experts = 0;
 };
 
 class QuantizeRecipe {

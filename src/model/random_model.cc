@@ -38,6 +38,8 @@ struct Shape {
   int64_t sliding_window = 0;
   // Gemma 3 only (1B has none; tiny's exercises the code).
   double final_logit_softcapping = 0;
+  // Qwen3 MoE only: experts, experts per token, expert width.
+  int64_t experts = 0, experts_per_tok = 0, moe_intermediate = 0;
 };
 
 RopeScaling Llama3Scaling(double factor, int64_t original) {
@@ -63,8 +65,9 @@ const std::vector<Shape>& Shapes() {
   static const std::vector<Shape> shapes = {
       // tiny's rope scaling uses original_max_position_embeddings 32 so that
       // with head_dim 16 its frequencies fall in all three llama3 bands.
+      // For qwen3moe, tiny has 8 experts of width 64, 2 per token.
       {"tiny", 64, 128, 2, 4, 2, 16, 0, false, 10000.0, 1e-6, 4096, false,
-       Llama3Scaling(8.0, 32), 1.0, 32, 30.0},
+       Llama3Scaling(8.0, 32), 1.0, 32, 30.0, 8, 2, 64},
       {"default-50m", 256, 1024, 12, 4, 2, 64, 0, true, 1000000.0, 1e-6, 40960, false,
        Llama3Scaling(8.0, 8192)},
       {"qwen3-0.6b", 1024, 3072, 28, 16, 8, 128, 151936, true, 1000000.0, 1e-6, 40960, false,
@@ -92,6 +95,10 @@ const std::vector<Shape>& Shapes() {
       // 6th layer global, rope_theta 1e6 / local 10000, no softcap).
       {"gemma-3-1b", 1152, 6912, 26, 4, 1, 256, 262144, true, 1000000.0, 1e-6, 32768, false,
        Llama3Scaling(8.0, 8192), 1.0, 512, 0.0},
+      // Qwen/Qwen3-30B-A3B's config.json: 128 experts of 768, 8 per token,
+      // every layer sparse, renormalized (61 GB in bf16; --experts shrinks it).
+      {"qwen3-30b-a3b", 2048, 6144, 48, 32, 4, 128, 151936, false, 1000000.0, 1e-6, 40960, false,
+       RopeScaling(), 1.0, 0, 0.0, 128, 8, 768},
   };
   return shapes;
 }
@@ -131,6 +138,9 @@ std::pair<double, double> Distribution(const ExpectedTensor& t, const ModelConfi
   const double fan_in = static_cast<double>(t.shape[1]);
   if (EndsWith(t.name, "embed_tokens.weight") || EndsWith(t.name, "lm_head.weight"))
     return {0.0, 2.5 / std::sqrt(static_cast<double>(c.hidden_size))};
+  // The router a little sharper than unit logits, so that routing differs
+  // clearly between tokens and no two experts come close to a tie.
+  if (EndsWith(t.name, "mlp.gate.weight")) return {0.0, 2.0 / std::sqrt(fan_in)};
   if (EndsWith(t.name, "q_proj.weight") || EndsWith(t.name, "k_proj.weight") ||
       EndsWith(t.name, "qkv_proj.weight"))
     return {0.0, 1.5 / std::sqrt(fan_in)};
@@ -216,6 +226,18 @@ json ConfigJson(const ModelConfig& c, DType dtype) {
     } else {
       j["sliding_window"] = nullptr;
     }
+  }
+  if (c.arch == Architecture::kQwen3Moe) {
+    // Qwen3MoeConfig's expert fields (every layer sparse).
+    j["num_experts"] = c.num_experts;
+    j["num_experts_per_tok"] = c.num_experts_per_tok;
+    j["moe_intermediate_size"] = c.moe_intermediate_size;
+    j["norm_topk_prob"] = c.norm_topk_prob;
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = json::array();
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      if (!c.LayerIsMoe(l)) j["mlp_only_layers"].push_back(l);
+    j["use_sliding_window"] = false;
   }
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   if (c.arch == Architecture::kGemma3) {
@@ -345,6 +367,29 @@ StatusOr<ModelConfig> RandomModelConfig(const RandomModelOptions& o) {
   }
   if (ArchFor(o.arch).has_sliding_window)
     c.sliding_window = o.sliding_window.value_or(shape->sliding_window);
+  if (o.arch == Architecture::kQwen3Moe) {
+    // Every layer sparse (unless mlp_only_layers) and the weights
+    // renormalized: what llama.cpp's qwen3moe runs (export-gguf refuses
+    // anything else).
+    c.num_experts = pick(o.num_experts, shape->experts);
+    c.num_experts_per_tok = pick(o.num_experts_per_tok, shape->experts_per_tok);
+    c.moe_intermediate_size = pick(o.moe_intermediate_size, shape->moe_intermediate);
+    c.norm_topk_prob = true;
+    if (c.num_experts <= 0 || c.num_experts_per_tok <= 0 || c.moe_intermediate_size <= 0)
+      return InvalidArgumentError("qwen3moe: shape \"" + o.shape +
+                                  "\" has no experts; give --experts, --experts-per-token and "
+                                  "--moe-intermediate-size");
+    if (c.num_experts_per_tok > c.num_experts || c.num_experts_per_tok > kMaxExpertsPerToken)
+      return InvalidArgumentError("qwen3moe: experts per token must be <= the experts and <= " +
+                                  std::to_string(kMaxExpertsPerToken));
+    c.moe_layers.assign(static_cast<size_t>(c.num_layers), true);
+    for (int64_t l : o.mlp_only_layers) {
+      if (l < 0 || l >= c.num_layers)
+        return InvalidArgumentError("qwen3moe: mlp_only_layers entry " + std::to_string(l) +
+                                    " is not a layer");
+      c.moe_layers[static_cast<size_t>(l)] = false;
+    }
+  }
   if (o.arch == Architecture::kGemma3) {
     // Gemma3TextConfig: 5 sliding layers per global one, local RoPE base
     // 10000, global 1e6 (so the two differ in every shape), GELU-tanh,

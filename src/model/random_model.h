@@ -29,7 +29,7 @@ struct RandomModelOptions {
   Architecture arch = Architecture::kQwen3;
   // "tiny" | "default-50m" | "qwen3-0.6b" | "llama-3.2-1b" | "qwen2.5-0.5b" |
   // "qwen2.5-tiny" | "smollm3-3b" | "smollm3-tiny" | "phi-4-mini" |
-  // "phi3-tiny" | "mistral-7b" | "gemma-3-1b"; the explicit dims below
+  // "phi3-tiny" | "mistral-7b" | "gemma-3-1b" | "qwen3-30b-a3b"; the explicit dims below
   // override the shape's when > 0.
   std::string shape = "tiny";
   int64_t hidden_size = 0;
@@ -55,6 +55,14 @@ struct RandomModelOptions {
   // Architectures with a sliding window (mistral, gemma3): its size, 0 =
   // none; default: the shape's (tiny 32, mistral-7b 4096, gemma-3-1b 512).
   std::optional<int64_t> sliding_window;
+  // qwen3moe: override the shape's experts, experts per token and expert
+  // width when > 0 (a qwen3-30b-a3b with fewer experts fits a benchmark).
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  // qwen3moe: layers that keep the dense MLP (config.json mlp_only_layers;
+  // llama.cpp's qwen3moe has none, so export-gguf refuses such a model).
+  std::vector<int64_t> mlp_only_layers;
 };
 
 // Names of the shapes WriteRandomModel knows.

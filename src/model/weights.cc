@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -60,6 +61,16 @@ class Binder {
       KVFORK_LOG(kWarn) << t.file << ": tensor " << t.name << " is misaligned; copied";
     }
     return m;
+  }
+
+  // Expert `expert`'s [rows, cols] of a stacked GGUF expert tensor
+  // [num_experts, rows, cols]: in place, as Matrix (experts are whole rows).
+  MatrixView ExpertSlice(const TensorInfo& t, int64_t expert) {
+    TensorInfo slice = t;
+    slice.shape.erase(slice.shape.begin());
+    slice.num_bytes = t.num_bytes / static_cast<size_t>(t.shape[0]);
+    slice.data = t.data + slice.num_bytes * static_cast<size_t>(expert);
+    return Matrix(slice);
   }
 
   // A norm weight as f32 (small; always converted unless already f32 aligned).
@@ -193,6 +204,10 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c, const ArchSpec
                               arch.sandwich_norms ? "pre_feedforward_layernorm.weight"
                                                   : "post_attention_layernorm.weight",
                               "ffn_norm.weight", {h}, true));
+    if (c.LayerIsMoe(l) && arch.add_moe_tensors != nullptr) {
+      arch.add_moe_tensors(c, l, &out);
+      continue;
+    }
     if (arch.fused_projections) {
       out.push_back(
           LayerTensor(l, R::kGateUp, "mlp.gate_up_proj.weight", "ffn_up.weight", {2 * f, h}));
@@ -228,6 +243,17 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
                                 std::to_string(c.num_layers) + " needs at least " +
                                 std::to_string(c.num_layers * kTensorsPerLayer) +
                                 " tensors; the checkpoint has " + std::to_string(num_tensors));
+  // A mixture of experts lists each expert's three matrices: bound the list
+  // (Qwen3-235B-A22B needs 37k entries) before building it, so a file that
+  // claims 4096 experts in 10^5 layers is refused, not allocated.
+  constexpr int64_t kMaxExpectedTensors = 1 << 20;
+  const int64_t per_layer = 16 + 3 * std::max<int64_t>(c.num_experts, 0);
+  if (c.num_layers > kMaxExpectedTensors / per_layer)
+    return InvalidArgumentError(
+        (gguf ? ck.path() + ": keys " + arch.gguf_name + ".block_count and expert_count "
+              : std::string("config.json: num_hidden_layers and num_experts ")) +
+        "imply " + std::to_string(c.num_layers) + " layers of " + std::to_string(per_layer) +
+        " tensors, more than kvfork binds (" + std::to_string(kMaxExpectedTensors) + ")");
   std::vector<ExpectedTensor> expected = ExpectedTensors(c, arch);
 
   // Check everything before binding anything, so errors come in a useful order.
@@ -240,10 +266,10 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
       return NotFoundError((gguf ? ck.path() + ": " : std::string()) + "tensor \"" + name +
                            "\" is missing (expected shape " + ShapeString(e.shape) + " from " +
                            config_name + ")");
-    if (t->shape != e.shape)
+    if (t->shape != e.ShapeFor(gguf))
       return InvalidArgumentError(t->file + ": tensor \"" + name + "\" has shape " +
                                   t->ShapeString() + ", " + config_name + " implies " +
-                                  ShapeString(e.shape));
+                                  ShapeString(e.ShapeFor(gguf)));
     if (e.is_vector && IsQuantized(t->dtype))
       return InvalidArgumentError(t->file + ": tensor \"" + name + "\" is " + DTypeName(t->dtype) +
                                   "; norm weights and biases must be f32, "
@@ -266,9 +292,13 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
         (gguf ? arch.gguf_name : arch.hf_name) + " with this " + config_name);
   }
 
+  // A stacked GGUF expert tensor is one file tensor for num_experts entries.
+  auto file_bytes = [&](const ExpectedTensor& e) -> int64_t {
+    const int64_t bytes = static_cast<int64_t>(ck.Find(e.NameFor(gguf))->num_bytes);
+    return gguf && e.expert >= 0 ? bytes / e.num_experts : bytes;
+  };
   int64_t total_bytes = 0;
-  for (const ExpectedTensor& e : expected)
-    total_bytes += static_cast<int64_t>(ck.Find(e.NameFor(gguf))->num_bytes);
+  for (const ExpectedTensor& e : expected) total_bytes += file_bytes(e);
   ProgressOptions po;
   po.label = "loading " + ck.path();
   po.total = total_bytes;
@@ -278,11 +308,12 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
   Binder b(w.get(), options);
   size_t done = 0;
   int64_t done_bytes = 0;
+  size_t expert_bytes = 0;
   w->layers.resize(c.num_layers);
   for (const ExpectedTensor& e : expected) {
     const TensorInfo& t = *ck.Find(e.NameFor(gguf));
     ++done;
-    done_bytes += static_cast<int64_t>(t.num_bytes);
+    done_bytes += file_bytes(e);
     progress.Update(done_bytes,
                     std::to_string(done) + "/" + std::to_string(expected.size()) + " tensors");
     if (e.is_vector) {
@@ -327,8 +358,19 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
       }
       continue;
     }
-    MatrixView m = b.Matrix(t);
+    MatrixView m = gguf && e.expert >= 0 ? b.ExpertSlice(t, e.expert) : b.Matrix(t);
     if (gguf && e.gguf_rope_heads > 0) m = b.UnpermuteRope(m, e.gguf_rope_heads);
+    if (e.expert >= 0) {
+      // One token reads num_experts_per_tok of the num_experts experts.
+      expert_bytes += MatrixBytes(m);
+      LayerWeights& L = w->layers[e.layer];
+      std::vector<MatrixView>& experts = e.role == TensorRole::kExpertGate ? L.expert_gate
+                                         : e.role == TensorRole::kExpertUp ? L.expert_up
+                                                                           : L.expert_down;
+      experts.resize(static_cast<size_t>(e.num_experts));
+      experts[e.expert] = m;
+      continue;
+    }
     if (e.role == TensorRole::kEmbed) {
       w->embed_tokens = m;
       continue;
@@ -361,6 +403,9 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
       case TensorRole::kDown:
         L.down_proj = m;
         break;
+      case TensorRole::kRouter:
+        L.router = m;
+        break;
       case TensorRole::kQkv: {
         const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
         L.q_proj = RowRange(m, 0, q);
@@ -376,6 +421,9 @@ StatusOr<std::unique_ptr<ModelWeights>> BindWeights(const ModelConfig& c, const 
         KVFORK_CHECK_MSG(false, "matrix tensor with a vector role: " + e.name);
     }
   }
+  if (c.num_experts > 0)
+    w->decode_bytes_per_token += expert_bytes * static_cast<size_t>(c.num_experts_per_tok) /
+                                 static_cast<size_t>(c.num_experts);
   if (c.tie_word_embeddings) {
     w->lm_head = w->embed_tokens;
     w->decode_bytes_per_token += MatrixBytes(w->lm_head);

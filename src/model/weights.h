@@ -40,6 +40,13 @@ struct LayerWeights {
   const float* q_bias = nullptr;          // [num_heads * head_dim], Qwen2 only
   const float* k_bias = nullptr;          // [num_kv_heads * head_dim], Qwen2 only
   const float* v_bias = nullptr;          // [num_kv_heads * head_dim], Qwen2 only
+  // A mixture-of-experts layer (ModelConfig::LayerIsMoe) has these instead
+  // of gate/up/down_proj: the router and, per expert, its SwiGLU MLP (views
+  // into the stacked GGUF tensor, or the per-expert safetensors).
+  MatrixView router;                      // [num_experts, hidden]
+  std::vector<MatrixView> expert_gate;    // [num_experts] x [moe_intermediate, hidden]
+  std::vector<MatrixView> expert_up;      // [num_experts] x [moe_intermediate, hidden]
+  std::vector<MatrixView> expert_down;    // [num_experts] x [hidden, moe_intermediate]
 };
 
 struct ModelWeights {
@@ -48,7 +55,9 @@ struct ModelWeights {
   const float* final_norm = nullptr;  // [hidden]
   std::vector<LayerWeights> layers;
   // Bytes of weights one decode step reads (every matrix once at its
-  // row_bytes, the embedding row aside): the numerator of the bandwidth limit.
+  // row_bytes, the embedding row aside; of the experts, only the
+  // num_experts_per_tok / num_experts share one token uses): the numerator
+  // of the bandwidth limit.
   size_t decode_bytes_per_token = 0;
   int64_t num_params = 0;
 

@@ -122,11 +122,13 @@ def main():
 
     # Models on the small Qwen3 tokenizer: config.json, safetensors, GGUF.
     # smollm3 (no_rope_layers) and phi3 (fused tensors, partial rotary,
-    # longrope factors) on their tiny shapes.
+    # longrope factors) on their tiny shapes; qwen3_moe (router, per-expert
+    # safetensors, stacked GGUF experts, expert keys) on tiny's 8 experts.
     for arch, shape, extra in (("qwen3", "tiny", []),
                                ("llama", "tiny", ["--rope-scaling", "1", "--tie", "1"]),
                                ("smollm3", "smollm3-tiny", []),
-                               ("phi3", "phi3-tiny", ["--rope-scaling", "1"])):
+                               ("phi3", "phi3-tiny", ["--rope-scaling", "1"]),
+                               ("qwen3_moe", "tiny", [])):
         m = os.path.join(work, "model-" + arch)
         subprocess.run([a.kvfork, "make-model", "--arch", arch, "--shape", shape, "--seed", "1",
                         "--dtype", "bf16", "--tokenizer", os.path.join(work, "tok-qwen3"),

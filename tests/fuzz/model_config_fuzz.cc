@@ -29,6 +29,13 @@ void FuzzModelConfig(std::string_view input) {
   KVFORK_CHECK(c->sliding_layers.empty() ||
                static_cast<int64_t>(c->sliding_layers.size()) == c->num_layers);
   for (int64_t l = 0; l < c->num_layers; ++l) KVFORK_CHECK(c->LayerWindow(l) >= 0);
+  // Mixture of experts: what the router's stack buffer and the experts'
+  // scratch are sized from.
+  KVFORK_CHECK(c->moe_layers.empty() ||
+               static_cast<int64_t>(c->moe_layers.size()) == c->num_layers);
+  if (c->num_experts > 0)
+    KVFORK_CHECK(c->num_experts_per_tok >= 1 && c->num_experts_per_tok <= c->num_experts &&
+                 c->num_experts_per_tok <= kMaxExpertsPerToken && c->moe_intermediate_size > 0);
 }
 
 }  // namespace kvfork::fuzz

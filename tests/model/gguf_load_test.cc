@@ -191,8 +191,10 @@ const char* ArchLabel(Architecture a) { return ArchFor(a).ModelType(); }
 TEST(GgufLoad, SameLogitsAsTheHfDirectory) {
   // Gemma 3: its norms' +1 is added in f32 by the loader (HF) and by
   // export-gguf (baked, as llama.cpp's converter does), so the bits agree.
+  // Qwen3 MoE: bitwise in f32; in bf16 / f16 the GGUF's router is f32.
   for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3, Architecture::kQwen2,
-                            Architecture::kSmolLM3, Architecture::kPhi3, Architecture::kGemma3}) {
+                            Architecture::kSmolLM3, Architecture::kPhi3, Architecture::kGemma3,
+                            Architecture::kQwen3Moe}) {
     // f16 is converted to bf16 at load from either file, the same way.
     for (DType dtype : {DType::kF32, DType::kBf16, DType::kF16}) {
       for (bool tie : {false, true}) {
@@ -222,15 +224,38 @@ TEST(GgufLoad, SameLogitsAsTheHfDirectory) {
         EXPECT_EQ(b.final_logit_softcapping, a.final_logit_softcapping) << where;
         EXPECT_EQ(b.hidden_act, a.hidden_act) << where;
         EXPECT_EQ(b.query_pre_attn_scalar, a.query_pre_attn_scalar) << where;
-        for (int64_t l = 0; l < a.num_layers; ++l)
+        EXPECT_EQ(b.num_experts, a.num_experts) << where;
+        EXPECT_EQ(b.num_experts_per_tok, a.num_experts_per_tok) << where;
+        EXPECT_EQ(b.moe_intermediate_size, a.moe_intermediate_size) << where;
+        EXPECT_EQ(b.norm_topk_prob, a.norm_topk_prob) << where;
+        for (int64_t l = 0; l < a.num_layers; ++l) {
           EXPECT_EQ(b.LayerWindow(l), a.LayerWindow(l)) << where << " layer " << l;
+          EXPECT_EQ(b.LayerIsMoe(l), a.LayerIsMoe(l)) << where << " layer " << l;
+        }
         const auto& wa = dynamic_cast<Decoder&>(*hf).weights();
         const auto& wb = dynamic_cast<Decoder&>(*gguf).weights();
-        EXPECT_EQ(wb.decode_bytes_per_token, wa.decode_bytes_per_token) << where;
         EXPECT_EQ(wb.num_params, wa.num_params) << where;
         EXPECT_EQ(wb.embed_tokens.dtype, dtype == DType::kF16 ? DType::kBf16 : dtype) << where;
         const std::vector<float> want = AllLogits(*hf);
         ASSERT_EQ(want.size(), 7u * kVocab);
+        if (arch == Architecture::kQwen3Moe && dtype != DType::kF32) {
+          // The converter keeps the router (ffn_gate_inp) f32 whatever the
+          // dtype, so the GGUF's router product differs from the bf16
+          // directory's (whose input is rounded to bf16): the same weights,
+          // 2 more bytes each, logits close but not the same bits.
+          const size_t router_bytes = static_cast<size_t>(a.num_layers * a.num_experts *
+                                                          a.hidden_size) * 2;
+          EXPECT_EQ(wb.decode_bytes_per_token, wa.decode_bytes_per_token + router_bytes) << where;
+          const std::vector<float> got = AllLogits(*gguf);
+          double worst = 0, scale = 0;
+          for (size_t i = 0; i < want.size(); ++i) {
+            worst = std::max(worst, static_cast<double>(std::abs(got[i] - want[i])));
+            scale = std::max(scale, static_cast<double>(std::abs(want[i])));
+          }
+          EXPECT_LE(worst / scale, 2e-2) << where;
+          continue;
+        }
+        EXPECT_EQ(wb.decode_bytes_per_token, wa.decode_bytes_per_token) << where;
         EXPECT_TRUE(BitEqual(AllLogits(*gguf), want)) << where;
       }
     }
@@ -479,6 +504,80 @@ TEST(GgufLoad, Phi3AndSmolLM3BadMetadata) {
   Rewrite(l.gguf, bad2,
           [](KvList* kv) { SetKey(kv, "smollm3.rope.dimension_count", GgufValue::U32(8)); });
   ExpectLoadError(bad2, StatusCode::kUnimplemented, {"smollm3.rope.dimension_count", "8"});
+}
+
+// Qwen3 MoE: the experts stacked in one tensor per projection, as llama.cpp's
+// converter writes them, the router kept f32 whatever the dtype; each
+// expert key's absence or bad value named.
+TEST(GgufLoad, Qwen3MoeStackedExpertsAndKeys) {
+  TempDir tmp;
+  Exported e = ExportTiny(tmp, Architecture::kQwen3Moe, DType::kBf16);
+  auto file = GgufCheckpoint::Open(e.gguf);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  const TensorInfo* gate = (*file)->Find("blk.1.ffn_gate_exps.weight");
+  ASSERT_NE(gate, nullptr);
+  EXPECT_EQ(gate->shape, (std::vector<int64_t>{8, 64, 64}));
+  EXPECT_EQ(gate->dtype, DType::kBf16);
+  const TensorInfo* down = (*file)->Find("blk.1.ffn_down_exps.weight");
+  ASSERT_NE(down, nullptr);
+  EXPECT_EQ(down->shape, (std::vector<int64_t>{8, 64, 64}));
+  const TensorInfo* router = (*file)->Find("blk.0.ffn_gate_inp.weight");
+  ASSERT_NE(router, nullptr);
+  EXPECT_EQ(router->shape, (std::vector<int64_t>{8, 64}));
+  EXPECT_EQ(router->dtype, DType::kF32);
+  EXPECT_EQ((*file)->Find("blk.0.ffn_gate.weight"), nullptr);
+
+  const std::string bad = tmp.Sub("bad.gguf");
+  for (const char* key : {"qwen3moe.expert_count", "qwen3moe.expert_used_count",
+                          "qwen3moe.expert_feed_forward_length"}) {
+    Rewrite(e.gguf, bad, [&](KvList* kv) { DropKey(kv, key); });
+    ExpectLoadError(bad, StatusCode::kNotFound, {"bad.gguf", key});
+  }
+  Rewrite(e.gguf, bad,
+          [](KvList* kv) { SetKey(kv, "qwen3moe.expert_used_count", GgufValue::U32(9)); });
+  ExpectLoadError(bad, StatusCode::kInvalidArgument, {"qwen3moe.expert_used_count", "9"});
+  Rewrite(e.gguf, bad,
+          [](KvList* kv) { SetKey(kv, "qwen3moe.expert_count", GgufValue::U32(4)); });
+  ExpectLoadError(bad, StatusCode::kInvalidArgument,
+                  {"blk.0.ffn_gate_inp.weight", "[8, 64]", "[4, 64]"});
+  Rewrite(e.gguf, bad, [](KvList* kv) {
+    SetKey(kv, "qwen3moe.expert_feed_forward_length", GgufValue::U32(32));
+  });
+  ExpectLoadError(bad, StatusCode::kInvalidArgument,
+                  {"blk.0.ffn_gate_exps.weight", "[8, 64, 64]", "[8, 32, 64]"});
+  Rewrite(e.gguf, bad, nullptr,
+          [](const std::string& n) { return n != "blk.1.ffn_up_exps.weight"; });
+  ExpectLoadError(bad, StatusCode::kNotFound, {"bad.gguf", "blk.1.ffn_up_exps.weight"});
+}
+
+// What llama.cpp's qwen3moe cannot run is refused at export, naming why.
+TEST(GgufLoad, Qwen3MoeExportRefusesWhatLlamaCppCannotExpress) {
+  for (const auto& [from, to, needle] :
+       {std::tuple<std::string, std::string, std::string>{
+            "\"norm_topk_prob\": true", "\"norm_topk_prob\": false", "norm_topk_prob"},
+        {"\"mlp_only_layers\": []", "\"mlp_only_layers\": [1]", "layer 1 has a dense MLP"}}) {
+    TempDir tmp;
+    const std::string dir = tmp.Sub("m");
+    ASSERT_TRUE(WriteRandomModel(TinyOptions(Architecture::kQwen3Moe, DType::kF32, false, false,
+                                             kVocab),
+                                 dir)
+                    .ok());
+    WriteTokenizer(dir);
+    std::string config = ReadFile(dir + "/config.json");
+    const size_t at = config.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    config.replace(at, from.size(), to);
+    WriteFile(dir + "/config.json", config);
+    // The HF directory itself loads: kvfork runs both (a dense layer 1, or
+    // weights not renormalized) from safetensors.
+    if (needle == "norm_topk_prob") {
+      EXPECT_FALSE(MustLoad(dir)->config().norm_topk_prob);
+    }
+    GgufExportOptions o;
+    Status s = ExportGguf(dir, tmp.Sub("x.gguf"), o);
+    EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.ToString();
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.ToString();
+  }
 }
 
 // The attention kernels' limits are refused at load, naming the limit.

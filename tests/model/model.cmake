@@ -6,3 +6,4 @@ kvfork_test(model_batch_invariance_test SOURCES model_batch_invariance_test.cc L
             LIBS kvfork_model)
 kvfork_test(model_reference_test SOURCES model_reference_test.cc LABELS model LIBS kvfork_model)
 kvfork_test(model_shapes_test SOURCES model_shapes_test.cc LABELS unit LIBS kvfork_model)
+kvfork_test(moe_test SOURCES moe_test.cc LABELS unit LIBS kvfork_model)

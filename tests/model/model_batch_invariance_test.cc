@@ -1,6 +1,8 @@
 // DESIGN.md invariant 1 at the model level: a sequence's logits are bitwise
 // equal alone vs in a batch with 7 others, in one prefill chunk vs chunks of
-// 1, 3 and 16, and at 1 vs 2 threads, on every ISA this CPU supports.
+// 1, 3 and 16, and at 1 vs 2 threads, on every ISA this CPU supports; for
+// the mixture of experts too, whose experts see different token batches in
+// each of those runs.
 #include <cstring>
 
 #include <gtest/gtest.h>
@@ -93,7 +95,11 @@ TEST(ModelBatchInvariance, AloneBatchedChunkedThreads) {
                                 {Architecture::kMistral, int64_t{0}},
                                 {Architecture::kMistral, int64_t{32}},
                                 {Architecture::kGemma3, int64_t{0}},
-                                {Architecture::kGemma3, int64_t{32}}}) {
+                                {Architecture::kGemma3, int64_t{32}},
+                                // 8 experts, 2 per token: each expert's batch
+                                // changes with the batch mates and chunking
+                                {Architecture::kQwen3Moe, int64_t{0}},
+                                {Architecture::kQwen3Moe, int64_t{32}}}) {
     testing::TempDir tmp;
     RandomModelOptions options =
         testing::TinyOptions(arch, DType::kBf16, arch == Architecture::kQwen3, true, kVocab, 5);

@@ -4,7 +4,7 @@
 //   err(p) = max_v |ours[p, v] - ref[p, v]| / max_v |ref[p, v]|
 // and the test bounds the max over positions: <= 1e-4 with f32 weights,
 // <= 2e-2 with bf16 weights, for every architecture (Mistral with its
-// sliding window of 32 cutting the prompt), rope
+// sliding window of 32 cutting the prompt, Qwen3 MoE's routing), rope
 // scaling on and off, tied and untied, on every ISA this CPU supports.
 // With bf16 weights the reference is told (--matmul-input-bf16) to round
 // each matmul input to bf16, the one numeric choice kernels/ops.h declares
@@ -28,11 +28,14 @@ struct Case {
   DType dtype;
   bool tie;
   bool rope_scaling;
+  // Qwen3 MoE: layer 1 of 3 keeps a dense MLP (mlp_only_layers).
+  bool dense_layer = false;
 };
 
 std::string Name(const Case& c) {
   return std::string(ArchFor(c.arch).ModelType()) + "-" + DTypeName(c.dtype) +
-         (c.tie ? "-tied" : "-untied") + (c.rope_scaling ? "-rope" : "");
+         (c.tie ? "-tied" : "-untied") + (c.rope_scaling ? "-rope" : "") +
+         (c.dense_layer ? "-dense1" : "");
 }
 
 class ModelReference : public ::testing::TestWithParam<Case> {};
@@ -47,6 +50,10 @@ TEST_P(ModelReference, MatchesFloat64Reference) {
   // Gemma 3: 7 layers, so 5 sliding (window 32, local RoPE base), a global
   // one (global base) and a sliding one after it.
   if (c.arch == Architecture::kGemma3) options.num_layers = 7;
+  if (c.dense_layer) {
+    options.num_layers = 3;
+    options.mlp_only_layers = {1};
+  }
   ASSERT_TRUE(WriteRandomModel(options, dir).ok());
   std::vector<int32_t> ids;
   std::string ids_text;
@@ -185,6 +192,11 @@ std::vector<Case> AllCases() {
   // GELU-tanh, embedding scale, per-layer-type RoPE base.
   for (DType dtype : {DType::kF32, DType::kBf16})
     for (bool tie : {false, true}) cases.push_back({Architecture::kGemma3, dtype, tie, false});
+  // Qwen3 MoE (tiny: 8 experts of width 64, 2 per token, renormalized).
+  for (DType dtype : {DType::kF32, DType::kBf16})
+    for (bool tie : {false, true}) cases.push_back({Architecture::kQwen3Moe, dtype, tie, false});
+  // A dense layer between two sparse ones (mlp_only_layers [1]).
+  cases.push_back({Architecture::kQwen3Moe, DType::kF32, false, false, true});
   return cases;
 }
 

@@ -142,5 +142,42 @@ TEST(GgmlType, EveryWrittenTypeIsARowOfTheDTypeTable) {
     EXPECT_EQ(GgmlTypeOf(DTypeOfGgml(t)), t) << GgmlTypeName(t);
 }
 
+// Mixture of experts: the stacked experts (ne {cols, rows, experts}) follow
+// their dense names' rules (ffn_down_exps is ffn_down), the router
+// ffn_gate_inp stays as it is, and with exactly 8 experts llama-quant.cpp's
+// Mixtral rules give attn_v and attn_k Q8_0 and attn_output Q5_K (Q4_K_M).
+TEST(QuantizeRecipe, ExpertsAndTheEightExpertRules) {
+  QuantizeModelInfo moe{"qwen3moe", 48, 32, 4, /*has_output=*/true};
+  moe.num_experts = 128;  // Qwen3-30B-A3B: no 8-expert rules
+  const QuantizeRecipe r(QuantizeMix::kQ4_K_M, moe);
+  // use_more_bits(i, 48): i < 6, i >= 42, or (i - 6) % 3 == 2.
+  for (int i : {0, 8, 42}) {
+    EXPECT_EQ(TypeOf(r, Layer(i, "ffn_down_exps.weight"), {768, 2048, 128}), GgmlType::kQ6_K) << i;
+    EXPECT_EQ(TypeOf(r, Layer(i, "attn_v.weight"), {2048, 512}), GgmlType::kQ6_K) << i;
+  }
+  for (int i : {6, 7, 9}) {
+    EXPECT_EQ(TypeOf(r, Layer(i, "ffn_down_exps.weight"), {768, 2048, 128}), GgmlType::kQ4_K) << i;
+    EXPECT_EQ(TypeOf(r, Layer(i, "attn_v.weight"), {2048, 512}), GgmlType::kQ4_K) << i;
+  }
+  EXPECT_EQ(TypeOf(r, Layer(3, "ffn_gate_exps.weight"), {2048, 768, 128}), GgmlType::kQ4_K);
+  EXPECT_EQ(TypeOf(r, Layer(3, "ffn_up_exps.weight"), {2048, 768, 128}), GgmlType::kQ4_K);
+  EXPECT_EQ(TypeOf(r, Layer(3, "attn_k.weight"), {2048, 512}), GgmlType::kQ4_K);
+  EXPECT_EQ(TypeOf(r, Layer(3, "attn_output.weight"), {4096, 2048}), GgmlType::kQ4_K);
+  EXPECT_EQ(r.TypeFor(Layer(3, "ffn_gate_inp.weight"), {2048, 128}, GgmlType::kF32),
+            GgmlType::kF32);
+
+  moe.num_experts = 8;
+  const QuantizeRecipe eight(QuantizeMix::kQ4_K_M, moe);
+  EXPECT_EQ(TypeOf(eight, Layer(0, "attn_v.weight"), {2048, 512}), GgmlType::kQ8_0);
+  EXPECT_EQ(TypeOf(eight, Layer(7, "attn_v.weight"), {2048, 512}), GgmlType::kQ8_0);
+  EXPECT_EQ(TypeOf(eight, Layer(7, "attn_k.weight"), {2048, 512}), GgmlType::kQ8_0);
+  EXPECT_EQ(TypeOf(eight, Layer(7, "attn_output.weight"), {4096, 2048}), GgmlType::kQ5_K);
+  EXPECT_EQ(TypeOf(eight, Layer(7, "attn_q.weight"), {2048, 4096}), GgmlType::kQ4_K);
+  // Q8_0 and Q6_K mixes: attn_output keeps the mix type; attn_k, attn_v Q8_0.
+  const QuantizeRecipe q6(QuantizeMix::kQ6_K, moe);
+  EXPECT_EQ(TypeOf(q6, Layer(7, "attn_output.weight"), {4096, 2048}), GgmlType::kQ6_K);
+  EXPECT_EQ(TypeOf(q6, Layer(7, "attn_k.weight"), {2048, 512}), GgmlType::kQ8_0);
+}
+
 }  // namespace
 }  // namespace kvfork

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """Independent float64 reference for LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-SmolLM3ForCausalLM, Phi3ForCausalLM, MistralForCausalLM and Gemma3ForCausalLM.
+SmolLM3ForCausalLM, Phi3ForCausalLM, MistralForCausalLM, Gemma3ForCausalLM and Qwen3MoeForCausalLM.
 
 Written from the Hugging Face transformers definitions (modeling_llama.py,
 modeling_qwen2.py, modeling_qwen3.py, modeling_smollm3.py, modeling_phi3.py,
-modeling_mistral.py, modeling_gemma3.py, modeling_rope_utils.py,
+modeling_mistral.py, modeling_gemma3.py, modeling_qwen3_moe.py, modeling_rope_utils.py,
 masking_utils.py), not from kvfork's C++: it reads
 the same config.json and safetensors and computes the logits of every
 position of a prompt in float64 with numpy.
@@ -138,9 +138,10 @@ def forward(cfg, w, ids, matmul_input_bf16=False):
 
     arch = cfg["architectures"][0]
     if arch not in ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "SmolLM3ForCausalLM",
-                    "Phi3ForCausalLM", "MistralForCausalLM"):
+                    "Phi3ForCausalLM", "MistralForCausalLM", "Qwen3MoeForCausalLM"):
         raise ValueError(f"architecture {arch} not supported")
-    qwen3 = arch == "Qwen3ForCausalLM"
+    qwen3 = arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM")
+    moe_layers = qwen3_moe_layers(cfg) if arch == "Qwen3MoeForCausalLM" else [False] * cfg["num_hidden_layers"]
     phi3 = arch == "Phi3ForCausalLM"
     hidden = cfg["hidden_size"]
     nh = cfg["num_attention_heads"]
@@ -218,6 +219,9 @@ def forward(cfg, w, ids, matmul_input_bf16=False):
         attn = np.einsum("hts,shd->thd", probs, v).reshape(T, nh * hd)
         x = x + mm(attn, p + "self_attn.o_proj.weight")
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        if moe_layers[l]:
+            x = x + qwen3_moe_block(cfg, mm, p, h)
+            continue
         if phi3:  # Phi3MLP: gate_up_proj, chunked gate | up
             gate_up = mm(h, p + "mlp.gate_up_proj.weight")
             gate, up = np.split(gate_up, 2, axis=-1)
@@ -230,6 +234,41 @@ def forward(cfg, w, ids, matmul_input_bf16=False):
     if cfg.get("tie_word_embeddings", False):
         return mm(x, "model.embed_tokens.weight")
     return mm(x, "lm_head.weight")
+
+
+def qwen3_moe_layers(cfg):
+    """Qwen3MoeDecoderLayer: layer l is sparse when it is not in
+    mlp_only_layers, num_experts > 0 and (l + 1) % decoder_sparse_step == 0."""
+    only = cfg.get("mlp_only_layers") or []
+    step = cfg.get("decoder_sparse_step", 1)
+    n_exp = cfg.get("num_experts", 128)
+    return [l not in only and n_exp > 0 and (l + 1) % step == 0 for l in range(cfg["num_hidden_layers"])]
+
+
+def qwen3_moe_block(cfg, mm, p, h):
+    """Qwen3MoeSparseMoeBlock: router softmax over all experts, the top
+    num_experts_per_tok (ties to the lower index, a stable sort), divided by
+    their sum when norm_topk_prob, and the chosen experts' SwiGLU outputs
+    summed with those weights."""
+    n_exp = cfg.get("num_experts", 128)
+    k = cfg.get("num_experts_per_tok", 8)
+    logits = mm(h, p + "mlp.gate.weight")  # [T, experts]
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        top = np.argsort(-probs[t], kind="stable")[:k]
+        weights = probs[t, top]
+        if cfg.get("norm_topk_prob", False):
+            weights = weights / weights.sum()
+        for e, wt in zip(top, weights):
+            assert 0 <= e < n_exp
+            q = f"{p}mlp.experts.{e}."
+            gate = mm(h[t:t + 1], q + "gate_proj.weight")
+            up = mm(h[t:t + 1], q + "up_proj.weight")
+            act = gate / (1.0 + np.exp(-gate)) * up
+            out[t] += wt * mm(act, q + "down_proj.weight")[0]
+    return out
 
 
 def gelu_tanh(x):

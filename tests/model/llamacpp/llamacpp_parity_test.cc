@@ -10,8 +10,8 @@
 // scaling (rope_freqs tensor), Qwen3 (NeoX RoPE, q/k norms, tied output),
 // Qwen2 (q/k/v bias), SmolLM3 (a layer without RoPE), Phi3 (fused qkv and
 // gate_up, partial rotary, longrope's factor tensors), Mistral (exported as
-// llama.cpp does: a "llama" GGUF) and Gemma 3 (sliding windows, (1 + w)
-// norms, GELU-tanh, softcap),
+// llama.cpp does: a "llama" GGUF), Gemma 3 (sliding windows, (1 + w)
+// norms, GELU-tanh, softcap) and Qwen3 MoE (router, top-k experts),
 // in f32, and every block format through llama.cpp's mixes: the f32 model is
 // quantized by `kvfork quantize` (byte for byte what llama-quantize writes:
 // quantize_llamacpp_test) and both engines load that one file. Fixed seeds
@@ -84,7 +84,7 @@ fs::path WorkDir(const std::string& name) {
 // matters), Qwen's for Qwen.
 std::string TokenizerDir(Architecture arch) {
   return arch == Architecture::kQwen2 || arch == Architecture::kQwen3 ||
-                 arch == Architecture::kGemma3
+                 arch == Architecture::kQwen3Moe || arch == Architecture::kGemma3
              ? kvfork::testing::QwenTokenizerDir()
              : kvfork::testing::LlamaTokenizerDir();
 }
@@ -118,6 +118,9 @@ RandomModelOptions Options(const Case& c) {
   // Gemma 3 (window 32 from the tiny shape, softcap 30): 7 layers, the
   // sixth global, as llama.cpp's default pattern of 6 has it.
   if (c.arch == Architecture::kGemma3) o.num_layers = 7;
+  // Qwen3 MoE: tiny's 8 experts, 2 per token; experts 64 wide, or 256 so a
+  // quantized ffn_down_exps has whole K blocks.
+  if (c.arch == Architecture::kQwen3Moe) o.moe_intermediate_size = c.mix ? 256 : 64;
   return o;
 }
 
@@ -238,7 +241,10 @@ TEST_P(LlamaCppParity, GreedyAndLogitsMatch) {
   EXPECT_EQ(r->FindTensor("blk.0.attn_qkv.weight") != nullptr, c.arch == Architecture::kPhi3);
   EXPECT_EQ(r->FindTensor("output.weight") != nullptr, !c.tied);
   EXPECT_EQ(r->FindTensor("blk.0.attn_q_norm.weight") != nullptr,
-            c.arch == Architecture::kQwen3 || c.arch == Architecture::kGemma3);
+            c.arch == Architecture::kQwen3 || c.arch == Architecture::kQwen3Moe ||
+                c.arch == Architecture::kGemma3);
+  EXPECT_EQ(r->FindTensor("blk.0.ffn_gate_exps.weight") != nullptr,
+            c.arch == Architecture::kQwen3Moe);
   if (c.arch == Architecture::kGemma3) {
     EXPECT_NE(r->Find("gemma3.attention.sliding_window"), nullptr);
     EXPECT_NE(r->FindTensor("blk.0.post_ffw_norm.weight"), nullptr);
@@ -323,6 +329,10 @@ INSTANTIATE_TEST_SUITE_P(
         // it in f32 as PyTorch does: kGemma3RelTol.
         Case{"gemma3", Architecture::kGemma3, false, true, 17, std::nullopt,
              kGemma3RelTol},
+        // Qwen3 MoE (8 experts, 2 per token, stacked GGUF
+        // experts, f32 router), untied and tied.
+        Case{"qwen3moe", Architecture::kQwen3Moe, false, false, 18},
+        Case{"qwen3moe_tied", Architecture::kQwen3Moe, false, true, 19},
         // The formats that agree with node-llama-cpp's build
         // (q8_0 1.8e-7, q6_k 5e-7 relative measured). On the
         // other formats its logits and ours differ by 1-3%
@@ -340,7 +350,13 @@ INSTANTIATE_TEST_SUITE_P(
         // RoPE-less layer moves logits by O(1).
         Case{"smollm3_q8_0", Architecture::kSmolLM3, false, true, 29, QuantizeMix::kQ8_0, 5e-2},
         Case{"phi3_longrope_q8_0", Architecture::kPhi3, true, false, 30, QuantizeMix::kQ8_0, 5e-2},
-        Case{"phi3_q4_k_m", Architecture::kPhi3, true, false, 31, QuantizeMix::kQ4_K_M, 5e-2}),
+        Case{"phi3_q4_k_m", Architecture::kPhi3, true, false, 31, QuantizeMix::kQ4_K_M, 5e-2},
+        // Qwen3 MoE's Q4_K_M: the stacked experts in Q4_K / Q6_K,
+        // 8 experts so attn_k / attn_v Q8_0 and attn_output Q5_K
+        // (llama-quant.cpp's 8-expert rules; byte for byte what
+        // llama-quantize writes: quantize_llamacpp_test).
+        // Measured 4.4e-7: the f32 bound holds.
+        Case{"qwen3moe_q4_k_m", Architecture::kQwen3Moe, false, false, 32, QuantizeMix::kQ4_K_M}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

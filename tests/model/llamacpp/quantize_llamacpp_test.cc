@@ -81,6 +81,9 @@ fs::path MakeModel(const ModelCase& c) {
   o.vocab_size = 32000;
   o.tie_word_embeddings = c.tied;
   o.rope_scaling = false;
+  // Qwen3 MoE: tiny's 8 experts (llama-quant.cpp's 8-expert rules apply),
+  // each as wide as the dense MLP would be.
+  if (c.arch == Architecture::kQwen3Moe) o.moe_intermediate_size = c.intermediate;
   Status s = WriteRandomModel(o, (dir / "model").string());
   EXPECT_TRUE(s.ok()) << s.ToString();
   s = ExportGguf((dir / "model").string(), (dir / "f32.gguf.tmp").string(),
@@ -217,6 +220,18 @@ TEST(QuantizeVsLlamaCpp, LlamaUntiedWithFallbackRows) {
                             {"q4_k_m", "q4_k_s", "q5_k_m", "q6_k", "q4_0"});
   // Rows of 272 are not whole 32-blocks either: f16.
   ExpectSameAsLlamaQuantize({"llama272", Architecture::kLlama, 272, 2, false}, {"q4_k_m", "q8_0"});
+}
+
+// Stacked experts (ffn_*_exps by their dense names' rules, ffn_gate_inp
+// kept f32) and the 8-expert rules (attn_v / attn_k Q8_0, attn_output Q5_K
+// in q4_k_s / q4_k_m); experts 288 wide so ffn_down_exps falls back.
+TEST(QuantizeVsLlamaCpp, Qwen3MoeEveryMix) {
+  SKIP_WITHOUT_LLAMA_TOOLS();
+  ExpectSameAsLlamaQuantize(
+      {"qwen3moe", Architecture::kQwen3Moe, 256, 8, false},
+      {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q6_k"});
+  ExpectSameAsLlamaQuantize({"qwen3moe288", Architecture::kQwen3Moe, 288, 2, true},
+                            {"q4_k_m", "q6_k"});
 }
 
 TEST(QuantizeVsLlamaCpp, GgufInputsGiveTheSameFile) {
