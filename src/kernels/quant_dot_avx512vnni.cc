@@ -133,9 +133,8 @@ void Dot32Blocks(const uint8_t* const* w, const Q8Row* const* x, float* y, int64
     for (int c = 0; c < RX; ++c) {
       for (int p = 0; p < 2; ++p) {
         xv[c][p] = Load512(x[c]->qs + 32 * (i + 2 * p));
-        init[c][p] = kShift < 0
-                         ? _mm512_setzero_si512()
-                         : _mm512_slli_epi32(Load512(x[c]->nsum4 + 8 * (i + 2 * p)), kShift);
+        init[c][p] = kShift < 0 ? _mm512_setzero_si512()
+                                : _mm512_slli_epi32(Load512(x[c]->nsum4 + 8 * (i + 2 * p)), kShift);
       }
       dx[c] = _mm_loadu_ps(x[c]->d + i);
     }
@@ -150,13 +149,13 @@ void Dot32Blocks(const uint8_t* const* w, const Q8Row* const* x, float* y, int64
       for (int c = 0; c < RX; ++c) {
         const __m512 s = _mm512_zextps128_ps512(_mm_mul_ps(dw, dx[c]));
         const __m512i dot01 = _mm512_dpbusd_epi32(init[c][0], q01, xv[c][0]);
-        acc[r][c] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot01), _mm512_permutexvar_ps(lo_pair, s), acc[r][c]);
+        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot01), _mm512_permutexvar_ps(lo_pair, s),
+                                    acc[r][c]);
         add_mins(b[0], i, r, c);
         add_mins(b[1], i + 1, r, c);
         const __m512i dot23 = _mm512_dpbusd_epi32(init[c][1], q23, xv[c][1]);
-        acc[r][c] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot23), _mm512_permutexvar_ps(hi_pair, s), acc[r][c]);
+        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot23), _mm512_permutexvar_ps(hi_pair, s),
+                                    acc[r][c]);
         add_mins(b[2], i + 2, r, c);
         add_mins(b[3], i + 3, r, c);
       }
@@ -225,7 +224,7 @@ void DotK45(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ld
   using Block = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   constexpr __mmask32 kHighHalf = 0xffff0000u;  // words 16-31: bytes 32-63
-  __m512i chunk_scale[4];  // words 0-15: scale 2c, 16-31: scale 2c + 1
+  __m512i chunk_scale[4];                       // words 0-15: scale 2c, 16-31: scale 2c + 1
   for (int c = 0; c < 4; ++c)
     chunk_scale[c] = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * c)),
                                         _mm256_set1_epi16(static_cast<int16_t>(2 * c + 1)), 1);
@@ -265,8 +264,8 @@ void DotK45(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ld
         const int8_t* xq = x[c]->qs + kQK * i;
         __m512i sum = _mm512_setzero_si512();
         for (int j = 0; j < 4; ++j)
-          sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(q[j], Load512(xq + 64 * j)),
-                                    spread[j]);
+          sum =
+              _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(q[j], Load512(xq + 64 * j)), spread[j]);
         const float dx = x[c]->d[i];
         acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * dx), acc[r][c]);
         const __m256i m = _mm256_mullo_epi32(mins, Load256(x[c]->sum32 + 8 * i));
@@ -301,7 +300,8 @@ void DotQ6_K(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t l
   for (int g = 0; g < 4; ++g) {
     const int s0 = (4 * g) * 0x10001, s1 = (4 * g + 1) * 0x10001, s2 = (4 * g + 2) * 0x10001,
               s3 = (4 * g + 3) * 0x10001;
-    group_scale[g] = _mm512_set_epi32(s3, s3, s3, s3, s2, s2, s2, s2, s1, s1, s1, s1, s0, s0, s0, s0);
+    group_scale[g] =
+        _mm512_set_epi32(s3, s3, s3, s3, s2, s2, s2, s2, s1, s1, s1, s1, s0, s0, s0, s0);
   }
   __m512 acc[RW][RX];
   for (int r = 0; r < RW; ++r)

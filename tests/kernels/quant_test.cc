@@ -309,8 +309,8 @@ TEST_P(QuantTest, EveryBlockCountMatchesDequantizedWeights) {
             abs += std::fabs(static_cast<double>(wf[j * k + c]) * xq[i * k + c]);
           }
           ASSERT_NEAR(y[i * n + j], exact, 1e-5 * abs + 1e-7)
-              << DTypeName(t) << " on " << IsaName(isa) << ", " << nb << " blocks, y[" << i
-              << "," << j << "]";
+              << DTypeName(t) << " on " << IsaName(isa) << ", " << nb << " blocks, y[" << i << ","
+              << j << "]";
         }
       }
     }
