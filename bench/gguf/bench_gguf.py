@@ -11,6 +11,12 @@ so both engines see the same minutes of this VM's memory bandwidth. Prints a
 table per round and the medians, and writes bench/results/gguf.json.
 kvfork's row also carries its decode limit (read bandwidth measured in the
 same run / bytes of quantized weights read per token) and its fraction.
+
+On a CPU with AMX, llama-bench runs with no_amx_preload.c preloaded: ggml's
+AMX weight buffers die with SIGILL on the Sapphire Rapids VM, and llama-bench
+has no -nr (no repack) option, so the preload makes ggml's request for the
+AMX tile state fail; llama.cpp then runs its AVX-512 kernels, with its
+repacked weight layouts (the JSON says which way it ran).
 """
 
 import argparse
@@ -81,10 +87,29 @@ def run_kvfork(path, threads, tmp):
             "read_bandwidth_gbps": j["read_bandwidth_gbps"]}
 
 
-def run_llama(path, threads):
+def cpu_has_amx():
+    try:
+        return any(line.startswith("flags") and " amx_tile" in line for line in open("/proc/cpuinfo"))
+    except OSError:
+        return False
+
+
+def no_amx_preload(work):
+    """The preload library (module docstring), built into the work folder."""
+    lib = os.path.join(work, "no_amx_preload.so")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "no_amx_preload.c")
+    if not os.path.exists(lib) or os.path.getmtime(lib) < os.path.getmtime(src):
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", lib, src, "-ldl"], check=True)
+    return lib
+
+
+def run_llama(path, threads, preload):
+    env = dict(os.environ)
+    if preload:
+        env["LD_PRELOAD"] = preload
     p = subprocess.run([os.path.join(LLAMA_BIN, "llama-bench"), "-m", path, "-p", "512", "-n",
                         "128", "-t", str(threads), "-r", "1", "-o", "json"], check=True,
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=env)
     out = {}
     for t in json.loads(p.stdout):
         key = "pp512" if t["n_prompt"] > 0 else "tg128"
@@ -106,8 +131,11 @@ def main():
         if not os.access(os.path.join(LLAMA_BIN, tool), os.X_OK):
             sys.exit(f"{LLAMA_BIN}/{tool} is not built: run scripts/setup-llama-tools.sh")
     os.makedirs(a.work, exist_ok=True)
+    preload = no_amx_preload(a.work) if cpu_has_amx() else None
+    llama_mode = ("AMX buffers off (no_amx_preload.c), repacked AVX-512 kernels" if preload
+                  else "default")
     results = []
-    print(f"machine: {cpu_name()}, {a.threads} threads")
+    print(f"machine: {cpu_name()}, {a.threads} threads; llama.cpp: {llama_mode}")
     with tempfile.TemporaryDirectory() as tmp:
         for shape in a.shapes.split(","):
             for fmt in a.formats.split(","):
@@ -115,7 +143,7 @@ def main():
                 rounds = []
                 for r in range(a.rounds):
                     k = run_kvfork(path, a.threads, tmp)
-                    l = run_llama(path, a.threads)
+                    l = run_llama(path, a.threads, preload)
                     rounds.append({"kvfork": k, "llama.cpp": l})
                     print(f"{shape:13} {fmt:7} round {r + 1}: kvfork pp512 {k['pp512']:7.1f} "
                           f"tg128 {k['tg128']:6.1f} ({100 * k['decode_fraction']:.0f}% of "
@@ -141,6 +169,7 @@ def main():
               f"{row['decode_ratio']:6.2f} {100 * row['decode_fraction_median']:7.0f}%")
     os.makedirs(os.path.dirname(a.json), exist_ok=True)
     json.dump({"machine": cpu_name(), "threads": a.threads, "rounds": a.rounds,
+               "llama_cpp_mode": llama_mode,
                "results": results}, open(a.json, "w"), indent=2)
     print(f"wrote {a.json}")
 

@@ -32,11 +32,31 @@ inline __m256i Dot4(__m256i w_u8, __m256i x_s8, __m256i scale16) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w_u8, x_s8), scale16);
 }
 
+// Four blocks a step, each as the one-block step below and in its order,
+// but their f16 weight scales convert as one vector and multiply the x scales
+// as one (scalar conversions and broadcasts per block cost about as much as
+// the block's integer product).
 float DotQ8_0(const uint8_t* row, const Q8Row& x) {
   const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t i = 0; i < x.cols / 32; ++i) {
+  const int64_t nb = x.cols / 32;
+  int64_t i = 0;
+  for (; i + 3 < nb; i += 4) {
+    const uint64_t d16 = uint64_t{b[i].d} | uint64_t{b[i + 1].d} << 16 |
+                         uint64_t{b[i + 2].d} << 32 | uint64_t{b[i + 3].d} << 48;
+    const __m128 s4 = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(d16))),
+                                 _mm_loadu_ps(x.d + i));
+    const __m256 s8 = _mm256_castps128_ps256(s4);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i w = Load256(b[i + j].qs);
+      const __m256i xs = _mm256_sign_epi8(Load256(x.qs + 32 * (i + j)), w);
+      const __m256i dot = Dot4(_mm256_abs_epi8(w), xs, ones);
+      const __m256 scale = _mm256_permutevar8x32_ps(s8, _mm256_set1_epi32(j));
+      acc[j & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[j & 1]);
+    }
+  }
+  for (; i < nb; ++i) {
     const __m256i w = Load256(b[i].qs);
     const __m256i xs = _mm256_sign_epi8(Load256(x.qs + 32 * i), w);
     const __m256i dot = Dot4(_mm256_abs_epi8(w), xs, ones);

@@ -21,6 +21,7 @@
 #include "core/cpu_features.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_isa.h"
+#include "kernels/quant_kscales_simd.h"
 
 namespace kvfork::avx512 {
 namespace {
@@ -117,7 +118,49 @@ void Dot32Blocks(const uint8_t* const* w, const Q8Row* const* x, float* y, int64
       mins[r][c] += F16(b.m) * x[c]->d[i] * static_cast<float>(x[c]->sum32[i]);
     }
   };
+  // x rows' four activation scales of blocks [i, i + 4) (times the weight
+  // scales below) go to their 8-lane halves by one permute each.
+  const __m512i lo_pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i hi_pair = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
   int64_t i = 0;
+  // Four blocks a step: the same operations per pair of blocks as the
+  // two-block step below, in the same order, but the four f16 weight scales
+  // of a row convert as one vector and multiply the x scales as one: per
+  // block, scalar f16 conversions and broadcasts cost more than its product.
+  for (; i + 3 < nb; i += 4) {
+    __m512i xv[RX][2], init[RX][2];
+    __m128 dx[RX];
+    for (int c = 0; c < RX; ++c) {
+      for (int p = 0; p < 2; ++p) {
+        xv[c][p] = Load512(x[c]->qs + 32 * (i + 2 * p));
+        init[c][p] = kShift < 0 ? _mm512_setzero_si512()
+                                : _mm512_slli_epi32(Load512(x[c]->nsum4 + 8 * (i + 2 * p)), kShift);
+      }
+      dx[c] = _mm_loadu_ps(x[c]->d + i);
+    }
+    for (int r = 0; r < RW; ++r) {
+      const Block* b = reinterpret_cast<const Block*>(w[r]) + i;
+      for (int j = 0; j < 4; ++j) PrefetchAhead<1>(&b[j]);
+      const __m512i q01 = _mm512_inserti64x4(_mm512_castsi256_si512(Codes(b[0])), Codes(b[1]), 1);
+      const __m512i q23 = _mm512_inserti64x4(_mm512_castsi256_si512(Codes(b[2])), Codes(b[3]), 1);
+      const uint64_t d16 = uint64_t{b[0].d} | uint64_t{b[1].d} << 16 | uint64_t{b[2].d} << 32 |
+                           uint64_t{b[3].d} << 48;
+      const __m128 dw = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(d16)));
+      for (int c = 0; c < RX; ++c) {
+        const __m512 s = _mm512_zextps128_ps512(_mm_mul_ps(dw, dx[c]));
+        const __m512i dot01 = _mm512_dpbusd_epi32(init[c][0], q01, xv[c][0]);
+        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot01), _mm512_permutexvar_ps(lo_pair, s),
+                                    acc[r][c]);
+        add_mins(b[0], i, r, c);
+        add_mins(b[1], i + 1, r, c);
+        const __m512i dot23 = _mm512_dpbusd_epi32(init[c][1], q23, xv[c][1]);
+        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot23), _mm512_permutexvar_ps(hi_pair, s),
+                                    acc[r][c]);
+        add_mins(b[2], i + 2, r, c);
+        add_mins(b[3], i + 3, r, c);
+      }
+    }
+  }
   for (; i + 1 < nb; i += 2) {
     __m512i xv[RX], init[RX];
     for (int c = 0; c < RX; ++c) {
@@ -162,24 +205,29 @@ void Dot32Blocks(const uint8_t* const* w, const Q8Row* const* x, float* y, int64
       y[c * ldy + r] = Hsum16(acc[r][c]) + Hsum8(tail[r][c]) + mins[r][c];
 }
 
-// Lane l of the result is lane (l / 8 + 2 * pair) of v (pair of sub-blocks of 32).
-inline __m512i SpreadPairs(__m512i v, int pair) {
-  return _mm512_permutexvar_epi32(
-      _mm512_set_epi32(2 * pair + 1, 2 * pair + 1, 2 * pair + 1, 2 * pair + 1, 2 * pair + 1,
-                       2 * pair + 1, 2 * pair + 1, 2 * pair + 1, 2 * pair, 2 * pair, 2 * pair,
-                       2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair),
-      v);
+// Words of `words` (a zmm whose low 128 bits hold 8 16-bit scales) spread
+// so that word w of the result is scale idx[w]; idx built from int32 lanes
+// of two equal words each.
+inline __m512i SpreadWords(__m512i idx, __m128i words) {
+  return _mm512_permutexvar_epi16(idx, _mm512_zextsi128_si512(words));
 }
 
-// Q4_K / Q5_K. 64 bytes of qs hold four sub-blocks of 32 as [low nibbles of
-// chunk c | low of c + 1] and [high of c | high of c + 1]; one 64-bit
-// permute each puts them in element order [2c | 2c + 1] and [2c + 2 | 2c + 3].
+// Q4_K / Q5_K. Chunk c's 32 qs bytes, broadcast to both halves of a zmm,
+// give sub-block 2c as low nibbles (bytes 0-31) and 2c + 1 as high ones
+// (bytes 32-63, one masked 16-bit shift): 64 codes in element order against
+// x's next 64 bytes. vpmaddubsw makes pairs of code x activation (at most
+// 2 * 31 * 127, no saturation), vpdpwssd adds each pair times its sub-block's
+// scale into lane l (elements 4l..4l+3): the exact int32 of the scaled dot
+// the lane held when it was vpdpbusd then vpmulld, one multiply fewer.
 template <bool kQ5, int RW, int RX>
 void DotK45(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
   using Block = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
-  const __m512i first = _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0);
-  const __m512i second = _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4);
+  constexpr __mmask32 kHighHalf = 0xffff0000u;  // words 16-31: bytes 32-63
+  __m512i chunk_scale[4];                       // words 0-15: scale 2c, 16-31: scale 2c + 1
+  for (int c = 0; c < 4; ++c)
+    chunk_scale[c] = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * c)),
+                                        _mm256_set1_epi16(static_cast<int16_t>(2 * c + 1)), 1);
   __m512 acc[RW][RX];
   __m256 min_acc[RW][RX];
   for (int r = 0; r < RW; ++r) {
@@ -192,40 +240,32 @@ void DotK45(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ld
     for (int r = 0; r < RW; ++r) {
       const Block& b = reinterpret_cast<const Block*>(w[r])[i];
       PrefetchAhead<sizeof(Block)>(&b);
-      const KScales k = DecodeKScales(b.scales);
-      const __m512i scales =
-          _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(k.scales)));
-      const __m256i mins = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(k.mins)));
+      const __m128i scales_mins = DecodeKScalesSimd(b.scales);
+      const __m128i scales16 = _mm_cvtepu8_epi16(scales_mins);
+      const __m256i mins = _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(scales_mins, scales_mins));
       __m512i qh;
       if constexpr (kQ5) qh = _mm512_broadcast_i64x4(Load256(b.qh));
-      __m512i q[4], spread[4];  // sub-blocks 2 pair, 2 pair + 1 in element order; their scales
-      for (int half = 0; half < 2; ++half) {
-        const __m512i v = Load512(b.qs + 64 * half);
-        const __m512i lo = _mm512_and_si512(v, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        for (int p = 0; p < 2; ++p) {
-          const int pair = 2 * half + p;
-          q[pair] = _mm512_permutex2var_epi64(lo, p == 0 ? first : second, hi);
-          if constexpr (kQ5) {
-            // Bit 2 pair of qh[l] tops bytes 0-31, bit 2 pair + 1 bytes 32-63.
-            const __m512i bit = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * pair)))),
-                _mm256_set1_epi8(static_cast<char>(1 << (2 * pair + 1))), 1);
-            q[pair] = _mm512_mask_add_epi8(q[pair], _mm512_test_epi8_mask(qh, bit), q[pair],
-                                           _mm512_set1_epi8(16));
-          }
-          spread[pair] = SpreadPairs(scales, pair);
+      __m512i q[4], spread[4];  // chunk c's codes in element order; their scales per word
+      for (int c = 0; c < 4; ++c) {
+        const __m512i v = _mm512_broadcast_i64x4(Load256(b.qs + 32 * c));
+        q[c] = _mm512_and_si512(_mm512_mask_srli_epi16(v, kHighHalf, v, 4), m4);
+        if constexpr (kQ5) {
+          // Bit 2c of qh[l] tops bytes 0-31, bit 2c + 1 bytes 32-63.
+          const __m512i bit = _mm512_inserti64x4(
+              _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * c)))),
+              _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1))), 1);
+          q[c] = _mm512_mask_add_epi8(q[c], _mm512_test_epi8_mask(qh, bit), q[c],
+                                      _mm512_set1_epi8(16));
         }
+        spread[c] = SpreadWords(chunk_scale[c], scales16);
       }
       const float d = F16(b.d), dmin = F16(b.dmin);
       for (int c = 0; c < RX; ++c) {
         const int8_t* xq = x[c]->qs + kQK * i;
         __m512i sum = _mm512_setzero_si512();
-        for (int pair = 0; pair < 4; ++pair) {
-          const __m512i dot =
-              _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[pair], Load512(xq + 64 * pair));
-          sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(dot, spread[pair]));
-        }
+        for (int j = 0; j < 4; ++j)
+          sum =
+              _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(q[j], Load512(xq + 64 * j)), spread[j]);
         const float dx = x[c]->d[i];
         acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * dx), acc[r][c]);
         const __m256i m = _mm256_mullo_epi32(mins, Load256(x[c]->sum32 + 8 * i));
@@ -241,21 +281,44 @@ void DotK45(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ld
 // Q6_K. Half h's 64 ql bytes give elements [0, 64) of the half as low
 // nibbles and [64, 128) as high ones, in order; the two high bits come from
 // the half's 32 qh bytes, shifted per 32-element quarter (16-bit shifts; the
-// 0x30 mask drops what crosses a byte).
+// 0x30 mask drops what crosses a byte). Pairs of (q - 32) * x are vpmaddubsw
+// of q * x minus that of 32 * x (each at most 2 * 63 * 127), vpdpwssd adds
+// them times the sub-block's scale into lane l (elements 4l..4l+3 of the 64):
+// the int32 each lane held when it was vpdpbusd from -32 * sum(x) times a
+// vpmulld scale, so the bits are those. 32 * x depends only on x: a 4 x 1
+// tile makes it once for its four W rows.
 template <int RW, int RX>
 void DotQ6_K(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
   const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+  const __m512i k32 = _mm512_set1_epi8(32);
   const __m512i shift_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
   const __m512i shift_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  // Group g (elements [64 g, 64 g + 64)): word w takes the scale of
+  // sub-block 4 g + w / 8, one per 128-bit lane; int32 lane l holds words
+  // 2l, 2l + 1 (so lane l: sub-block 4 g + l / 4).
+  __m512i group_scale[4];
+  for (int g = 0; g < 4; ++g) {
+    const int s0 = (4 * g) * 0x10001, s1 = (4 * g + 1) * 0x10001, s2 = (4 * g + 2) * 0x10001,
+              s3 = (4 * g + 3) * 0x10001;
+    group_scale[g] =
+        _mm512_set_epi32(s3, s3, s3, s3, s2, s2, s2, s2, s1, s1, s1, s1, s0, s0, s0, s0);
+  }
   __m512 acc[RW][RX];
   for (int r = 0; r < RW; ++r)
     for (int c = 0; c < RX; ++c) acc[r][c] = _mm512_setzero_ps();
   for (int64_t i = 0; i < x[0]->cols / kQK; ++i) {
+    // 32 * x pairs of this block's x rows, shared by the tile's W rows.
+    __m512i x32[RW > 1 ? RX : 1][4];
+    if constexpr (RW > 1) {
+      for (int c = 0; c < RX; ++c)
+        for (int g = 0; g < 4; ++g)
+          x32[c][g] = _mm512_maddubs_epi16(k32, Load512(x[c]->qs + kQK * i + 64 * g));
+    }
     for (int r = 0; r < RW; ++r) {
       const BlockQ6_K& b = reinterpret_cast<const BlockQ6_K*>(w[r])[i];
       PrefetchAhead<sizeof(BlockQ6_K)>(&b);
-      const __m512i scales =
-          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+      const __m256i scales16 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
       __m512i sum[RX];
       for (int c = 0; c < RX; ++c) sum[c] = _mm512_setzero_si512();
       for (int h = 0; h < 2; ++h) {
@@ -267,18 +330,18 @@ void DotQ6_K(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t l
             _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
                             _mm512_and_si512(_mm512_srlv_epi16(qh, shift_hi), m30))};
         for (int s = 0; s < 2; ++s) {  // elements [64 s, 64 s + 64) of half h
-          // Lane l: sub-block of 16 number 4 (2 h + s) + l / 4.
           const int g = 2 * h + s;
-          const __m512i spread = _mm512_permutexvar_epi32(
-              _mm512_set_epi32(4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 2, 4 * g + 2,
-                               4 * g + 2, 4 * g + 2, 4 * g + 1, 4 * g + 1, 4 * g + 1, 4 * g + 1,
-                               4 * g, 4 * g, 4 * g, 4 * g),
-              scales);
-          const int64_t e = kQK * i + 64 * g;
+          const __m512i spread =
+              _mm512_permutexvar_epi16(group_scale[g], _mm512_zextsi256_si512(scales16));
           for (int c = 0; c < RX; ++c) {
-            const __m512i init = _mm512_slli_epi32(Load512(x[c]->nsum4 + e / 4), 5);
-            const __m512i dot = _mm512_dpbusd_epi32(init, q[s], Load512(x[c]->qs + e));
-            sum[c] = _mm512_add_epi32(sum[c], _mm512_mullo_epi32(dot, spread));
+            const __m512i xv = Load512(x[c]->qs + kQK * i + 64 * g);
+            __m512i pairs = _mm512_maddubs_epi16(q[s], xv);
+            if constexpr (RW > 1) {
+              pairs = _mm512_sub_epi16(pairs, x32[c][g]);
+            } else {
+              pairs = _mm512_sub_epi16(pairs, _mm512_maddubs_epi16(k32, xv));
+            }
+            sum[c] = _mm512_dpwssd_epi32(sum[c], pairs, spread);
           }
         }
       }

@@ -19,6 +19,8 @@
 #include "core/bf16.h"
 #include "kernel_test_util.h"
 #include "kernels/ops.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/quant_kscales_simd.h"
 
 namespace kvfork {
 namespace {
@@ -271,6 +273,50 @@ TEST_P(QuantTest, BatchAndThreadInvariantOnEveryIsa) {
   }
 }
 
+// Every number of blocks per row from 1 to 9 (32-block formats) or 1 to 5
+// (K formats): the avx512 kernels step 4, then 2, then 1 block(s) at a time,
+// so each step and each combination of them runs; against the dequantized
+// weights, and M=1 against M=5 bit for bit, on every ISA.
+TEST_P(QuantTest, EveryBlockCountMatchesDequantizedWeights) {
+  const DType t = GetParam();
+  const int block = ActivationBlockElems(t);
+  const int64_t n = 9, m = 5;
+  for (int64_t nb = 1; nb <= (block == 32 ? 9 : 5); ++nb) {
+    const int64_t k = nb * block;
+    const std::vector<uint8_t> wq = RandomBlocks(t, n, k, static_cast<uint32_t>(20 + nb));
+    const std::vector<float> wf = Dequantized(t, wq, n, k);
+    const std::vector<float> x = testing::RandomFloats(static_cast<size_t>(m * k), 30 + nb);
+    std::vector<float> xq(static_cast<size_t>(m * k));
+    for (int64_t i = 0; i < m; ++i) {
+      std::vector<uint8_t> mem(Q8RowBytes(k, block));
+      QuantizeQ8Row(x.data() + i * k, k, block, mem.data());
+      const Q8Row r = Q8RowAt(mem.data(), k, block);
+      for (int64_t c = 0; c < k; ++c) xq[i * k + c] = r.d[c / block] * r.qs[c];
+    }
+    ThreadPool pool(2);
+    for (Isa isa : SupportedIsas()) {
+      ScopedIsa scoped(isa);
+      std::vector<float> y(static_cast<size_t>(m * n)), one(static_cast<size_t>(n));
+      MatMul(x.data(), m, MatrixView{t, wq.data(), n, k}, y.data(), pool);
+      for (int64_t i = 0; i < m; ++i) {
+        MatMul(x.data() + i * k, 1, MatrixView{t, wq.data(), n, k}, one.data(), pool);
+        ASSERT_TRUE(SameBits(one.data(), y.data() + i * n, n))
+            << DTypeName(t) << " on " << IsaName(isa) << ", " << nb << " blocks: M=1 vs M=5";
+        for (int64_t j = 0; j < n; ++j) {
+          double exact = 0, abs = 0;
+          for (int64_t c = 0; c < k; ++c) {
+            exact += static_cast<double>(wf[j * k + c]) * xq[i * k + c];
+            abs += std::fabs(static_cast<double>(wf[j * k + c]) * xq[i * k + c]);
+          }
+          ASSERT_NEAR(y[i * n + j], exact, 1e-5 * abs + 1e-7)
+              << DTypeName(t) << " on " << IsaName(isa) << ", " << nb << " blocks, y[" << i << ","
+              << j << "]";
+        }
+      }
+    }
+  }
+}
+
 TEST_P(QuantTest, EmbeddingLookupDequantizesRows) {
   const DType t = GetParam();
   const int64_t vocab = 9, dim = 256;
@@ -346,6 +392,30 @@ TEST(QuantFusedTest, SharedSiluAndAddToMatchMatMul) {
       EXPECT_TRUE(SameBits(sum.data(), sum_want.data(), sum.size()))
           << "add m=" << m << IsaName(isa);
     }
+  }
+}
+
+}  // namespace
+}  // namespace kvfork
+
+namespace kvfork {
+namespace {
+
+// The SIMD decoder of the Q4_K/Q5_K scale bytes gives DecodeKScales' values
+// for random bytes (every bit of the 12 in play) and at the 6-bit extremes.
+TEST(QuantKScalesTest, SimdDecodeEqualsScalar) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 100000; ++trial) {
+    uint8_t s[16];
+    for (uint8_t& b : s) b = static_cast<uint8_t>(trial < 256 ? (trial & 1 ? 0xff : trial) : rng());
+    const KScales want = DecodeKScales(s);
+    uint8_t got[16];
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(got), DecodeKScalesSimd(s));
+    uint64_t scales, mins;
+    std::memcpy(&scales, got, 8);
+    std::memcpy(&mins, got + 8, 8);
+    ASSERT_EQ(scales, want.scales) << "trial " << trial;
+    ASSERT_EQ(mins, want.mins) << "trial " << trial;
   }
 }
 
