@@ -75,6 +75,9 @@ def parse_args(argv):
                     help="comma-separated variants (default all): " + ", ".join(VARIANTS))
     ap.add_argument("--settle-seconds", type=float, default=1.0,
                     help="kill9: the disk counters must stand still this long before SIGKILL (default 1)")
+    ap.add_argument("--warmup", action="store_true",
+                    help="one short unrelated request on every new server before the timed turn (the "
+                         "warm server has had the conversation's turns)")
     ap.add_argument("--kvfork", default=os.path.join(ROOT, "build/release/src/cli/kvfork"))
     ap.add_argument("--llama-server", default=os.path.join(ROOT, ".cache/llama-server/build/bin/llama-server"),
                     help="llama-server binary (default .cache/llama-server/build/bin/llama-server; "
@@ -147,6 +150,18 @@ class Server(ServerProcess):
         if code != 200 or "disk" not in s:
             raise RuntimeError(f"/v1/cache/stats has no disk object: {code} {s}")
         return s["disk"]
+
+
+def warm_up(port, a, row):
+    """--warmup: one short unrelated request on a new server before the timed
+    turn, so the timed turn does not also pay the first request's one-time
+    costs (weight pages, scratch buffers); its prefix shares no full block."""
+    if not a.warmup:
+        return
+    r = stream_chat(port, chat_body([{"role": "user", "content": "Hello."}], 1))
+    if not r["ok"]:
+        raise RuntimeError(f"warm-up request failed: {r['error']}")
+    row["warmup_ttft_s"] = r["ttft"]
 
 
 def timed_next_turn(port, conv):
@@ -249,6 +264,7 @@ def run_variant(name, a, model, conv, work, max_model_len, pool_blocks, log_dir)
         second.start()
         try:
             row["start_s"] = second.start_seconds
+            warm_up(second.port, a, row)  # before the restore: it runs on slot 0 too
             t = time.monotonic()
             code, body = http_json(second.port, "POST", "/slots/0?action=restore", {"filename": "conv.bin"},
                                    timeout=600)
@@ -270,6 +286,7 @@ def run_variant(name, a, model, conv, work, max_model_len, pool_blocks, log_dir)
     second = None
     try:
         if name == "cold":
+            warm_up(first.port, a, row)
             row.update(timed_next_turn_cold(first.port, conv, a))
             row["disk"] = first.disk()
             return row
@@ -303,6 +320,7 @@ def run_variant(name, a, model, conv, work, max_model_len, pool_blocks, log_dir)
         second = Server("kvfork-paged", model, a, log + ".2.log", base, max_model_len)
         second.start()
         row["start_s"] = second.start_seconds
+        warm_up(second.port, a, row)
         row.update(timed_next_turn(second.port, conv))
         row["disk"] = second.disk()
         if name == "restart":
@@ -361,7 +379,8 @@ def ratio(num, den, digits):
 
 def table(rows, be, meta):
     lines = [f"restart benchmark: {meta['shape']}, {meta['context_tokens']}-word first message, "
-             f"{meta['turns']} turns before the timed one, {meta['threads']} threads; "
+             f"{meta['turns']} turns before the timed one, {meta['threads']} threads"
+             + (", a warm-up request on each new server" if meta["warmup"] else "") + "; "
              f"machine: {meta['cores']} cores, load {meta['load_before']} -> {meta['load_after']} "
              "(shared and loaded: compare ratios from this run, not absolute times)", "",
              "| variant | next-turn TTFT ms | prompt tokens | cached tokens | vs warm | cold / this | "
@@ -393,7 +412,8 @@ def table(rows, be, meta):
         for key, label in (("dropped_cache", "read after DONTNEED"), ("page_cache", "read from page cache")):
             r = be[key]
             lines.append(f"  {label}: {r['bytes_per_s'] / 1e6:,.0f} MB/s, {r['read_s_per_block'] * 1e3:.3f} ms a "
-                         f"block (mean; p50 {r['read_s_per_block_p50'] * 1e3:.3f} ms): reading is {r['read_vs_compute']:,.0f}x faster than computing; it wins above "
+                         f"block (mean; p50 {r['read_s_per_block_p50'] * 1e3:.3f} ms): reading is "
+                         f"{r['read_vs_compute']:,.0f}x faster than computing; it wins above "
                          f"{r['break_even_bytes_per_s'] / 1e6:,.2f} MB/s")
         if "server_extra_ttft_s_per_block_read" in be:
             lines.append(f"  in the server: (restart TTFT - warm TTFT) / blocks read = "
@@ -424,7 +444,7 @@ def main(argv):
             "mem_gib": mem, "load_before": bench_serve.load_avg(), "shape": a.shape,
             "kv_bytes_per_token": model["kv_bytes_per_token"], "context_tokens": a.context_tokens,
             "turns": a.turns, "user_words": a.user_words, "max_tokens": a.max_tokens, "threads": a.threads,
-            "max_model_len": max_model_len, "kill9_pool_blocks": pool_blocks, "variants": a.variants,
+            "warmup": a.warmup, "max_model_len": max_model_len, "kill9_pool_blocks": pool_blocks, "variants": a.variants,
             "kvfork_commit": bench_serve.git_rev(ROOT), "notes": notes}
     os.makedirs(a.out, exist_ok=True)
     log_dir = os.path.join(ROOT, "out/bench-serve-logs")
