@@ -86,6 +86,8 @@ def parse_args(argv):
     ap.add_argument("--work-dir", default="", help="where the disk tiers and slot files go (default: a "
                     "temporary directory under out/, deleted at the end)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results"))
+    ap.add_argument("--log-dir", default=os.path.join(ROOT, "out/bench-serve-logs"),
+                    help="the servers' logs, restart.VARIANT.{1,2}.log (default out/bench-serve-logs)")
     ap.add_argument("--note", action="append", default=[], help="a sentence for the JSON's notes")
     a = ap.parse_args(argv)
     if a.shape not in bench_serve.SHAPES:
@@ -444,10 +446,11 @@ def main(argv):
             "mem_gib": mem, "load_before": bench_serve.load_avg(), "shape": a.shape,
             "kv_bytes_per_token": model["kv_bytes_per_token"], "context_tokens": a.context_tokens,
             "turns": a.turns, "user_words": a.user_words, "max_tokens": a.max_tokens, "threads": a.threads,
-            "warmup": a.warmup, "max_model_len": max_model_len, "kill9_pool_blocks": pool_blocks, "variants": a.variants,
+            "warmup": a.warmup, "max_model_len": max_model_len, "kill9_pool_blocks": pool_blocks,
+            "variants": a.variants,
             "kvfork_commit": bench_serve.git_rev(ROOT), "notes": notes}
     os.makedirs(a.out, exist_ok=True)
-    log_dir = os.path.join(ROOT, "out/bench-serve-logs")
+    log_dir = a.log_dir
     os.makedirs(os.path.join(ROOT, "out"), exist_ok=True)
     work = a.work_dir or tempfile.mkdtemp(prefix="bench-restart-", dir=os.path.join(ROOT, "out"))
     conv = Conversation(a)

@@ -30,7 +30,7 @@ def main():
         cmd = [sys.executable, SCRIPT, "--shape", "tiny", "--context-tokens", "256", "--turns", "2",
                "--max-tokens", "4", "--threads", "1", "--settle-seconds", "0.5", "--kvfork", KVFORK,
                "--models-dir", os.path.join(BUILD, "test-data/bench-restart-models"),
-               "--work-dir", os.path.join(out, "work"), "--out", out]
+               "--work-dir", os.path.join(out, "work"), "--log-dir", os.path.join(out, "logs"), "--out", out]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         print(p.stdout[-4000:], p.stderr[-3000:])
         if p.returncode != 0:
