@@ -11,7 +11,7 @@ DEFAULT_MODEL := models/default
 RUN_MODEL ?= models/trained/bible-fortune-4m
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test test-unit test-release model bench-serve bench-gguf test-peer soak clean \
+.PHONY: all deps build run test test-unit test-release model bench-serve bench-restart bench-gguf test-peer soak clean \
         build-asan test-asan build-tsan test-tsan fuzz
 
 all: build
@@ -57,6 +57,12 @@ test-unit: build
 SYSTEM_PYTHON ?= /usr/bin/python3
 bench-serve: build
 	$(SYSTEM_PYTHON) bench/serve/bench_serve.py --kvfork $(KVFORK) $(ARGS)
+
+# The disk tier across restarts (issue 25): warm, clean restart, kill -9, cold
+# and llama-server slot save/restore on one conversation, plus the block read
+# rate against prefill; writes bench/results/restart.json. ARGS=--context-tokens 16384 ...
+bench-restart: build
+	$(SYSTEM_PYTHON) bench/serve/bench_restart.py --kvfork $(KVFORK) $(ARGS)
 
 # kvfork and llama.cpp on the same GGUF files (issue 22): llama-bench
 # alternated with `kvfork bench model` in rounds, Q8_0 / Q4_K_M / BF16 of the
