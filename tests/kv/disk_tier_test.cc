@@ -414,12 +414,6 @@ std::unique_ptr<PagedKvCache> MakeDiskPaged(const std::string& dir, int64_t bloc
   return std::move(c).value();
 }
 
-#define EXPECT_CHECK_OK(cache)           \
-  do {                                   \
-    Status s = (cache).Check();          \
-    EXPECT_TRUE(s.ok()) << s.ToString(); \
-  } while (0)
-
 TEST(PagedKvCacheDisk, EvictedBlocksComeBackFromDisk) {
   ScratchDir dir;
   auto c = MakeDiskPaged(dir.path(), 8);

@@ -31,12 +31,6 @@ std::unique_ptr<PagedKvCache> MakePaged(int64_t blocks, bool tail_copy = true,
   return std::move(c).value();
 }
 
-#define EXPECT_CHECK_OK(cache)           \
-  do {                                   \
-    Status s = (cache).Check();          \
-    EXPECT_TRUE(s.ok()) << s.ToString(); \
-  } while (0)
-
 TEST(PagedKvCache, FullPromptHitRecomputesLastToken) {
   auto c = MakePaged(64);
   auto p = Range(100, 32);  // 8 full blocks of 4

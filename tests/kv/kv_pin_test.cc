@@ -33,12 +33,6 @@ std::unique_ptr<KvCache> PinCache(int64_t blocks, FakeClock* clock) {
   return std::move(c).value();
 }
 
-#define EXPECT_CHECK_OK(cache)           \
-  do {                                   \
-    Status s = (cache).Check();          \
-    EXPECT_TRUE(s.ok()) << s.ToString(); \
-  } while (0)
-
 // Unrelated prompts of 2 full blocks each, enough to cycle the whole pool.
 void Churn(KvCache& c, int32_t base, int rounds) {
   for (int i = 0; i < rounds; ++i) c.Release(Prefill(c, Range(base + 100 * i, 8)));

@@ -10,6 +10,13 @@
 
 #include "kv/kv_cache.h"
 
+// The cache's own invariant check (Check()), as a test expectation.
+#define EXPECT_CHECK_OK(cache)           \
+  do {                                   \
+    Status s = (cache).Check();          \
+    EXPECT_TRUE(s.ok()) << s.ToString(); \
+  } while (0)
+
 namespace kvfork::testing {
 
 inline KvLayout TinyLayout(int block_size = 4, KvDType dtype = KvDType::kF32) {
