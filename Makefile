@@ -129,11 +129,10 @@ test-tsan: build-tsan
 
 # make fuzz FUZZ_SECONDS=N: each libFuzzer target for N seconds, JOBS at a
 # time. `make test` runs each for CI_FUZZ_SECONDS = 60, as issue 8 asks.
-# `make test` from a clean clone, 2 cores, ccache mostly cold (2026-12-06, 2449 s in
-# all): deps ~1 min, release build 7.0 min and tests 6.3 min, asan build
-# 8.5 min and tests 7.1 min, tsan build 4.4 min and tests 1.9 min, fuzzing
-# (ten targets, after an asan rebuild since fixed in src/kv/CMakeLists.txt)
-# ~8 min. docs/testing.md has what was cut and why.
+# `make test` from a clean clone, 2 cores, CCACHE_DISABLE=1 (2026-12-06,
+# 2159 s in all): release build 6.0 min and tests 6.4 min, asan build
+# 10.1 min and tests 3.6 min, tsan build ~4.5 min and tests ~1.9 min, ten
+# fuzz targets ~5 min. docs/testing.md has what was cut and why.
 FUZZ_SECONDS ?= 60
 CI_FUZZ_SECONDS ?= 60
 fuzz: build-asan
