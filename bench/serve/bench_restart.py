@@ -241,6 +241,18 @@ def fs_type(path):
     return f"{best[2]} ({best[1]})" if best else "unknown"
 
 
+
+def slot_action(port, action, row):
+    """llama-server's slot 0 save or restore of the conversation's file;
+    its time and response go into row as <action>_s and <action>_response."""
+    t = time.monotonic()
+    code, body = http_json(port, "POST", f"/slots/0?action={action}", {"filename": "conv.bin"},
+                           timeout=600)
+    row[f"{action}_s"] = time.monotonic() - t
+    if code != 200:
+        raise RuntimeError(f"llama-server slot {action}: HTTP {code} {body}")
+    row[f"{action}_response"] = body
+
 def run_variant(name, a, model, conv, work, max_model_len, pool_blocks, log_dir):
     """One variant on fresh servers; returns its row."""
     row = {"variant": name}
@@ -253,13 +265,7 @@ def run_variant(name, a, model, conv, work, max_model_len, pool_blocks, log_dir)
         first.start()
         try:
             conv.history(first.port)
-            t = time.monotonic()
-            code, body = http_json(first.port, "POST", "/slots/0?action=save", {"filename": "conv.bin"},
-                                   timeout=600)
-            row["save_s"] = time.monotonic() - t
-            if code != 200:
-                raise RuntimeError(f"llama-server slot save: HTTP {code} {body}")
-            row["save_response"] = body
+            slot_action(first.port, "save", row)
         finally:
             first.stop()
         second = Server("llama.cpp", model, a, log + ".2.log", flags, max_model_len)
@@ -267,13 +273,7 @@ def run_variant(name, a, model, conv, work, max_model_len, pool_blocks, log_dir)
         try:
             row["start_s"] = second.start_seconds
             warm_up(second.port, a, row)  # before the restore: it runs on slot 0 too
-            t = time.monotonic()
-            code, body = http_json(second.port, "POST", "/slots/0?action=restore", {"filename": "conv.bin"},
-                                   timeout=600)
-            row["restore_s"] = time.monotonic() - t
-            if code != 200:
-                raise RuntimeError(f"llama-server slot restore: HTTP {code} {body}")
-            row["restore_response"] = body
+            slot_action(second.port, "restore", row)
             row.update(timed_next_turn(second.port, conv))
         finally:
             second.stop()
