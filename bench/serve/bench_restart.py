@@ -241,7 +241,6 @@ def fs_type(path):
     return f"{best[2]} ({best[1]})" if best else "unknown"
 
 
-
 def slot_action(port, action, row):
     """llama-server's slot 0 save or restore of the conversation's file;
     its time and response go into row as <action>_s and <action>_response."""
