@@ -11,7 +11,8 @@ DEFAULT_MODEL := models/default
 RUN_MODEL ?= models/trained/bible-fortune-4m
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test test-unit test-release model bench-serve bench-restart bench-gguf test-peer soak clean \
+.PHONY: all deps build run test test-unit test-release model bench-serve bench-restart bench-gguf bench-kv-quality \
+        test-peer soak clean \
         build-asan test-asan build-tsan test-tsan fuzz
 
 all: build
@@ -71,6 +72,14 @@ bench-restart: build
 bench-gguf: build
 	@scripts/setup-llama-tools.sh >/dev/null
 	$(SYSTEM_PYTHON) bench/gguf/bench_gguf.py $(ARGS)
+
+# What quantized KV costs in quality (issue 26): kvfork's KV formats against
+# bf16 and llama.cpp's q8_0/q4_0 against f16, on the trained model and its
+# held-out text: KL divergence, top-1 agreement, perplexity; writes
+# bench/results/kv_quality.json. ARGS=--kvfork-kv int8,q4,q4r ... (docs/kv_cache.md)
+bench-kv-quality: build
+	@scripts/setup-llama-tools.sh >/dev/null
+	$(SYSTEM_PYTHON) bench/kv_quality/kv_quality.py --kvfork $(KVFORK) $(ARGS)
 
 # The peer tier (docs/testing.md): kvfork against llama.cpp's own tools on the
 # same files, every weight format: greedy tokens and logprobs, perplexity.
