@@ -29,7 +29,7 @@ sys.path.insert(0, HERE)
 import metrics  # noqa: E402
 import report  # noqa: E402
 import scenarios  # noqa: E402
-from servers import CONFIGS, DEFAULT_SERVERS, ServerProcess  # noqa: E402
+from servers import CONFIGS, DEFAULT_SERVERS, ServerProcess, is_paged_kvfork  # noqa: E402
 
 # shape -> (architecture, tokenizer package under .cache/npm)
 SHAPES = {
@@ -168,8 +168,10 @@ def git_rev(path):
 
 def run_cell(a, server_name, scenario, model, llama_bin, token_map, log_dir):
     log = os.path.join(log_dir, f"{scenario}.{server_name}.log")
+    pool_mib = scenarios.kv_cache_mib(scenario, a.params, model["kv_bytes_per_token"], a.block_size)
     server = ServerProcess(server_name, model, a.threads, log, kvfork_bin=a.kvfork, llama_bin=llama_bin,
-                           max_model_len=a.max_model_len, kv_cache_mib=a.kv_cache_mib, parallel=a.parallel)
+                           max_model_len=a.max_model_len, kv_cache_mib=pool_mib or a.kv_cache_mib,
+                           parallel=a.parallel)
     try:
         server.start()
     except RuntimeError as e:
@@ -194,6 +196,9 @@ def run_cell(a, server_name, scenario, model, llama_bin, token_map, log_dir):
         cell["ideal_notes"] = notes
         cell["server_start_s"] = server.start_seconds
         cell["command"] = server.command()
+        if server.kind == "kvfork":
+            cell["kv_dtype"] = CONFIGS[server_name].get("kv_dtype", "bf16")
+            cell["kv_cache_mib"] = pool_mib or a.kv_cache_mib
         if server.kind == "llama":
             cell["llama_kv_allocated_bytes"] = server.llama_kv_allocated_bytes()
             cell["llama_n_ctx"], cell["llama_n_ctx_seq"] = server.llama_context()
@@ -251,6 +256,9 @@ def main(argv):
         a.max_model_len = model["context"] // a.parallel
     if a.kv_cache_mib <= 0:
         a.kv_cache_mib = math.ceil(a.parallel * a.max_model_len * model["kv_bytes_per_token"] / (1 << 20))
+    # The pool a scenario sizes itself, shown in its description.
+    a.params["smallpool_kv_cache_mib"] = scenarios.kv_cache_mib(
+        "smallpool_burst", a.params, model["kv_bytes_per_token"], a.block_size)
     token_map = metrics.TokenMap(os.path.join(model["dir"], "tokenizer.json"))
     os.makedirs(a.out, exist_ok=True)
     log_dir = os.path.join(ROOT, "out/bench-serve-logs")
@@ -269,12 +277,16 @@ def main(argv):
     }
     cells = []
     meta["skipped"] = []
+    meta["pool_skipped"] = []
 
     def write(final):
         meta["load_after"] = load_avg()
         meta["total_s"] = time.monotonic() - t_start
         meta["notes"] = sorted({f"{c['scenario']} on {c['server']}: {n}"
                                 for c in cells for n in c.get("ideal_notes") or []})
+        if meta["pool_skipped"]:
+            meta["notes"].append("not run (the scenario sizes kvfork's shared KV pool, which only the "
+                                 "paged backend has): " + ", ".join(meta["pool_skipped"]))
         if meta["skipped"]:
             meta["notes"].append(f"not run (--max-minutes {a.max_minutes:g}): " + ", ".join(meta["skipped"]))
         return publish(cells, meta, a.out, final and not a.no_charts)
@@ -283,6 +295,9 @@ def main(argv):
     # The page is rewritten after every cell, so a run cut short keeps what it measured.
     for sc in a.scenarios:
         for s in a.servers:
+            if sc in scenarios.POOL_SCENARIOS and not is_paged_kvfork(s):
+                meta["pool_skipped"].append(f"{sc} on {s}")
+                continue
             if a.max_minutes and time.monotonic() - t_start > a.max_minutes * 60:
                 meta["skipped"].append(f"{sc} on {s}")
                 continue

@@ -155,6 +155,9 @@ def summarize(run, sampler, server, scenario, cache_stats_end):
         "ideal_floor_cached_tokens": sum(e["ideal_floor"] for e in everything) if ideal_known else None,
         "output_tokens": usage_sum(everything, "completion_tokens"),
         "measured_output_tokens": out_tokens,
+        # The hit rate once a scenario's warm-up is done (smallpool_burst's later rounds).
+        "measured_cached_tokens": usage_sum(measured, "cached_tokens", "prompt_tokens_details"),
+        "measured_ideal_cached_tokens": sum(e["ideal"] for e in measured) if ideal_known else None,
         "ttft_p50_s": percentile(ttfts, 50), "ttft_p95_s": percentile(ttfts, 95),
         "ttft_s": ttfts,
         "itl_p50_s": percentile(itls, 50),

@@ -36,6 +36,9 @@ DEFAULTS = {
     "distinct_requests": 8, "distinct_system_chars": 16000, "distinct_max_tokens": 32,
     "gsp_groups": 16, "gsp_prompts_per_group": 8, "gsp_system_tokens": 2048,
     "gsp_question_tokens": 128, "gsp_max_tokens": 128, "gsp_clients": 16,
+    "smallpool_groups": 12, "smallpool_system_tokens": 1024, "smallpool_question_tokens": 32,
+    "smallpool_max_tokens": 32, "smallpool_rounds": 3, "smallpool_clients": 4,
+    "smallpool_bf16_share": 0.5,
 }
 
 # --quick: the same scenarios, small enough for a development loop.
@@ -47,9 +50,18 @@ QUICK = {
     "distinct_requests": 4, "distinct_system_chars": 3000, "distinct_max_tokens": 8,
     "gsp_groups": 3, "gsp_prompts_per_group": 4, "gsp_system_tokens": 256,
     "gsp_question_tokens": 32, "gsp_max_tokens": 16, "gsp_clients": 6,
+    "smallpool_groups": 8, "smallpool_system_tokens": 384, "smallpool_question_tokens": 16,
+    "smallpool_max_tokens": 8, "smallpool_rounds": 3, "smallpool_clients": 2,
+    "smallpool_bf16_share": 0.5,
 }
 
-ALL = ["idle", "burst", "seqshare", "multiturn", "churn", "distinct_burst", "shared_prefix"]
+ALL = ["idle", "burst", "seqshare", "multiturn", "churn", "distinct_burst", "shared_prefix",
+       "smallpool_burst"]
+
+# Scenarios that size kvfork's KV pool themselves (kv_cache_mib below) and so
+# run only on kvfork's paged configurations: llama.cpp's slots and the dense
+# backend have no shared pool to size the same way.
+POOL_SCENARIOS = {"smallpool_burst"}
 
 DESCRIPTIONS = {
     "idle": "load only, {idle_seconds:g} s",
@@ -65,6 +77,12 @@ DESCRIPTIONS = {
     "shared_prefix": "{gsp_groups} groups x {gsp_prompts_per_group} prompts, {gsp_system_tokens}-word "
                      "system prompt per group, {gsp_question_tokens}-word question, "
                      "{gsp_max_tokens} output tokens, {gsp_clients} concurrent clients",
+    "smallpool_burst": "{smallpool_groups} groups, each with its own {smallpool_system_tokens}-word system "
+                       "prompt, one request per group per round ({smallpool_question_tokens}-word question, "
+                       "{smallpool_max_tokens} output tokens) in a seeded shuffled order, {smallpool_rounds} "
+                       "rounds (the first one cold, as warm-up), {smallpool_clients} concurrent clients; a "
+                       "{smallpool_kv_cache_mib} MiB KV pool (--kv-cache-mib) for every configuration, which "
+                       "holds {smallpool_bf16_share:.0%} of the system prompts in bf16 KV",
 }
 
 
@@ -145,6 +163,39 @@ def burst_requests(p):
     return system, users
 
 
+def kv_cache_mib(name, p, kv_bytes_per_token_bf16, block_size=16):
+    """The --kv-cache-mib a pool scenario sets for every configuration, or None
+    (the run's default). smallpool_burst: bf16 KV holds smallpool_bf16_share of
+    the groups' system prompts (about one token per word, plus the template's
+    and the "Group g." tokens), plus room for the requests in flight (question,
+    output and a partial block at each end), so a format with fewer bytes per
+    token keeps more of the prompts cached in the same MiB."""
+    if name != "smallpool_burst":
+        return None
+    prompt = p["smallpool_system_tokens"] + 16
+    in_flight = p["smallpool_clients"] * (p["smallpool_question_tokens"] + p["smallpool_max_tokens"] + 2 * block_size)
+    tokens = p["smallpool_bf16_share"] * p["smallpool_groups"] * prompt + in_flight
+    return max(1, round(tokens * kv_bytes_per_token_bf16 / (1 << 20)))
+
+
+def smallpool_rounds(p):
+    """[(round, [(messages, max_tokens)])]: every group once per round, in a
+    seeded shuffled order (a cyclic order would make LRU eviction lose every
+    prompt whenever the pool holds fewer than all of them; a shuffle lets the
+    hit rate follow the share of prompts the pool holds)."""
+    rng = random.Random(6006)
+    systems = [f"Group {g}. " + text_of_words(rng, p["smallpool_system_tokens"])
+               for g in range(p["smallpool_groups"])]
+    rounds = []
+    for r in range(p["smallpool_rounds"]):
+        order = list(range(p["smallpool_groups"]))
+        rng.shuffle(order)
+        rounds.append((r, [(system_user(systems[g], f"Question {r}.{g}: " +
+                                        text_of_words(rng, p["smallpool_question_tokens"])),
+                            p["smallpool_max_tokens"]) for g in order]))
+    return rounds
+
+
 def run_scenario(name, port, p, logprobs_multiturn=True):
     """Runs one scenario against the server on `port`; returns the Run."""
     if name == "idle":
@@ -209,5 +260,17 @@ def run_scenario(name, port, p, logprobs_multiturn=True):
                 question = f"Question {g}.{k}: " + text_of_words(rng, p["gsp_question_tokens"])
                 jobs.append((system_user(system, question), p["gsp_max_tokens"]))
         run.phase("measured", lambda: run.concurrent("measured", jobs, p["gsp_clients"]))
+        return run
+    if name == "smallpool_burst":
+        run = Run(port)
+        rounds = smallpool_rounds(p)
+        clients = p["smallpool_clients"]
+        run.phase("warmup", lambda: run.concurrent("warmup", rounds[0][1], clients))
+
+        def later_rounds():
+            for _, jobs in rounds[1:]:
+                run.concurrent("measured", jobs, clients)
+
+        run.phase("measured", later_rounds)
         return run
     raise ValueError(f"unknown scenario {name!r} (known: {', '.join(ALL)})")

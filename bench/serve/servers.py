@@ -42,6 +42,24 @@ CONFIGS = {
                        "label": "llama.cpp llama-server (kv-unified, cache-idle-slots, cache-reuse 256, cache-ram 8192)"},
 }
 
+# kvfork paged with a quantized KV cache, one configuration per format
+# ("kvfork-int8"): the same flags as kvfork-paged plus --kv-dtype. Not run by
+# default; smallpool_burst is where they differ (more tokens in one pool).
+# Add "q4", "q4r" here once kvfork has them.
+QUANTIZED_KV = ["int8"]
+for _dtype in QUANTIZED_KV:
+    CONFIGS[f"kvfork-{_dtype}"] = {
+        "kind": "kvfork", "kv_dtype": _dtype, "default": False,
+        "flags": CONFIGS["kvfork-paged"]["flags"] + ["--kv-dtype", _dtype],
+        "label": f"kvfork paged, KV {_dtype}"}
+
+
+def is_paged_kvfork(config_name):
+    """A kvfork configuration with the paged backend (one shared KV pool)."""
+    c = CONFIGS[config_name]
+    return c["kind"] == "kvfork" and "paged" in c["flags"]
+
+
 # What --servers runs when not given.
 DEFAULT_SERVERS = [name for name, c in CONFIGS.items() if c.get("default", True)]
 
