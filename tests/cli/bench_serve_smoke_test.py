@@ -87,7 +87,8 @@ def main():
             fail(f"the no-error target is missing or false: {lost}")
         with open(os.path.join(out, "README.md")) as f:
             page = f.read()
-        for needle in ("## Targets (issues 7, 21 and 26)", "### burst", "### shared_prefix", "kvfork paged (tail copy on)"):
+        for needle in ("## Targets (issues 7, 21 and 26)", "### burst", "### shared_prefix",
+                       "kvfork paged (tail copy on)"):
             if needle not in page:
                 fail(f"README.md lacks {needle!r}")
         for png in ("serve_cached_tokens.png", "serve_peak_rss.png", "serve_ttft.png"):
@@ -130,11 +131,13 @@ def check_smallpool(out):
     for c, dtype in ((bf16, "bf16"), (int8, "int8")):
         if c["error_count"] or c["requests"] != groups * rounds:
             fail(f"{dtype}: {c['requests_ok']}/{c['requests']} ok, errors {c['errors']}")
-        if c["kv_dtype"] != dtype or c["kv_cache_mib"] != mib or f"--kv-cache-mib {mib}" not in " ".join(c["command"]):
+        pool_flag = f"--kv-cache-mib {mib}" in " ".join(c["command"])
+        if c["kv_dtype"] != dtype or c["kv_cache_mib"] != mib or not pool_flag:
             fail(f"{dtype}: kv_dtype {c['kv_dtype']}, pool {c['kv_cache_mib']} MiB, expected {mib}")
         if not c["measured_ideal_cached_tokens"]:
             fail(f"{dtype}: no ideal reusable tokens after the cold round")
-    rate = {d: c["measured_cached_tokens"] / c["measured_ideal_cached_tokens"] for c, d in ((bf16, "bf16"), (int8, "int8"))}
+    rate = {d: c["measured_cached_tokens"] / c["measured_ideal_cached_tokens"]
+            for c, d in ((bf16, "bf16"), (int8, "int8"))}
     if bf16["kvfork_cache_stats"]["evictions"] == 0 or rate["bf16"] >= 1.0:
         fail(f"bf16: the pool held every system prompt (evictions "
              f"{bf16['kvfork_cache_stats']['evictions']}, hit rate {rate['bf16']:.1%}): not a small pool")
