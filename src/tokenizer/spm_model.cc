@@ -32,9 +32,9 @@ bool Before(const Candidate& a, const Candidate& b) {
   return a.score < b.score || (a.score == b.score && a.left > b.left);
 }
 
-// A single merge loop holds at most this many bytes; a longer stretch (only
-// without word cuts: a GiB of text with no special token) is merged in
-// pieces of this size, cut between symbols. Symbol offsets are 32-bit.
+// A single merge loop holds at most this many bytes; a longer stretch (a GiB
+// of text that no cut splits) is merged in pieces of this size, cut between
+// symbols, where ids may differ from llama.cpp's. Symbol indices are 32-bit.
 constexpr size_t kMaxMergeBytes = size_t{1} << 30;
 
 bool IsSpaceSymbol(std::string_view text, size_t at, size_t length) {
@@ -93,6 +93,24 @@ StatusOr<SpmModel> SpmModel::Create(std::span<const std::string> tokens,
                                   "] (llama.cpp refuses a duplicate token)");
     if (m.cuts_at_words_ && HasSpaceAfterCharacter(text)) m.cuts_at_words_ = false;
   }
+  // The symbol pairs inside tokens: 16 bits per pair keeps false positives
+  // (pairs that only seem joinable) to about 6%.
+  size_t pairs = 0;
+  for (const std::string& t : tokens) pairs += t.size();
+  size_t bits = 4096;
+  while (bits < 16 * pairs) bits <<= 1;
+  m.pair_bits_.assign(bits / 64, 0);
+  m.pair_bit_mask_ = bits - 1;
+  for (const std::string& t : tokens) {
+    for (size_t at = 0; at < t.size();) {
+      const size_t n = SymbolAt(t, at);
+      if (at + n >= t.size()) break;
+      const uint64_t bit =
+          HashBytes(std::string_view(t).substr(at, n + SymbolAt(t, at + n))) & m.pair_bit_mask_;
+      m.pair_bits_[bit >> 6] |= uint64_t{1} << (bit & 63);
+      at += n;
+    }
+  }
   static constexpr char kHex[] = "0123456789ABCDEF";
   for (int b = 0; b < 256; ++b) {
     const char hex[] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
@@ -111,15 +129,7 @@ StatusOr<SpmModel> SpmModel::Create(std::span<const std::string> tokens,
 
 void SpmModel::Encode(std::string_view text, std::vector<int32_t>* ids) const {
   if (!cuts_at_words_) {
-    for (size_t at = 0; at < text.size();) {
-      size_t end = text.size();
-      if (end - at > kMaxMergeBytes) {
-        end = at;
-        while (end - at < kMaxMergeBytes) end += SymbolAt(text, end);
-      }
-      Merge(text.substr(at, end - at), ids);
-      at = end;
-    }
+    EncodeWord(text, ids);
     return;
   }
   // A word starts at each "▁" that follows another symbol.
@@ -139,30 +149,50 @@ void SpmModel::Encode(std::string_view text, std::vector<int32_t>* ids) const {
 }
 
 void SpmModel::EncodeWord(std::string_view word, std::vector<int32_t>* ids) const {
-  // A word longer than a merge loop holds is cut between symbols (a GiB
-  // of text without a space); see kMaxMergeBytes.
-  if (word.size() > kMaxMergeBytes) {
-    for (size_t at = 0; at < word.size();) {
-      size_t end = at;
-      while (end < word.size() && end - at < kMaxMergeBytes) end += SymbolAt(word, end);
-      Merge(word.substr(at, end - at), ids);
-      at = end;
-    }
-    return;
-  }
-  if (!PieceCache::Cacheable(word)) {
-    Merge(word, ids);
-    return;
-  }
-  const uint64_t hash = HashBytes(word);
-  if (cache_->Lookup(word, hash, ids)) return;
   const size_t first = ids->size();
-  Merge(word, ids);
-  cache_->Insert(word, hash, std::span<const int32_t>(ids->data() + first, ids->size() - first));
+  const bool cacheable = PieceCache::Cacheable(word);
+  const uint64_t hash = cacheable ? HashBytes(word) : 0;
+  if (cacheable && cache_->Lookup(word, hash, ids)) return;
+  size_t part = 0;
+  for (size_t at = 0; at < word.size();) {
+    const size_t n = SymbolAt(word, at);
+    const size_t next = at + n;
+    if (next < word.size() && !MayJoin(word.substr(at, n + SymbolAt(word, next)))) {
+      EncodePart(word.substr(part, next - part), ids);
+      part = next;
+    }
+    at = next;
+  }
+  if (part == 0) {
+    Merge(word, ids);
+  } else {
+    EncodePart(word.substr(part), ids);
+  }
+  if (cacheable)
+    cache_->Insert(word, hash, std::span<const int32_t>(ids->data() + first, ids->size() - first));
+}
+
+void SpmModel::EncodePart(std::string_view part, std::vector<int32_t>* ids) const {
+  if (!PieceCache::Cacheable(part)) {
+    Merge(part, ids);
+    return;
+  }
+  const uint64_t hash = HashBytes(part);
+  if (cache_->Lookup(part, hash, ids)) return;
+  const size_t first = ids->size();
+  Merge(part, ids);
+  cache_->Insert(part, hash, std::span<const int32_t>(ids->data() + first, ids->size() - first));
 }
 
 void SpmModel::Merge(std::string_view text, std::vector<int32_t>* ids) const {
   if (text.empty()) return;
+  if (text.size() > kMaxMergeBytes) {  // cut between symbols, see kMaxMergeBytes
+    size_t end = 0;
+    while (end < kMaxMergeBytes) end += SymbolAt(text, end);
+    Merge(text.substr(0, end), ids);
+    Merge(text.substr(end), ids);
+    return;
+  }
   thread_local std::vector<Symbol> symbols;
   thread_local std::vector<Candidate> heap;
   symbols.clear();

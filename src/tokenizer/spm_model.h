@@ -14,15 +14,26 @@
 // (<0xXX>, else the one-byte token) per byte, or the unknown token where
 // the vocabulary has neither.
 //
-// Cutting (exact): when no token holds a "▁" right after another character
-// (true of Llama 2's, Phi-3's and Gemma's vocabularies, checked at load), no
-// candidate can span the start of a word, so the text is merged word by word
-// ("▁Hello", "▁▁world") and words recur through a PieceCache. Otherwise the
-// whole text is one merge loop, as llama.cpp runs it.
+// Cutting (exact): a merge joins two neighbouring symbols only if some token
+// holds them side by side, so where no token does, no merge ever crosses and
+// the two sides can be merged apart. The pairs of neighbouring symbols inside
+// the tokens are kept as one bit per hash (a false positive only keeps two
+// symbols together). Two cuts:
+//   - at words: when no token holds a "▁" right after another character
+//     (true of Llama 2's and Phi-3's vocabularies, checked at load), the
+//     text is cut before each "▁" that follows a character, with no lookup,
+//     and words ("▁Hello", "▁▁world") recur through a PieceCache;
+//   - at pairs: a word the cache does not have (or the whole text, when the
+//     vocabulary holds "x▁") is cut where its symbols make no token's pair
+//     (between most CJK characters, emoji, punctuation runs), and each part
+//     goes through the cache and the merge loop.
+// The ids are those of one merge loop over the whole text, as llama.cpp runs
+// it (spm_tokenizer_test checks this against such a loop).
 //
 // Thread safety: immutable after Create except the cache (locked); Encode
-// may run on many threads at once. Cost: O(n log n) per word; memory:
-// 16 bytes per table slot plus the token bytes, 4 bytes per score.
+// may run on many threads at once. Cost: O(n log n) per part; memory:
+// 16 bytes per table slot plus the token bytes, 4 bytes per score, 2 bytes
+// per symbol pair of the tokens (~0.5 MiB for Llama 2's 32k tokens).
 #pragma once
 
 #include <array>
@@ -67,14 +78,25 @@ class SpmModel {
 
  private:
   SpmModel();
+  // Whether some token holds `pair` (two neighbouring symbols) inside it;
+  // false positives possible.
+  bool MayJoin(std::string_view pair) const {
+    const uint64_t bit = HashBytes(pair) & pair_bit_mask_;
+    return (pair_bits_[bit >> 6] >> (bit & 63)) & 1;
+  }
+  // A stretch of text no candidate crosses: the cache, else cut at pairs.
+  void EncodeWord(std::string_view word, std::vector<int32_t>* ids) const;
+  // One part of a word: the cache, else the merge loop.
+  void EncodePart(std::string_view part, std::vector<int32_t>* ids) const;
   // The merge loop on one stretch of text that no candidate crosses.
   void Merge(std::string_view text, std::vector<int32_t>* ids) const;
-  void EncodeWord(std::string_view word, std::vector<int32_t>* ids) const;
 
   TokenTable table_;
   std::vector<float> scores_;             // [size()]
   std::array<int32_t, 256> byte_tokens_;  // byte -> token
   bool cuts_at_words_ = false;
+  std::vector<uint64_t> pair_bits_;  // bit HashBytes(pair) & pair_bit_mask_
+  uint64_t pair_bit_mask_ = 0;
   std::unique_ptr<PieceCache> cache_;
 };
 

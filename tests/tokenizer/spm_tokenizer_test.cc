@@ -407,6 +407,44 @@ TEST_P(SpmVocabFiles, DecodeGivesTheTextBack) {
   EXPECT_GT(checked, 50);
 }
 
+// A vocabulary with a token holding "▁" after a character: no word cuts,
+// only pair cuts ("c" and "d" pair with nothing); random texts over its
+// alphabet give the whole-text loop's ids.
+TEST(SpmTokenizer, PairCutsEqualTheWholeTextMergeLoop) {
+  const std::string sp = "\xe2\x96\x81";
+  std::vector<std::string> tokens = {"<unk>"};
+  std::vector<float> scores = {0};
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b) {
+    tokens.push_back(std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">");
+    scores.push_back(0);
+  }
+  testing::Mulberry32 rng(11);
+  for (const std::string& t :
+       {sp, std::string("a"), std::string("b"), sp + "a", sp + "b", std::string("ab"),
+        std::string("ba"), "a" + sp + "b", sp + sp, "ab" + sp, sp + "ab", std::string("bab")}) {
+    tokens.push_back(t);
+    scores.push_back(-static_cast<float>(rng.Next() % 7));  // ties on purpose
+  }
+  auto m = SpmModel::Create(tokens, scores, 0);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_FALSE(m->cuts_at_words());
+  std::map<std::string, int32_t> vocab;
+  for (size_t i = 0; i < tokens.size(); ++i) vocab[tokens[i]] = static_cast<int32_t>(i);
+  for (int n = 0; n < 400; ++n) {
+    std::string text;
+    const size_t length = rng.Next() % 40;
+    for (size_t i = 0; i < length; ++i) {
+      const uint32_t pick = rng.Next() % 6;
+      text += pick == 0 ? sp : std::string(1, "abcd "[pick - 1]);
+    }
+    const std::string escaped = Escape(text);
+    Ids got;
+    m->Encode(escaped, &got);
+    EXPECT_EQ(got, ReferenceEncode(vocab, scores, escaped)) << "text: " << text;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(LlamaCpp, SpmVocabFiles, ::testing::Values("llama-spm", "phi-3"),
                          [](const auto& info) {
                            std::string n = info.param;
