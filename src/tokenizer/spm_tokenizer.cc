@@ -229,6 +229,7 @@ StatusOr<std::unique_ptr<Tokenizer>> SpmTokenizer::Create(const GgufVocab& v) {
     tok.id = static_cast<int32_t>(id);
     tok.special = kind != Kind::kUserDefined;
     tok.rstrip = phi3 && text != "<unk>" && text != "<s>" && text != "<|endoftext|>";
+    tok.strip_ascii_only = true;
     strips = strips || tok.rstrip;
     t->matcher_.Add(text, tok);
     if (tok.special) {

@@ -22,7 +22,8 @@
 // spelled as an end of generation (<end_of_turn>, <|end|>, </s>, ...) become
 // control tokens and join eos_token_ids(); for a file whose general.name
 // names Phi-3, special tokens other than <unk>, <s> and <|endoftext|> (and
-// the user-defined </s>) swallow the whitespace after them (rstrip).
+// the user-defined </s>) swallow the ASCII whitespace after them (rstrip,
+// C's isspace as in llama.cpp).
 // tokenizer.ggml.remove_extra_whitespaces is read and, as in llama.cpp's
 // SPM tokenizer, not applied.
 //

@@ -218,6 +218,8 @@ TEST(SpmTokenizer, Phi3SpecialTokensSwallowTheWhitespaceAfterThem) {
   auto phi3 = Load(v);
   EXPECT_EQ(phi3->Encode("<|end|>\n a", false), (Ids{end, kSpaceA}));
   EXPECT_EQ(phi3->Encode("<s>  a", false), (Ids{kBos, kSpace, kSpace, kSpaceA})) << "not <s>";
+  // ASCII whitespace only (llama.cpp's isspace): U+00A0 stays text.
+  EXPECT_EQ(phi3->Encode("<|end|> \xc2\xa0", false), (Ids{end, kSpace, Byte(0xc2), Byte(0xa0)}));
   EXPECT_EQ(phi3->max_bytes_per_token(), 0) << "whitespace can vanish";
   v.name = "llama";
   auto other = Load(v);
