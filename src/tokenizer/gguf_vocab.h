@@ -73,8 +73,7 @@ StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufVocab& vocab);
 // The type of token id (kNormal when the file has no token types).
 GgufTokenType GgufTypeOf(const GgufVocab& vocab, size_t id);
 // An id key (`key` is e.g. "bos_token_id") must name a token that is used.
-Status CheckGgufTokenId(const GgufVocab& vocab, const std::optional<int64_t>& id,
-                        const char* key);
+Status CheckGgufTokenId(const GgufVocab& vocab, const std::optional<int64_t>& id, const char* key);
 // Token texts llama.cpp ends generation on besides eos/eot/eom (its
 // end-of-generation list, the entries of the model families we load).
 bool IsEndOfGenerationText(std::string_view text);

@@ -26,9 +26,8 @@ std::string ModelsDir() { return testing::LlamaCppSourceDir() + "/models"; }
 // Vocab files with .inp/.out whose tokenizer we support.
 // llama-spm and phi-3 are SentencePiece ("llama"), the others byte-level BPE.
 const std::vector<std::string> kSupported = {
-    "command-r", "deepseek-coder", "deepseek-llm", "falcon",    "gpt-2",     "llama-bpe",
-    "llama-spm", "mpt",            "phi-3",        "qwen2",     "qwen35",    "refact",
-    "starcoder",
+    "command-r", "deepseek-coder", "deepseek-llm", "falcon", "gpt-2",  "llama-bpe", "llama-spm",
+    "mpt",       "phi-3",          "qwen2",        "qwen35", "refact", "starcoder",
 };
 // The others, and the text their error must contain. gemma-4 is BPE over
 // SentencePiece-style pieces ("▁", <0xXX>) with its own pre-tokenizer, not
