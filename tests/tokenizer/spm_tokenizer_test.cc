@@ -409,6 +409,29 @@ TEST_P(SpmVocabFiles, DecodeGivesTheTextBack) {
   EXPECT_GT(checked, 50);
 }
 
+// max_bytes_per_token: no text of more than k * bound bytes encodes into k
+// or fewer tokens (0: no bound, Phi-3's rstrip lets whitespace vanish).
+TEST_P(SpmVocabFiles, BytesPerTokenBoundHolds) {
+  auto t = LoadModelTokenizer(ModelsDir() + "/ggml-vocab-" + GetParam() + ".gguf");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const int64_t bound = (*t)->max_bytes_per_token();
+  if (GetParam() == "phi-3") {
+    EXPECT_EQ(bound, 0);
+    return;
+  }
+  ASSERT_GT(bound, 0);
+  std::vector<std::string> texts = Texts();
+  texts.push_back(std::string(10000, ' '));
+  texts.push_back(std::string(3000, '\n'));
+  std::string marks;
+  for (int i = 0; i < 2000; ++i) marks += "\xe2\x96\x81";  // literal "▁": 3 bytes each
+  texts.push_back(marks);
+  for (const std::string& text : texts) {
+    const auto tokens = static_cast<int64_t>((*t)->Encode(text, false).size());
+    EXPECT_GE(tokens * bound, static_cast<int64_t>(text.size())) << text.substr(0, 40);
+  }
+}
+
 // A vocabulary with a token holding "▁" after a character: no word cuts,
 // only pair cuts ("c" and "d" pair with nothing); random texts over its
 // alphabet give the whole-text loop's ids.
