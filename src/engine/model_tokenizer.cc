@@ -55,6 +55,30 @@ StatusOr<std::vector<int32_t>> TokenTypes(const GgufReader& r) {
   return types;
 }
 
+// tokenizer.ggml.scores: an array of f32 (i32 accepted, as llama.cpp does);
+// empty when absent.
+StatusOr<std::vector<float>> Scores(const GgufReader& r) {
+  const std::string key = "tokenizer.ggml.scores";
+  const GgufValue* v = r.Find(key);
+  if (v == nullptr) return std::vector<float>();
+  if (v->type != GgufType::kArray ||
+      (v->array_type != GgufType::kFloat32 && v->array_type != GgufType::kInt32))
+    return InvalidArgumentError("GGUF key " + key + " is not an array of float32");
+  uint64_t n = 0;
+  std::memcpy(&n, v->payload.data() + 4, 8);
+  std::vector<float> scores(n);
+  if (v->array_type == GgufType::kFloat32) {
+    std::memcpy(scores.data(), v->payload.data() + 12, n * 4);
+  } else {
+    for (uint64_t i = 0; i < n; ++i) {
+      int32_t x;
+      std::memcpy(&x, v->payload.data() + 12 + i * 4, 4);
+      scores[i] = static_cast<float>(x);
+    }
+  }
+  return scores;
+}
+
 // llama.cpp's split files are PREFIX-%05d-of-%05d.gguf; the tokenizer keys
 // are in the first. Any other name is returned as is.
 std::string FirstSplitPath(const std::string& path) {
@@ -87,13 +111,23 @@ StatusOr<GgufVocab> ReadGgufVocab(const std::string& gguf_path) {
   KVFORK_ASSIGN_OR_RETURN(v.model, r.GetString("tokenizer.ggml.model"));
   KVFORK_ASSIGN_OR_RETURN(v.pre, optional_string("tokenizer.ggml.pre"));
   KVFORK_ASSIGN_OR_RETURN(v.chat_template, optional_string("tokenizer.chat_template"));
-  if (v.model != "gpt2") return v;  // TokenizerFromGguf names what is unsupported
+  // TokenizerFromGguf names what is unsupported.
+  const bool bpe = v.model == "gpt2", spm = v.model == "llama";
+  if (!bpe && !spm) return v;
+  KVFORK_ASSIGN_OR_RETURN(v.name, optional_string("general.name"));
   if (r.Find("tokenizer.ggml.tokens") == nullptr)
     return NotFoundError(gguf_path + ": GGUF key tokenizer.ggml.tokens is missing");
-  if (r.Find("tokenizer.ggml.merges") == nullptr)
-    return NotFoundError(gguf_path + ": GGUF key tokenizer.ggml.merges is missing");
   KVFORK_ASSIGN_OR_RETURN(v.tokens, r.GetStringArray("tokenizer.ggml.tokens"));
-  KVFORK_ASSIGN_OR_RETURN(v.merges, r.GetStringArray("tokenizer.ggml.merges"));
+  if (bpe) {
+    if (r.Find("tokenizer.ggml.merges") == nullptr)
+      return NotFoundError(gguf_path + ": GGUF key tokenizer.ggml.merges is missing");
+    KVFORK_ASSIGN_OR_RETURN(v.merges, r.GetStringArray("tokenizer.ggml.merges"));
+  }
+  if (spm) {
+    StatusOr<std::vector<float>> scores = Scores(r);
+    if (!scores.ok()) return in_file(scores.status());
+    v.scores = std::move(*scores);
+  }
   StatusOr<std::vector<int32_t>> types = TokenTypes(r);
   if (!types.ok()) return in_file(types.status());
   v.token_types = std::move(*types);
@@ -105,7 +139,8 @@ StatusOr<GgufVocab> ReadGgufVocab(const std::string& gguf_path) {
                          IdKey{"tokenizer.ggml.eos_token_id", &v.eos_id},
                          IdKey{"tokenizer.ggml.eot_token_id", &v.eot_id},
                          IdKey{"tokenizer.ggml.eom_token_id", &v.eom_id},
-                         IdKey{"tokenizer.ggml.padding_token_id", &v.pad_id}}) {
+                         IdKey{"tokenizer.ggml.padding_token_id", &v.pad_id},
+                         IdKey{"tokenizer.ggml.unknown_token_id", &v.unk_id}}) {
     StatusOr<std::optional<int64_t>> id = OptionalId(r, k.key);
     if (!id.ok()) return in_file(id.status());
     *k.out = *id;
@@ -116,6 +151,17 @@ StatusOr<GgufVocab> ReadGgufVocab(const std::string& gguf_path) {
   if (!add_eos.ok()) return in_file(add_eos.status());
   v.add_bos = *add_bos;
   v.add_eos = *add_eos;
+  struct BoolKey {
+    const char* key;
+    std::optional<bool>* out;
+  };
+  for (const BoolKey& k :
+       {BoolKey{"tokenizer.ggml.add_space_prefix", &v.add_space_prefix},
+        BoolKey{"tokenizer.ggml.remove_extra_whitespaces", &v.remove_extra_whitespaces}}) {
+    StatusOr<std::optional<bool>> b = OptionalBool(r, k.key);
+    if (!b.ok()) return in_file(b.status());
+    *k.out = *b;
+  }
   return v;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 
 #include "core/cpu_features.h"
 #include "kv/disk_block_file.h"
@@ -179,6 +180,42 @@ void PagedKvCache::TakeBlocks(int64_t n, Sequence* s) {
   }
 }
 
+std::vector<bool> PagedKvCache::ReadDiskRun(const std::vector<uint64_t>& hashes, int64_t shared,
+                                            std::span<const int32_t> prompt,
+                                            const Sequence& s) {
+  const int64_t n = static_cast<int64_t>(hashes.size());
+  const int64_t bs = pool_->layout().block_size;
+  std::vector<char> ok(n, 0);  // not vector<bool>: threads write neighbours
+  auto read = [&](int64_t j) {
+    const int64_t i = shared + j;
+    std::optional<uint64_t> parent_hash;
+    if (j > 0) {
+      parent_hash = hashes[j - 1];
+    } else if (i > 0) {
+      parent_hash = index_->hash(s.blocks[i - 1]);
+    }
+    ok[j] = disk_->Read(hashes[j], parent_hash, prompt.subspan(i * bs, bs),
+                        pool_->Data(s.blocks[i]), pool_->block_bytes())
+                .ok();
+  };
+  // A block is a file read, two checksums and a copy (~1 ms for 1.8 MB from
+  // the page cache, bound by one core), so a long run is read by several
+  // threads at once, block j by thread j % threads: the compute threads are
+  // idle while the engine thread admits. A block after one that fails is
+  // read in vain, never used.
+  const int64_t threads =
+      std::min<int64_t>({n, kMaxDiskReadThreads,
+                         std::max<int64_t>(1, std::thread::hardware_concurrency())});
+  std::vector<std::thread> helpers;
+  for (int64_t t = 1; t < threads; ++t)
+    helpers.emplace_back([&, t] {
+      for (int64_t j = t; j < n; j += threads) read(j);
+    });
+  for (int64_t j = 0; j < n; j += threads) read(j);
+  for (std::thread& h : helpers) h.join();
+  return std::vector<bool>(ok.begin(), ok.end());
+}
+
 StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string_view salt,
                                     int64_t reserve_tokens, PrefixMatch* match) {
   if (prompt.empty()) return InvalidArgumentError("KV admit: the prompt is empty");
@@ -224,18 +261,15 @@ StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string
                     plan.tail_tokens);
     Unref(plan.tail_src);
   }
-  // Disk blocks: read into the first new blocks and register them, in
-  // chain order; the first that fails its checks ends the run (recomputed).
+  // Disk blocks: read into the first new blocks, then registered in chain
+  // order; the first that fails its checks ends the run (recomputed).
+  const std::vector<bool> read_ok = ReadDiskRun(plan.disk, shared, prompt, s);
   int64_t from_disk = 0;
-  for (uint64_t h : plan.disk) {
+  while (from_disk < static_cast<int64_t>(read_ok.size()) && read_ok[from_disk]) {
     const int64_t i = shared + from_disk;
-    std::span<const int32_t> tok(prompt.data() + i * bs, bs);
     BlockId parent = i > 0 ? s.blocks[i - 1] : kNoBlock;
-    std::optional<uint64_t> parent_hash;
-    if (parent != kNoBlock) parent_hash = index_->hash(parent);
-    if (!disk_->Read(h, parent_hash, tok, pool_->Data(s.blocks[i]), pool_->block_bytes()).ok())
-      break;
-    index_->Register(s.blocks[i], parent, salt_key, tok);
+    index_->Register(s.blocks[i], parent, salt_key,
+                     std::span<const int32_t>(prompt.data() + i * bs, bs));
     ++from_disk;
   }
   stats_.disk_hit_blocks += from_disk;

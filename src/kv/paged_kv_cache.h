@@ -104,6 +104,11 @@ class PagedKvCache final : public KvCache {
   // The eviction hook: queues a full victim's copy for the disk tier.
   void SpillToDisk(BlockId id);
   DiskBlockWrite DiskCopyOf(BlockId id) const;
+  // Reads the disk run `hashes` (the chain after s's first `shared` blocks)
+  // into s's next blocks, several at once; whether each passed its checks.
+  std::vector<bool> ReadDiskRun(const std::vector<uint64_t>& hashes, int64_t shared,
+                                std::span<const int32_t> prompt, const Sequence& s);
+  static constexpr int64_t kMaxDiskReadThreads = 4;
   Plan MakePlan(std::span<const int32_t> prompt, uint64_t salt_key) const;
   const Sequence& Get(SeqId seq) const;
   Sequence& Get(SeqId seq);

@@ -1,25 +1,21 @@
 #include "model/moe.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <numeric>
 
 #include "kernels/ops.h"
+#include "kernels/reference.h"
 
 namespace kvfork {
 
 void RouteToken(const float* logits, int64_t num_experts, int64_t k, bool renormalize,
                 float* probs, int32_t* experts, float* weights) {
-  // softmax(dim=-1, dtype=float): exp(x - max) / sum, the sum in index order.
-  float max_logit = logits[0];
-  for (int64_t e = 1; e < num_experts; ++e) max_logit = std::max(max_logit, logits[e]);
-  float sum = 0.0f;
-  for (int64_t e = 0; e < num_experts; ++e) {
-    probs[e] = std::exp(logits[e] - max_logit);
-    sum += probs[e];
-  }
-  for (int64_t e = 0; e < num_experts; ++e) probs[e] /= sum;
+  // softmax(dim=-1, dtype=float): exp(x - max) / sum with the sum in index
+  // order, which the scalar reference kernel computes (the ISA kernels of
+  // ops.h sum in lanes, another order than torch's on a CPU).
+  std::copy(logits, logits + num_experts, probs);
+  reference::Softmax(probs, num_experts);
   // Top k by probability, ties to the lower index: k passes of a max scan
   // (k and num_experts are small; 8 of 128 for Qwen3-30B-A3B).
   int32_t order[kMaxExpertsPerToken];

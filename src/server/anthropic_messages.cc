@@ -64,15 +64,45 @@ std::optional<ApiError> CacheControlOf(const ojson& block, const std::string& fi
   return std::nullopt;
 }
 
+// A request's breakpoints in Anthropic's render order (tools, then system,
+// then messages), for the rules it enforces on them as a whole.
+struct Breakpoint {
+  int section;  // 0 tools, 1 system, 2 messages
+  std::string field;
+  int64_t ttl_ms;
+};
+constexpr size_t kMaxBreakpoints = 4;  // Anthropic's limit per request
+
 // Records a breakpoint covering the first chat_messages chat messages.
-std::optional<ApiError> NoteBreakpoint(const ojson& block, const std::string& field,
-                                       size_t chat_messages, AnthropicCacheControl* cache) {
+std::optional<ApiError> NoteBreakpoint(const ojson& block, const std::string& field, int section,
+                                       size_t chat_messages, AnthropicCacheControl* cache,
+                                       std::vector<Breakpoint>* seen) {
   int64_t ttl = 0;
   if (auto err = CacheControlOf(block, field, &ttl)) return err;
-  if (ttl == 0 || cache == nullptr) return std::nullopt;
+  if (ttl == 0) return std::nullopt;
+  seen->push_back({section, field + ".cache_control", ttl});
+  if (cache == nullptr) return std::nullopt;
   cache->present = true;
   cache->chat_messages = std::max<size_t>({cache->chat_messages, chat_messages, 1});
   cache->ttl_ms = std::max(cache->ttl_ms, ttl);
+  return std::nullopt;
+}
+
+// Anthropic's rules across breakpoints: at most four, and a longer TTL never
+// after a shorter one in render order (a 1h entry after a 5m one could not
+// outlive the prefix it extends). Both are a 400 there, so here too.
+std::optional<ApiError> CheckBreakpoints(std::vector<Breakpoint> seen) {
+  std::stable_sort(seen.begin(), seen.end(),
+                   [](const Breakpoint& a, const Breakpoint& b) { return a.section < b.section; });
+  if (seen.size() > kMaxBreakpoints)
+    return Invalid(seen[kMaxBreakpoints].field,
+                   "is one breakpoint too many: at most " + std::to_string(kMaxBreakpoints) +
+                       " blocks may carry cache_control, found " + std::to_string(seen.size()));
+  for (size_t i = 1; i < seen.size(); ++i)
+    if (seen[i].ttl_ms > seen[i - 1].ttl_ms)
+      return Invalid(seen[i].field, "has a longer ttl than " + seen[i - 1].field +
+                                        ", which comes before it (render order: tools, system, "
+                                        "messages); longer TTLs must come first");
   return std::nullopt;
 }
 
@@ -355,6 +385,7 @@ std::optional<ApiError> AnthropicToChatBody(const ojson& body, bool count_tokens
     return Invalid("max_tokens", "is required");
   }
   ojson messages = ojson::array();
+  std::vector<Breakpoint> breakpoints;
   auto system = body.find("system");
   if (system != body.end() && !system->is_null()) {
     std::string text;
@@ -362,7 +393,8 @@ std::optional<ApiError> AnthropicToChatBody(const ojson& body, bool count_tokens
     messages.push_back({{"role", "system"}, {"content", text}});
     if (system->is_array())
       for (size_t i = 0; i < system->size(); ++i)
-        if (auto err = NoteBreakpoint((*system)[i], "system[" + std::to_string(i) + "]", 1, cache))
+        if (auto err = NoteBreakpoint((*system)[i], "system[" + std::to_string(i) + "]", 1, 1,
+                                      cache, &breakpoints))
           return err;
   }
   auto in = body.find("messages");
@@ -376,7 +408,7 @@ std::optional<ApiError> AnthropicToChatBody(const ojson& body, bool count_tokens
     if (content != (*in)[i].end() && content->is_array())
       for (size_t j = 0; j < content->size(); ++j)
         if (auto err = NoteBreakpoint((*content)[j], f + ".content[" + std::to_string(j) + "]",
-                                      messages.size(), cache))
+                                      2, messages.size(), cache, &breakpoints))
           return err;
   }
   (*chat)["messages"] = std::move(messages);
@@ -393,10 +425,12 @@ std::optional<ApiError> AnthropicToChatBody(const ojson& body, bool count_tokens
     // Templates print tools in or before the first message: a breakpoint on
     // a tool covers the prompt through the first message.
     for (size_t i = 0; i < tools->size(); ++i)
-      if (auto err = NoteBreakpoint((*tools)[i], "tools[" + std::to_string(i) + "]", 1, cache))
+      if (auto err = NoteBreakpoint((*tools)[i], "tools[" + std::to_string(i) + "]", 0, 1, cache,
+                                    &breakpoints))
         return err;
     (*chat)["tools"] = std::move(converted);
   }
+  if (auto err = CheckBreakpoints(std::move(breakpoints))) return err;
   auto tc = body.find("tool_choice");
   if (tc != body.end() && !tc->is_null())
     if (auto err = ConvertToolChoice(*tc, chat)) return err;

@@ -18,6 +18,11 @@ bool IsWhitespace(uint32_t cp) {
          cp == 0x205F || cp == 0x3000;
 }
 
+// What a token's lstrip/rstrip may swallow.
+bool Strippable(const AddedToken& tok, uint32_t cp) {
+  return tok.strip_ascii_only ? (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 : IsWhitespace(cp);
+}
+
 // The regex crate's \w, which single_word uses: letters, marks, decimal
 // digits, connector punctuation.
 bool IsWordChar(uint32_t cp) {
@@ -127,7 +132,7 @@ void AddedTokenMatcher::Split(std::string_view text, std::vector<TextSpan>* span
         size_t k = s - 1;
         while (k > start_offset && (static_cast<uint8_t>(text[k]) & 0xC0) == 0x80) --k;
         utf8::Step st = utf8::DecodeAt(text, k);
-        if (!st.valid || k + st.length != s || !IsWhitespace(st.codepoint)) break;
+        if (!st.valid || k + st.length != s || !Strippable(tok, st.codepoint)) break;
         s = k;
       }
       start = s;
@@ -135,7 +140,7 @@ void AddedTokenMatcher::Split(std::string_view text, std::vector<TextSpan>* span
     if (tok.rstrip) {
       while (stop < n) {
         utf8::Step st = utf8::DecodeAt(text, stop);
-        if (!st.valid || !IsWhitespace(st.codepoint)) break;
+        if (!st.valid || !Strippable(tok, st.codepoint)) break;
         stop += st.length;
       }
     }

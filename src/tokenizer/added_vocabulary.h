@@ -26,6 +26,9 @@ struct AddedToken {
   bool rstrip = false;       // swallow whitespace on the right
   bool normalized = false;   // matched after normalization
   bool single_word = false;  // only when not inside a word
+  // lstrip/rstrip take ASCII whitespace only (C's isspace), as llama.cpp's
+  // special-token partition does, not Unicode White_Space.
+  bool strip_ascii_only = false;
 };
 
 // A span of the text: either an added token (id >= 0) or text to tokenize.

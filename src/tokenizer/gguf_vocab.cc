@@ -14,6 +14,7 @@
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/gguf_pre_tokenizer.h"
+#include "tokenizer/spm_tokenizer.h"
 #include "tokenizer/utf8.h"
 
 namespace kvfork {
@@ -39,18 +40,6 @@ void AppendJsonString(std::string_view s, std::string* out) {
   out->push_back('"');
 }
 
-// Token texts llama.cpp ends generation on besides eos/eot/eom
-// (llama-vocab.cpp's end-of-generation list, the entries of the model
-// families we load), so a GGUF model stops where its HF directory's
-// generation_config.json eos_token_id list would.
-constexpr std::array<std::string_view, 6> kEndOfGenerationTexts = {
-    "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|endoftext|>", "<|end_of_text|>", "<|end|>"};
-
-GgufTokenType TypeOf(const GgufVocab& v, size_t id) {
-  return v.token_types.empty() ? GgufTokenType::kNormal
-                               : static_cast<GgufTokenType>(v.token_types[id]);
-}
-
 // tokenizer.json: the model (vocabulary, merges), pre-tokenizer, normalizer,
 // added tokens and decoder.
 StatusOr<std::string> TokenizerJson(const GgufVocab& v, const GgufPreTokenizer& pre) {
@@ -71,7 +60,7 @@ StatusOr<std::string> TokenizerJson(const GgufVocab& v, const GgufPreTokenizer& 
     if (!utf8::IsValid(t))
       return InvalidArgumentError("tokenizer.ggml.tokens[" + std::to_string(id) +
                                   "] is not valid UTF-8");
-    const GgufTokenType type = TypeOf(v, id);
+    const GgufTokenType type = GgufTypeOf(v, id);
     switch (type) {
       case GgufTokenType::kNormal:
       case GgufTokenType::kByte:
@@ -120,18 +109,6 @@ StatusOr<std::string> TokenizerJson(const GgufVocab& v, const GgufPreTokenizer& 
   return j;
 }
 
-Status CheckSpecialId(const GgufVocab& v, const std::optional<int64_t>& id, const char* key) {
-  const auto n = static_cast<int64_t>(v.tokens.size());
-  if (!id) return OkStatus();
-  if (*id < 0 || *id >= n)
-    return InvalidArgumentError(std::string("tokenizer.ggml.") + key + " " + std::to_string(*id) +
-                                " is outside the vocabulary [0, " + std::to_string(n) + ")");
-  if (TypeOf(v, static_cast<size_t>(*id)) == GgufTokenType::kUnused)
-    return InvalidArgumentError(std::string("tokenizer.ggml.") + key + " " + std::to_string(*id) +
-                                " is an unused token");
-  return OkStatus();
-}
-
 // tokenizer_config.json: special ids become the token texts it would hold.
 StatusOr<std::string> ConfigJson(const GgufVocab& v, const GgufPreTokenizer& pre) {
   std::string c = "{";
@@ -168,9 +145,7 @@ std::string GenerationJson(const GgufVocab& v) {
   for (const auto& id : {v.eos_id, v.eot_id, v.eom_id})
     if (id) add_eog(*id);
   for (size_t id = 0; id < v.tokens.size(); ++id) {
-    if (TypeOf(v, id) != GgufTokenType::kControl) continue;
-    if (std::find(kEndOfGenerationTexts.begin(), kEndOfGenerationTexts.end(), v.tokens[id]) !=
-        kEndOfGenerationTexts.end())
+    if (GgufTypeOf(v, id) == GgufTokenType::kControl && IsEndOfGenerationText(v.tokens[id]))
       add_eog(static_cast<int64_t>(id));
   }
   std::string g = "{\"eos_token_id\":[";
@@ -187,11 +162,11 @@ StatusOr<std::unique_ptr<Tokenizer>> Build(const GgufVocab& v, const GgufPreToke
                                 std::to_string(v.token_types.size()) + " entries but " +
                                 "tokenizer.ggml.tokens has " + std::to_string(n));
   KVFORK_ASSIGN_OR_RETURN(std::string tokenizer_json, TokenizerJson(v, pre));
-  KVFORK_RETURN_IF_ERROR(CheckSpecialId(v, v.bos_id, "bos_token_id"));
-  KVFORK_RETURN_IF_ERROR(CheckSpecialId(v, v.eos_id, "eos_token_id"));
-  KVFORK_RETURN_IF_ERROR(CheckSpecialId(v, v.eot_id, "eot_token_id"));
-  KVFORK_RETURN_IF_ERROR(CheckSpecialId(v, v.eom_id, "eom_token_id"));
-  KVFORK_RETURN_IF_ERROR(CheckSpecialId(v, v.pad_id, "padding_token_id"));
+  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.bos_id, "bos_token_id"));
+  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.eos_id, "eos_token_id"));
+  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.eot_id, "eot_token_id"));
+  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.eom_id, "eom_token_id"));
+  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.pad_id, "padding_token_id"));
   KVFORK_ASSIGN_OR_RETURN(std::string config_json, ConfigJson(v, pre));
   StatusOr<std::unique_ptr<Tokenizer>> t =
       Tokenizer::FromJson(tokenizer_json, config_json, GenerationJson(v));
@@ -201,16 +176,48 @@ StatusOr<std::unique_ptr<Tokenizer>> Build(const GgufVocab& v, const GgufPreToke
 
 }  // namespace
 
+GgufTokenType GgufTypeOf(const GgufVocab& v, size_t id) {
+  return v.token_types.empty() ? GgufTokenType::kNormal
+                               : static_cast<GgufTokenType>(v.token_types[id]);
+}
+
+Status CheckGgufTokenId(const GgufVocab& v, const std::optional<int64_t>& id, const char* key) {
+  const auto n = static_cast<int64_t>(v.tokens.size());
+  if (!id) return OkStatus();
+  if (*id < 0 || *id >= n)
+    return InvalidArgumentError(std::string("tokenizer.ggml.") + key + " " + std::to_string(*id) +
+                                " is outside the vocabulary [0, " + std::to_string(n) + ")");
+  if (GgufTypeOf(v, static_cast<size_t>(*id)) == GgufTokenType::kUnused)
+    return InvalidArgumentError(std::string("tokenizer.ggml.") + key + " " + std::to_string(*id) +
+                                " is an unused token");
+  return OkStatus();
+}
+
+// llama-vocab.cpp's end-of-generation list, the entries of the model
+// families we load, so a GGUF model stops where its HF directory's
+// generation_config.json eos_token_id list would: Llama 3, Qwen, Phi-3
+// (<|end|>, and </s>, which llama.cpp lists too), Gemma (<end_of_turn>).
+bool IsEndOfGenerationText(std::string_view text) {
+  static constexpr std::array<std::string_view, 8> kTexts = {
+      "<|eot_id|>",      "<|eom_id|>", "<|im_end|>",    "<|endoftext|>",
+      "<|end_of_text|>", "<|end|>",    "<end_of_turn>", "</s>"};
+  return std::find(kTexts.begin(), kTexts.end(), text) != kTexts.end();
+}
+
 StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufVocab& v) {
   auto fail = [&](const Status& s) {
     return s.WithContext("loading the tokenizer of " + v.source);
   };
+  if (v.model == "llama") {
+    StatusOr<std::unique_ptr<Tokenizer>> t = SpmTokenizerFromGguf(v);
+    if (!t.ok()) return fail(t.status());
+    return t;
+  }
   if (v.model != "gpt2") {
-    const std::string what = v.model == "llama"  ? " (SentencePiece)"
-                             : v.model == "bert" ? " (WordPiece)"
-                                                 : "";
-    return fail(UnimplementedError("tokenizer.ggml.model \"" + v.model + "\"" + what +
-                                   " is not supported (only \"gpt2\", byte-level BPE)"));
+    const std::string what = v.model == "bert" ? " (WordPiece)" : "";
+    return fail(UnimplementedError(
+        "tokenizer.ggml.model \"" + v.model + "\"" + what +
+        " is not supported (supported: \"gpt2\", byte-level BPE; \"llama\", SentencePiece)"));
   }
   if (v.pre.empty())
     return fail(UnimplementedError(

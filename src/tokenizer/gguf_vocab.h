@@ -10,8 +10,9 @@
 // model and its Hugging Face directory are encoded by the same code.
 //
 // Supported: tokenizer.ggml.model "gpt2" (byte-level BPE) with a
-// pre-tokenizer of SupportedGgufPreTokenizers(). Anything else ("llama"
-// SentencePiece, "bert" WordPiece, an unknown pre-tokenizer) is an
+// pre-tokenizer of SupportedGgufPreTokenizers(), and "llama" (SentencePiece,
+// spm_tokenizer.h, which reads tokenizer.ggml.pre but needs none). Anything
+// else ("bert" WordPiece, "gemma4", an unknown pre-tokenizer) is an
 // UnimplementedError that names the value and the key.
 //
 // Cost: the tokenizer.json text is about the size of the vocabulary and
@@ -25,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -50,14 +52,30 @@ struct GgufVocab {
   std::vector<std::string> tokens;   // tokenizer.ggml.tokens
   std::vector<int32_t> token_types;  // tokenizer.ggml.token_type (empty: all normal)
   std::vector<std::string> merges;   // tokenizer.ggml.merges, "a b"
-  // tokenizer.ggml.{bos,eos,eot,eom,padding}_token_id
-  std::optional<int64_t> bos_id, eos_id, eot_id, eom_id, pad_id;
+  std::vector<float> scores;         // tokenizer.ggml.scores (SentencePiece; empty: all 0)
+  // tokenizer.ggml.{bos,eos,eot,eom,padding,unknown}_token_id
+  std::optional<int64_t> bos_id, eos_id, eot_id, eom_id, pad_id, unk_id;
   // tokenizer.ggml.add_{bos,eos}_token; absent: llama.cpp's default for the
-  // pre-tokenizer (Llama 3 adds bos) and no eos.
+  // tokenizer (SentencePiece and Llama 3 add bos) and no eos.
   std::optional<bool> add_bos, add_eos;
+  // tokenizer.ggml.add_space_prefix (absent: true for SentencePiece) and
+  // tokenizer.ggml.remove_extra_whitespaces.
+  std::optional<bool> add_space_prefix, remove_extra_whitespaces;
   std::string chat_template;  // tokenizer.chat_template ("" when absent)
+  // general.name: llama.cpp gives some models' tokens attributes by it
+  // (Phi-3's rstrip, spm_tokenizer.h).
+  std::string name;
 };
 
 StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufVocab& vocab);
+
+// Shared by the tokenizers built from a GgufVocab.
+// The type of token id (kNormal when the file has no token types).
+GgufTokenType GgufTypeOf(const GgufVocab& vocab, size_t id);
+// An id key (`key` is e.g. "bos_token_id") must name a token that is used.
+Status CheckGgufTokenId(const GgufVocab& vocab, const std::optional<int64_t>& id, const char* key);
+// Token texts llama.cpp ends generation on besides eos/eot/eom (its
+// end-of-generation list, the entries of the model families we load).
+bool IsEndOfGenerationText(std::string_view text);
 
 }  // namespace kvfork

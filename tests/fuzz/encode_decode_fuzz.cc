@@ -4,6 +4,7 @@
 
 #include <utf8proc.h>
 
+#include "engine/model_tokenizer.h"
 #include "fuzz/fuzz_targets.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -21,6 +22,16 @@ const Tokenizer& Load(const char* package) {
   return *t->release();  // kept for the whole run
 }
 
+// llama.cpp's SentencePiece vocab files (GGUF), as install-deps.sh clones them.
+const Tokenizer& LoadGguf(const char* name) {
+  const char* cache = std::getenv("KVFORK_CACHE_DIR");
+  const std::string path = std::string(cache != nullptr ? cache : KVFORK_DEFAULT_CACHE_DIR) +
+                           "/llama.cpp/models/ggml-vocab-" + name + ".gguf";
+  StatusOr<std::unique_ptr<Tokenizer>> t = LoadModelTokenizer(path);
+  KVFORK_CHECK_MSG(t.ok(), t.status().ToString());
+  return *t->release();  // kept for the whole run
+}
+
 std::string Nfc(const std::string& s) {
   utf8proc_uint8_t* out = utf8proc_NFC(reinterpret_cast<const utf8proc_uint8_t*>(s.c_str()));
   KVFORK_CHECK(out != nullptr);
@@ -29,9 +40,15 @@ std::string Nfc(const std::string& s) {
   return r;
 }
 
-void CheckStreamMatchesDecode(const Tokenizer& tok, const std::vector<int32_t>& ids) {
+// spm: Decode drops SentencePiece's prefix space from the first token, a
+// stream (a continuation) keeps it.
+void CheckStreamMatchesDecode(const Tokenizer& tok, const std::vector<int32_t>& ids,
+                              bool spm = false) {
   for (bool skip : {false, true}) {
-    const std::string whole = tok.Decode(ids, skip);
+    std::string whole = tok.Decode(ids, skip);
+    if (spm && !ids.empty() && !(skip && tok.IsSpecial(ids[0])) &&
+        tok.TokenBytes(ids[0]).starts_with(' '))
+      whole.insert(0, " ");
     StreamDecoder stream(tok, skip);
     std::string streamed;
     for (int32_t id : ids) {
@@ -50,11 +67,15 @@ void CheckStreamMatchesDecode(const Tokenizer& tok, const std::vector<int32_t>& 
 void FuzzEncodeDecode(std::string_view input) {
   static const Tokenizer& qwen = Load("tokenizer-qwen3");
   static const Tokenizer& llama = Load("tokenizer-llama3");
+  static const Tokenizer& llama2 = LoadGguf("llama-spm");
+  static const Tokenizer& phi3 = LoadGguf("phi-3");
   if (input.empty()) return;
   const uint8_t mode = static_cast<uint8_t>(input[0]);
   input.remove_prefix(1);
   const bool is_qwen = (mode & 1) != 0;
-  const Tokenizer& tok = is_qwen ? qwen : llama;
+  // mode & 8: the SentencePiece tokenizers (Llama 2's; Phi-3's with mode & 1).
+  const bool spm = (mode & 8) != 0;
+  const Tokenizer& tok = spm ? (is_qwen ? phi3 : llama2) : is_qwen ? qwen : llama;
   const int64_t vocab = tok.vocab_size();
 
   if ((mode & 2) != 0) {  // the rest is token ids (what /v1/completions echo decodes)
@@ -64,7 +85,7 @@ void FuzzEncodeDecode(std::string_view input) {
       std::memcpy(&raw, input.data() + i, 4);
       ids.push_back(static_cast<int32_t>(raw % static_cast<uint32_t>(vocab)));
     }
-    CheckStreamMatchesDecode(tok, ids);
+    CheckStreamMatchesDecode(tok, ids, spm);
     return;
   }
 
@@ -72,7 +93,16 @@ void FuzzEncodeDecode(std::string_view input) {
   const bool add_special = (mode & 4) != 0;
   const std::vector<int32_t> ids = tok.Encode(text, add_special);
   for (int32_t id : ids) KVFORK_CHECK(id >= 0 && id < vocab);
-  if (!add_special) {
+  if (spm) {
+    // Text without special tokens: every byte kept (byte fallback), after
+    // the prefix space both vocabularies add.
+    if (!add_special && !text.empty() && tok.FindSpecialTokens(text).empty()) {
+      std::string bytes;
+      for (int32_t id : ids) bytes += tok.TokenBytes(id);
+      KVFORK_CHECK(bytes == " " + text);
+      KVFORK_CHECK(tok.Decode(ids, false) == utf8::Lossy(text));
+    }
+  } else if (!add_special) {
     // Nothing lost, nothing replaced: the tokens' bytes are the text (after
     // Qwen's NFC normalizer, which only sees valid UTF-8 runs).
     std::string bytes;
@@ -84,7 +114,7 @@ void FuzzEncodeDecode(std::string_view input) {
     }
     KVFORK_CHECK(tok.Decode(ids, false) == utf8::Lossy(bytes));
   }
-  CheckStreamMatchesDecode(tok, ids);
+  CheckStreamMatchesDecode(tok, ids, spm);
 }
 
 }  // namespace kvfork::fuzz

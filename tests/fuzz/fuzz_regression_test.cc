@@ -10,6 +10,7 @@
 #include <functional>
 #include <iterator>
 
+#include "engine/model_tokenizer.h"
 #include "fuzz/fuzz_targets.h"
 #include "model/gguf_reader.h"
 #include "model/model.h"
@@ -71,6 +72,20 @@ TEST(FuzzRegression, GgufModelSeedsLoad) {
     StatusOr<std::unique_ptr<Model>> m = Model::Load(path, lo);
     EXPECT_TRUE(m.ok()) << arch << ": " << m.status().ToString();
   }
+}
+
+// The seed spm_vocab (make_seeds.py spm_gguf_bytes) is a SentencePiece
+// vocabulary that loads, so the fuzzer starts inside that tokenizer.
+TEST(FuzzRegression, GgufSpmVocabSeedLoadsItsTokenizer) {
+  const std::string seed = testing::SourceDir() + "/tests/fuzz/seeds/gguf/spm_vocab";
+  const std::string path = WriteScratchFile("spm_vocab.gguf", [&] {
+    std::ifstream in(seed, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }());
+  StatusOr<std::unique_ptr<Tokenizer>> t = LoadModelTokenizer(path);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  // ▁a 262, <|end|> 264 (rstrip: general.name is Phi3).
+  EXPECT_EQ((*t)->Encode("a<|end|>\n a", true), (std::vector<int32_t>{1, 262, 264, 262}));
 }
 
 TEST(FuzzRegression, GgufTensorLargerThanFileIsAnError) {

@@ -1,3 +1,4 @@
+#include "engine/model_tokenizer.h"
 #include "fuzz/fuzz_targets.h"
 #include "model/gguf_checkpoint.h"
 #include "model/gguf_config.h"
@@ -27,6 +28,27 @@ void FuzzGguf(std::string_view input) {
     for (const GgufTensorInfo& t : r->tensors()) {
       KVFORK_CHECK(r->FindTensor(t.name) != nullptr);
       (void)r->ReadTensor(t.name);
+    }
+  }
+
+  // The tokenizer from the metadata (both gpt2 BPE and llama SentencePiece),
+  // for vocabularies small enough to keep the target fast: a tokenizer that
+  // loads encodes and decodes without faulting and only gives its own ids.
+  if (r.ok()) {
+    StatusOr<uint64_t> n = r->GetArrayLength("tokenizer.ggml.tokens");
+    if (n.ok() && *n <= 4096) {
+      StatusOr<std::unique_ptr<Tokenizer>> tok = LoadModelTokenizer(path);
+      if (!tok.ok()) {
+        KVFORK_CHECK(!tok.status().message().empty());
+      } else {
+        for (bool add_special : {false, true}) {
+          const std::vector<int32_t> ids =
+              (*tok)->Encode(" Hello,  world\n\xe4\xbd\xa0\xff <s></s> <|end|>", add_special);
+          for (int32_t id : ids) KVFORK_CHECK(id >= 0 && id < (*tok)->vocab_size());
+          (void)(*tok)->Decode(ids, false);
+          (void)(*tok)->Decode(ids, true);
+        }
+      }
     }
   }
 

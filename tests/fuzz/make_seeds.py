@@ -100,6 +100,35 @@ def gguf_bytes():
     return out + bytes(range(48)) + b"\0" * 16 + bytes(range(8))
 
 
+def spm_gguf_bytes():
+    """A SentencePiece vocabulary (tokenizer.ggml.model "llama") alone: <unk>,
+    <s>, </s>, the 256 byte tokens, a few scored pieces and a control token,
+    named Phi3 so that its special tokens rstrip (tokenizer/spm_tokenizer.h)."""
+    def s(x):
+        x = x.encode()
+        return struct.pack("<Q", len(x)) + x
+    tokens = [("<unk>", 2, 0.0), ("<s>", 3, 0.0), ("</s>", 3, 0.0)]
+    tokens += [("<0x%02X>" % b, 6, 0.0) for b in range(256)]
+    tokens += [("\u2581", 1, -5.0), ("a", 1, -5.0), ("b", 1, -5.0), ("\u2581a", 1, -1.0),
+               ("ab", 1, -2.0), ("<|end|>", 3, 0.0)]
+    n = len(tokens)
+    kv = [
+        (s("general.architecture") + struct.pack("<I", 8) + s("llama")),
+        (s("general.name") + struct.pack("<I", 8) + s("Phi3")),
+        (s("tokenizer.ggml.model") + struct.pack("<I", 8) + s("llama")),
+        (s("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, n) + b"".join(s(t) for t, _, _ in tokens)),
+        (s("tokenizer.ggml.scores") + struct.pack("<IIQ", 9, 6, n) +
+         b"".join(struct.pack("<f", sc) for _, _, sc in tokens)),
+        (s("tokenizer.ggml.token_type") + struct.pack("<IIQ", 9, 5, n) +
+         b"".join(struct.pack("<i", ty) for _, ty, _ in tokens)),
+        (s("tokenizer.ggml.bos_token_id") + struct.pack("<II", 4, 1)),
+        (s("tokenizer.ggml.eos_token_id") + struct.pack("<II", 4, 2)),
+        (s("tokenizer.ggml.add_space_prefix") + struct.pack("<IB", 7, 1)),
+    ]
+    out = b"GGUF" + struct.pack("<IQQ", 3, 0, len(kv)) + b"".join(kv)
+    return out + b"\0" * (-len(out) % 32)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kvfork", required=True)
@@ -154,6 +183,7 @@ def main():
               json.dumps(index).encode() + SEP + safetensors_bytes(small[:half]) + SEP +
               safetensors_bytes(small[half:]))
     write(out, "gguf", "small", gguf_bytes())
+    write(out, "gguf", "spm_vocab", spm_gguf_bytes())
     write(out, "safetensors", "dtypes", safetensors_bytes([
         ("a", "F32", [2, 3], bytes(24)), ("b", "BF16", [4], bytes(8)), ("c", "F16", [1, 1], bytes(2))]))
 
@@ -192,6 +222,10 @@ def main():
             n += 1
     write(out, "encode_decode", "ids_qwen", bytes([3]) + struct.pack("<8I", 9707, 11, 1879, 0, 151643, 151645, 256, 99))
     write(out, "encode_decode", "ids_llama", bytes([2]) + struct.pack("<6I", 128000, 9906, 1917, 128009, 0, 1))
+    # The SentencePiece vocab files (mode & 8: Llama 2's, with & 1 Phi-3's).
+    write(out, "encode_decode", "spm_text_llama2", bytes([8]) + " Hello  w\xf6rld\n\t\u4f60\u597d".encode() + b"\xff")
+    write(out, "encode_decode", "spm_text_phi3", bytes([13]) + "<|user|>\n Hi<|end|>\n<|assistant|>".encode())
+    write(out, "encode_decode", "spm_ids_phi3", bytes([11]) + struct.pack("<6I", 1, 29871, 15043, 32007, 2, 13))
 
     # The checked-in seeds (tests/fuzz/seeds/<target>: the request bodies, and
     # a few of the above the unit tier replays) join the generated ones.

@@ -21,15 +21,13 @@ prompts while pinned ones stay:
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from kvfork_test_env import KVFORK, QWEN_TOKENIZER, fail, free_port  # noqa: E402
+from kvfork_test_env import KVFORK, fail, free_port, make_tiny_model, start_server  # noqa: E402
 
 ADMIN, USER = "admin-key-1", "user-key-1"
 
@@ -47,14 +45,6 @@ def call(port, method, path, body=None, key=ADMIN):
         raw = e.read().decode()
         return e.code, (json.loads(raw) if raw.startswith("{") else raw)
 
-
-def make_model(tmp):
-    d = os.path.join(tmp, "tiny")
-    p = subprocess.run([KVFORK, "make-model", "--arch", "qwen3", "--shape", "tiny", "--seed", "5",
-                        "--tokenizer", QWEN_TOKENIZER, "--out", d], capture_output=True, text=True)
-    if p.returncode != 0:
-        fail(f"make-model exited {p.returncode}: {p.stderr[-2000:]}")
-    return d
 
 
 def text(tag, n):
@@ -95,26 +85,15 @@ def completion(port, prompt, extra=None):
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        model = make_model(tmp)
+        model = make_tiny_model(tmp, 5)
         port = free_port()
         log = open(os.path.join(tmp, "serve.log"), "w")
-        proc = subprocess.Popen([KVFORK, "serve", "--model", model, "--served-model-name", "tiny",
-                                 "--host", "127.0.0.1", "--port", str(port), "--threads", "1",
-                                 "--kv-backend", "paged", "--kv-blocks", "64",
-                                 "--max-num-seqs", "2", "--api-key", USER,
-                                 "--admin-api-key", ADMIN], stdout=log, stderr=subprocess.STDOUT)
+        proc = start_server([KVFORK, "serve", "--model", model, "--served-model-name", "tiny",
+                             "--host", "127.0.0.1", "--port", str(port), "--threads", "1",
+                             "--kv-backend", "paged", "--kv-blocks", "64",
+                             "--max-num-seqs", "2", "--api-key", USER,
+                             "--admin-api-key", ADMIN], port, log)
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if call(port, "GET", "/health")[0] == 200:
-                        break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    fail("server did not start")
-                time.sleep(0.1)
-
             # 1. Anthropic cache_control.
             pinned_system, plain_system = text("pinned", 9), text("plain", 9)
             first = messages(port, pinned_system, {"type": "ephemeral", "ttl": "1h"})

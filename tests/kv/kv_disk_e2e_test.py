@@ -29,9 +29,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from kvfork_test_env import KVFORK, QWEN_TOKENIZER, fail, free_port, http  # noqa: E402
-
-TOKENIZER = QWEN_TOKENIZER
+from kvfork_test_env import (KVFORK, fail, free_port, http, make_tiny_model,  # noqa: E402
+                             start_server)
 
 
 # Run as nobody when the test is root: root ignores a directory's mode.
@@ -49,18 +48,8 @@ class Server:
         self.log = log
 
     def start(self):
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                fail(f"server exited {self.proc.returncode} while starting")
-            try:
-                if http(self.port, "GET", "/health", timeout=2)[0] == 200:
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.1)
-        fail("server not ready in 60 s")
+        self.proc = start_server(self.cmd, self.port, self.log)
+        return self
 
     def stats(self):
         code, st = http(self.port, "GET", "/v1/cache/stats")
@@ -103,12 +92,7 @@ def block_files(disk):
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        model = os.path.join(tmp, "tiny")
-        p = subprocess.run([KVFORK, "make-model", "--arch", "qwen3", "--shape", "tiny", "--seed",
-                            "11", "--tokenizer", TOKENIZER, "--out", model],
-                           capture_output=True, text=True)
-        if p.returncode != 0:
-            fail(f"make-model exited {p.returncode}: {p.stderr[-2000:]}")
+        model = make_tiny_model(tmp, 11)
         disk = os.path.join(tmp, "disk")
         log = open(os.path.join(tmp, "server.log"), "w")  # .name is read back
         try:

@@ -29,23 +29,15 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from kvfork_test_env import KVFORK, QWEN_TOKENIZER, SRC, fail, free_port, http  # noqa: E402
+from kvfork_test_env import (KVFORK, SRC, fail, free_port, http,  # noqa: E402
+                             make_tiny_model, start_server)
 
 sys.path.insert(0, os.path.join(SRC, "tools/kv_events"))
 from kv_event_subscriber import Subscriber  # noqa: E402
 
-TOKENIZER = QWEN_TOKENIZER
 
 POOL_BLOCKS = 32
 
-
-def make_model(tmp):
-    d = os.path.join(tmp, "tiny")
-    p = subprocess.run([KVFORK, "make-model", "--arch", "qwen3", "--shape", "tiny", "--seed", "11",
-                        "--tokenizer", TOKENIZER, "--out", d], capture_output=True, text=True)
-    if p.returncode != 0:
-        fail(f"make-model exited {p.returncode}: {p.stderr[-2000:]}")
-    return d
 
 
 class Server:
@@ -59,19 +51,7 @@ class Server:
         self.log = log
 
     def start(self):
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                fail(f"server exited {self.proc.returncode} while starting")
-            try:
-                code, _ = http(self.http, "GET", "/health", timeout=2)
-                if code == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        fail("server not ready in 60 s")
+        self.proc = start_server(self.cmd, self.http, self.log)
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -213,7 +193,7 @@ def check_flag_errors(model):
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        model = make_model(tmp)
+        model = make_tiny_model(tmp, 11)
         check_flag_errors(model)
         ports = (free_port(), free_port(), free_port())
         log = open(os.path.join(tmp, "serve.log"), "w")

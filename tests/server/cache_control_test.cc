@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "server/anthropic_messages.h"
 #include "server/chat_formatter.h"
@@ -75,6 +77,58 @@ TEST(AnthropicCacheControl, MalformedCacheControlNamesItsField) {
     EXPECT_EQ(err->http_status, 400);
     EXPECT_EQ(err->param, c.param);
     // count_tokens checks them too.
+    EXPECT_TRUE(AnthropicToChatBody(Body(c.body), true, &chat, nullptr).has_value());
+  }
+}
+
+// Anthropic's rules across breakpoints (render order tools, system,
+// messages): at most four, and no longer TTL after a shorter one.
+TEST(AnthropicCacheControl, TooManyOrMisorderedBreakpointsAreA400) {
+  const std::string five = R"({"type":"ephemeral"})";
+  auto text = [](const std::string& cc) {
+    return R"({"type":"text","text":"x","cache_control":)" + cc + "}";
+  };
+  ojson chat;
+  AnthropicCacheControl cc;
+  struct Case {
+    std::string body;
+    const char* param;  // nullptr: accepted
+  };
+  const std::string one_hour = R"({"type":"ephemeral","ttl":"1h"})";
+  for (const Case& c : std::vector<Case>{
+           // Four are fine: one tool, one system block, two content blocks.
+           {R"({"tools":[{"name":"t","input_schema":{},"cache_control":)" + five + R"(}],
+                "system":[)" + text(five) + R"(],
+                "messages":[{"role":"user","content":[)" + text(five) + "," + text(five) + "]}]}",
+            nullptr},
+           // A fifth names itself, counted in render order (the tool comes
+           // first although "system" is written before "tools").
+           {R"({"system":[)" + text(five) + "," + text(five) + R"(],
+                "tools":[{"name":"t","input_schema":{},"cache_control":)" + five + R"(}],
+                "messages":[{"role":"user","content":[)" + text(five) + "," + text(five) + "]}]}",
+            "messages[0].content[1].cache_control"},
+           // 1h after 5m: the later one is named.
+           {R"({"system":[)" + text(five) + R"(],
+                "messages":[{"role":"user","content":[)" + text(one_hour) + "]}]}",
+            "messages[0].content[0].cache_control"},
+           // A 5m tool before a 1h system block: the tool renders first.
+           {R"({"system":[)" + text(one_hour) + R"(],
+                "tools":[{"name":"t","input_schema":{},"cache_control":)" + five + R"(}],
+                "messages":[{"role":"user","content":"hi"}]})",
+            "system[0].cache_control"},
+           // 1h then 5m is the order Anthropic asks for.
+           {R"({"system":[)" + text(one_hour) + R"(],
+                "messages":[{"role":"user","content":[)" + text(five) + "]}]}",
+            nullptr},
+       }) {
+    std::optional<ApiError> err = AnthropicToChatBody(Body(c.body), false, &chat, &cc);
+    if (c.param == nullptr) {
+      EXPECT_FALSE(err.has_value()) << c.body << ": " << err->message;
+      continue;
+    }
+    ASSERT_TRUE(err.has_value()) << c.body;
+    EXPECT_EQ(err->http_status, 400);
+    EXPECT_EQ(err->param, c.param) << err->message;
     EXPECT_TRUE(AnthropicToChatBody(Body(c.body), true, &chat, nullptr).has_value());
   }
 }

@@ -10,7 +10,7 @@
 //   {"lenml": {"load_seconds": L, "seconds": [...], "cpu_seconds": [...],
 //              "tokens": N}, "llama_cpp": {...}}
 //
-//   node tools/tokenizer/bench.mjs CORPUS MODEL_DIR GGUF REPS BUDGET_SECONDS
+//   node tools/tokenizer/bench.mjs CORPUS MODEL_DIR|- GGUF REPS BUDGET_SECONDS
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -59,16 +59,20 @@ function time(encode) {
 }
 
 const result = {};
-let t0 = now();
-const lenml = TokenizerLoader.fromPreTrained({
-  tokenizerJSON: JSON.parse(readFileSync(path.join(modelDir, "tokenizer.json"), "utf8")),
-  tokenizerConfig: JSON.parse(readFileSync(path.join(modelDir, "tokenizer_config.json"), "utf8")),
-});
-const lenmlLoad = now() - t0;
-result.lenml = {
-  load_seconds: lenmlLoad,
-  ...time((d) => lenml.encode(d, { add_special_tokens: false }).length),
-};
+let t0;
+// MODEL_DIR "-": a GGUF-only tokenizer (SentencePiece), llama.cpp alone.
+if (modelDir !== "-") {
+  t0 = now();
+  const lenml = TokenizerLoader.fromPreTrained({
+    tokenizerJSON: JSON.parse(readFileSync(path.join(modelDir, "tokenizer.json"), "utf8")),
+    tokenizerConfig: JSON.parse(readFileSync(path.join(modelDir, "tokenizer_config.json"), "utf8")),
+  });
+  const lenmlLoad = now() - t0;
+  result.lenml = {
+    load_seconds: lenmlLoad,
+    ...time((d) => lenml.encode(d, { add_special_tokens: false }).length),
+  };
+}
 
 const { getLlama } = await import(
   path.join(root, "tools/node/node_modules/node-llama-cpp/dist/index.js"));
