@@ -25,7 +25,9 @@ inline constexpr BlockId kNoBlock = -1;
 class BlockPool {
  public:
   // Maps num_blocks * layout.BlockBytes() bytes; ResourceExhausted if the
-  // mapping fails (the message gives the size).
+  // mapping fails (the message gives the size). A layout of 0 layers (an
+  // empty layer group) maps nothing: its blocks are ids only and Data() is
+  // nullptr.
   static StatusOr<std::unique_ptr<BlockPool>> Create(const KvLayout& layout, int64_t num_blocks);
   ~BlockPool();
   BlockPool(const BlockPool&) = delete;
