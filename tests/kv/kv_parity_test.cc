@@ -398,6 +398,34 @@ TEST_P(WindowParity, EightConcurrentSiblings) {
   }
 }
 
+TEST_P(WindowParity, ForwardRefusesGroupsOrTablesThatDoNotMatch) {
+  auto kv = Grouped();
+  auto seq = kv->Admit(Tokens(35, 4), "", 4, nullptr);
+  ASSERT_TRUE(seq.ok());
+  ForwardBatch batch;
+  batch.tokens = Tokens(35, 4);
+  ForwardSeq fs;
+  fs.num_tokens = 4;
+  fs.blocks = kv->BlockTable(*seq);
+  for (size_t g = 0; g < kv->kv_groups().size(); ++g)
+    fs.group_blocks[g] = kv->GroupBlockTable(*seq, static_cast<int>(g));
+  batch.seqs.push_back(fs);
+  std::vector<KvGroup> wrong(kv->kv_groups().begin(), kv->kv_groups().end());
+  wrong.back().window += 1;
+  batch.kv_groups = wrong;
+  std::vector<float> logits;
+  Status st = model_->Forward(batch, kv->layout(), pool_, &logits);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("KV layer group"), std::string::npos) << st.ToString();
+  batch.kv_groups = kv->kv_groups();
+  batch.seqs[0].group_blocks[batch.kv_groups.size() - 1] = nullptr;
+  st = model_->Forward(batch, kv->layout(), pool_, &logits);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("no block table for KV layer group"), std::string::npos)
+      << st.ToString();
+  kv->Release(*seq);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     ArchAndFormat, WindowParity,
     ::testing::Combine(::testing::Values(Architecture::kMistral, Architecture::kGemma3),
