@@ -218,31 +218,38 @@ PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, uint6
   return plan;
 }
 
-bool PagedKvCache::WindowsCovered(const Plan& plan, int64_t num_shared, bool with_tail) const {
+int64_t PagedKvCache::MissingInWindows(const Plan& plan, int64_t num_shared,
+                                       bool with_tail) const {
   const int64_t bs = pool_->layout().block_size;
   const int64_t reuse = num_shared * bs + (with_tail ? plan.tail_tokens : 0);
+  int64_t missing = -1;
   for (const auto& g : sliding_) {
     // The first new query (at position `reuse`) sees keys from its window's
     // start on: those blocks must be attached, the ones before need not be.
-    for (int64_t i = g->FirstVisibleBlock(reuse); i < num_shared; ++i)
-      if (g->AttachedTo(plan.shared[i]) == kNoBlock) return false;
-    if (with_tail && g->AttachedTo(plan.tail_src) == kNoBlock) return false;
+    if (with_tail && g->AttachedTo(plan.tail_src) == kNoBlock) return num_shared;
+    for (int64_t i = num_shared - 1; i > missing && i >= g->FirstVisibleBlock(reuse); --i) {
+      if (g->AttachedTo(plan.shared[i]) == kNoBlock) {
+        missing = i;
+        break;
+      }
+    }
   }
-  return true;
+  return missing;
 }
 
 void PagedKvCache::FitWindows(Plan* plan) const {
   if (sliding_.empty()) return;
   int64_t k = static_cast<int64_t>(plan->shared.size());
   bool tail = plan->tail_src != kNoBlock && plan->tail_tokens > 0;
-  // Longest first: the whole match, then without the tail, then one block
-  // less at a time; reusing nothing always fits.
-  while ((k > 0 || tail) && !WindowsCovered(*plan, k, tail)) {
-    if (tail) {
-      tail = false;
-    } else {
-      --k;
-    }
+  // Longest first: the whole match, then without the tail, then the
+  // prefix ending where the highest missing block starts (every longer one
+  // has that block in its window); reusing nothing always fits. O(matched
+  // blocks) in all.
+  while (k > 0 || tail) {
+    const int64_t missing = MissingInWindows(*plan, k, tail);
+    if (missing < 0) break;
+    tail = false;
+    k = std::min(k, missing);
   }
   plan->shared.resize(k);
   if (!tail) {

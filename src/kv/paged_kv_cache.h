@@ -149,7 +149,10 @@ class PagedKvCache final : public KvCache {
   // Sliding groups: shortens the plan until every group holds the window
   // before its reuse point (kv_cache.md's reuse rule).
   void FitWindows(Plan* plan) const;
-  bool WindowsCovered(const Plan& plan, int64_t num_shared, bool with_tail) const;
+  // The highest block index < num_shared some sliding group lacks in the
+  // window of the first query after the plan's reuse, num_shared when only
+  // the tail source's block is missing, -1 when every group has its window.
+  int64_t MissingInWindows(const Plan& plan, int64_t num_shared, bool with_tail) const;
   // Group g's block i of s: share the block attached to node, or attach ours.
   void ShareOrAttach(Sequence* s, size_t g, int64_t i, BlockId node);
   // Gives back each group's blocks before the window of the next query.
