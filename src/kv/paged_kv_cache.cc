@@ -4,82 +4,19 @@
 #include <string>
 
 #include "core/cpu_features.h"
-#include "core/logging.h"
 #include "kv/disk_block_file.h"
+#include "kv/kv_group_split.h"
 
 namespace kvfork {
 namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The groups must split `layout`'s layers: the global group first (window
-// 0, maybe no layers), then sliding ones, each of layout's heads, head
-// dim, block size and dtype.
-Status ValidateGroups(const KvCacheOptions& o) {
-  const std::vector<KvGroup>& g = o.groups;
-  if (g.size() > static_cast<size_t>(kMaxKvGroups))
-    return InvalidArgumentError("KV layer groups: " + std::to_string(g.size()) + " exceed " +
-                                std::to_string(kMaxKvGroups));
-  int layers = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const KvLayout& l = g[i].layout;
-    const std::string name = "KV layer group " + std::to_string(i);
-    if ((i == 0) != (g[i].window == 0))
-      return InvalidArgumentError(name + ": the first group is the global one (window 0), "
-                                         "the others slide (window > 0)");
-    if (l.num_layers < 0 || (i > 0 && l.num_layers == 0))
-      return InvalidArgumentError(name + ": no layers");
-    if (l.num_kv_heads != o.layout.num_kv_heads || l.head_dim != o.layout.head_dim ||
-        l.block_size != o.layout.block_size || l.dtype != o.layout.dtype)
-      return InvalidArgumentError(name + ": heads, head_dim, block size or dtype differ from the "
-                                         "cache's layout");
-    layers += l.num_layers;
-  }
-  if (!g.empty() && layers != o.layout.num_layers)
-    return InvalidArgumentError("KV layer groups hold " + std::to_string(layers) +
-                                " layers, the layout " + std::to_string(o.layout.num_layers));
-  return OkStatus();
-}
-
-// The pool's share of each layer group (KvCacheOptions::sliding_blocks):
-// the sliding groups need about a window per running sequence, so the bytes
-// they do not take go to the global group, whose blocks every position of a
-// sequence needs.
-void SplitPool(const KvCacheOptions& o, int64_t num_blocks, int64_t* primary_blocks,
-               std::vector<int64_t>* sliding_blocks) {
-  const int64_t bs = o.layout.block_size;
-  const KvLayout& global = o.groups[0].layout;
-  int64_t bytes_left = num_blocks * static_cast<int64_t>(o.layout.BlockBytes());
-  std::string log;
-  for (size_t g = 1; g < o.groups.size(); ++g) {
-    int64_t n = o.sliding_blocks;
-    if (n <= 0) {
-      n = global.num_layers == 0 ? num_blocks
-                                 : std::max(CeilDiv(num_blocks, 2),
-                                            CeilDiv(o.groups[g].window + o.max_step_tokens, bs) + 2);
-    }
-    sliding_blocks->push_back(n);
-    const int64_t bytes = n * static_cast<int64_t>(o.groups[g].layout.BlockBytes());
-    bytes_left -= bytes;
-    log += ", window " + std::to_string(o.groups[g].window) + ": " +
-           std::to_string(o.groups[g].layout.num_layers) + " layers, " + std::to_string(n) +
-           " blocks (" + std::to_string(bytes >> 20) + " MiB)";
-  }
-  *primary_blocks =
-      global.num_layers == 0
-          ? 4 * num_blocks
-          : std::max(num_blocks, bytes_left / static_cast<int64_t>(global.BlockBytes()));
-  KVFORK_LOG(kInfo) << "KV cache layer groups: global: " << global.num_layers << " layers, "
-                    << *primary_blocks << " blocks ("
-                    << ((*primary_blocks * static_cast<int64_t>(global.BlockBytes())) >> 20)
-                    << " MiB)" << log;
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const KvCacheOptions& options) {
   KVFORK_RETURN_IF_ERROR(ValidateKvLayout(options.layout));
-  KVFORK_RETURN_IF_ERROR(ValidateGroups(options));
+  KVFORK_RETURN_IF_ERROR(ValidateKvGroups(options));
   KVFORK_ASSIGN_OR_RETURN(int64_t num_blocks, ResolveNumBlocks(options));
   const bool sliding = options.groups.size() > 1;
   if (sliding && !options.disk_dir.empty())
@@ -102,7 +39,7 @@ StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const KvCacheOption
   }
   int64_t primary_blocks = num_blocks;
   std::vector<int64_t> sliding_blocks;
-  if (sliding) SplitPool(options, num_blocks, &primary_blocks, &sliding_blocks);
+  if (sliding) SplitKvPool(options, num_blocks, &primary_blocks, &sliding_blocks);
   KVFORK_ASSIGN_OR_RETURN(
       std::unique_ptr<BlockPool> pool,
       BlockPool::Create(sliding ? options.groups[0].layout : options.layout, primary_blocks));
