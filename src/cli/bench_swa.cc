@@ -82,9 +82,8 @@ StatusOr<KvCacheStats> RunSequence(const Setup& s, Model* model, KvCache& kv, Th
     KVFORK_RETURN_IF_ERROR(
         kv.Append(seq, std::span<const int32_t>(tokens.data() + from, to - from)));
     if (to == static_cast<int64_t>(tokens.size()) && to < s.tokens) {
-      tokens.push_back(model != nullptr
-                           ? static_cast<int32_t>(Argmax(logits.data(), vocab))
-                           : static_cast<int32_t>((to * 7919) % vocab));
+      tokens.push_back(model != nullptr ? static_cast<int32_t>(Argmax(logits.data(), vocab))
+                                        : static_cast<int32_t>((to * 7919) % vocab));
     }
     return OkStatus();
   };
@@ -127,9 +126,11 @@ int RunBenchSwa(int argc, char** argv) {
       s.block_size < 1 || s.block_size > kMaxAttentionBlockSize)
     return Fail(InvalidArgumentError(
         "need 1 <= --prompt <= --tokens, --chunk >= 1, --threads >= 1, --vocab >= 2 and a "
-        "--kv-block-size in [1, " + std::to_string(kMaxAttentionBlockSize) + "]"));
+        "--kv-block-size in [1, " +
+        std::to_string(kMaxAttentionBlockSize) + "]"));
   if (arch_name != "gemma3" && arch_name != "mistral")
-    return Fail(InvalidArgumentError("--arch: expected gemma3 or mistral, got '" + arch_name + "'"));
+    return Fail(
+        InvalidArgumentError("--arch: expected gemma3 or mistral, got '" + arch_name + "'"));
   auto dtype = ParseKvDType(dtype_name);
   if (!dtype.ok()) return Fail(dtype.status());
 
@@ -205,24 +206,22 @@ int RunBenchSwa(int argc, char** argv) {
     bound += window_blocks * gs.block_bytes;
     std::printf("%-22s %7d %7lld %14lld %14lld\n", ("sliding " + std::to_string(g)).c_str(),
                 map.groups[g + 1].layout.num_layers, static_cast<long long>(gs.window),
-                static_cast<long long>(gs.peak_used_blocks),
-                static_cast<long long>(window_blocks));
+                static_cast<long long>(gs.peak_used_blocks), static_cast<long long>(window_blocks));
     groups.push_back({{"window", gs.window},
                       {"layers", map.groups[g + 1].layout.num_layers},
                       {"block_bytes", gs.block_bytes},
                       {"peak_used_blocks", gs.peak_used_blocks},
                       {"bound_blocks", window_blocks}});
   }
-  const int64_t one_table = CeilDiv(s.tokens, s.block_size) *
-                            static_cast<int64_t>(o.layout.BlockBytes());
+  const int64_t one_table =
+      CeilDiv(s.tokens, s.block_size) * static_cast<int64_t>(o.layout.BlockBytes());
   const double mib = 1.0 / (1 << 20);
-  std::printf("\npeak KV held %.2f MiB, bound %.2f MiB (%s), one table of every layer %.2f MiB "
-              "(%.1fx the peak); %.1f s\n",
-              static_cast<double>(st->peak_used_kv_bytes) * mib, static_cast<double>(bound) * mib,
-              st->peak_used_kv_bytes <= bound ? "within" : "EXCEEDED",
-              static_cast<double>(one_table) * mib,
-              static_cast<double>(one_table) / static_cast<double>(st->peak_used_kv_bytes),
-              seconds);
+  std::printf(
+      "\npeak KV held %.2f MiB, bound %.2f MiB (%s), one table of every layer %.2f MiB "
+      "(%.1fx the peak); %.1f s\n",
+      static_cast<double>(st->peak_used_kv_bytes) * mib, static_cast<double>(bound) * mib,
+      st->peak_used_kv_bytes <= bound ? "within" : "EXCEEDED", static_cast<double>(one_table) * mib,
+      static_cast<double>(one_table) / static_cast<double>(st->peak_used_kv_bytes), seconds);
   nlohmann::json out = {{"arch", arch_name},
                         {"shape", shape},
                         {"layers", config->num_layers},

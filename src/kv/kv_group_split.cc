@@ -22,14 +22,16 @@ Status ValidateKvGroups(const KvCacheOptions& o) {
     const KvLayout& l = g[i].layout;
     const std::string name = "KV layer group " + std::to_string(i);
     if ((i == 0) != (g[i].window == 0))
-      return InvalidArgumentError(name + ": the first group is the global one (window 0), "
-                                         "the others slide (window > 0)");
+      return InvalidArgumentError(name +
+                                  ": the first group is the global one (window 0), "
+                                  "the others slide (window > 0)");
     if (l.num_layers < 0 || (i > 0 && l.num_layers == 0))
       return InvalidArgumentError(name + ": no layers");
     if (l.num_kv_heads != o.layout.num_kv_heads || l.head_dim != o.layout.head_dim ||
         l.block_size != o.layout.block_size || l.dtype != o.layout.dtype)
-      return InvalidArgumentError(name + ": heads, head_dim, block size or dtype differ from the "
-                                         "cache's layout");
+      return InvalidArgumentError(name +
+                                  ": heads, head_dim, block size or dtype differ from the "
+                                  "cache's layout");
     layers += l.num_layers;
   }
   if (!g.empty() && layers != o.layout.num_layers)
@@ -43,7 +45,7 @@ Status ValidateKvGroups(const KvCacheOptions& o) {
 // they do not take go to the global group, whose blocks every position of a
 // sequence needs.
 void SplitKvPool(const KvCacheOptions& o, int64_t num_blocks, int64_t* primary_blocks,
-               std::vector<int64_t>* sliding_blocks) {
+                 std::vector<int64_t>* sliding_blocks) {
   const int64_t bs = o.layout.block_size;
   const KvLayout& global = o.groups[0].layout;
   int64_t bytes_left = num_blocks * static_cast<int64_t>(o.layout.BlockBytes());
@@ -51,9 +53,10 @@ void SplitKvPool(const KvCacheOptions& o, int64_t num_blocks, int64_t* primary_b
   for (size_t g = 1; g < o.groups.size(); ++g) {
     int64_t n = o.sliding_blocks;
     if (n <= 0) {
-      n = global.num_layers == 0 ? num_blocks
-                                 : std::max(CeilDiv(num_blocks, 2),
-                                            CeilDiv(o.groups[g].window + o.max_step_tokens, bs) + 2);
+      n = global.num_layers == 0
+              ? num_blocks
+              : std::max(CeilDiv(num_blocks, 2),
+                         CeilDiv(o.groups[g].window + o.max_step_tokens, bs) + 2);
     }
     sliding_blocks->push_back(n);
     const int64_t bytes = n * static_cast<int64_t>(o.groups[g].layout.BlockBytes());

@@ -155,8 +155,7 @@ PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, uint6
   return plan;
 }
 
-int64_t PagedKvCache::MissingInWindows(const Plan& plan, int64_t num_shared,
-                                       bool with_tail) const {
+int64_t PagedKvCache::MissingInWindows(const Plan& plan, int64_t num_shared, bool with_tail) const {
   const int64_t bs = pool_->layout().block_size;
   const int64_t reuse = num_shared * bs + (with_tail ? plan.tail_tokens : 0);
   int64_t missing = -1;
@@ -324,11 +323,10 @@ StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string
     room = std::min(room, g->Available() - held);
   }
   if (new_blocks > room) {
-    return ResourceExhaustedError("KV cache out of blocks: admitting a " +
-                                  std::to_string(prompt.size()) + "-token prompt needs " +
-                                  std::to_string(new_blocks) + " new blocks, " +
-                                  std::to_string(room) + " free or evictable of " +
-                                  std::to_string(pool_->num_blocks()));
+    return ResourceExhaustedError(
+        "KV cache out of blocks: admitting a " + std::to_string(prompt.size()) +
+        "-token prompt needs " + std::to_string(new_blocks) + " new blocks, " +
+        std::to_string(room) + " free or evictable of " + std::to_string(pool_->num_blocks()));
   }
   Sequence s;
   s.salt_key = salt_key;
@@ -694,16 +692,16 @@ Status PagedKvCache::Check() const {
         return InternalError(where + ": table length differs from the primary one");
       // The memory bound: exactly the blocks a future query can see are held.
       if (t.first != group.FirstVisibleBlock(static_cast<int64_t>(s.tokens.size())))
-        return InternalError(where + ": gives back up to block " + std::to_string(t.first) +
-                             ", its window starts at block " +
-                             std::to_string(group.FirstVisibleBlock(
-                                 static_cast<int64_t>(s.tokens.size()))));
+        return InternalError(
+            where + ": gives back up to block " + std::to_string(t.first) +
+            ", its window starts at block " +
+            std::to_string(group.FirstVisibleBlock(static_cast<int64_t>(s.tokens.size()))));
       for (size_t i = 0; i < t.blocks.size(); ++i) {
         const BlockId b = t.blocks[i];
         if ((b == kNoBlock) != (static_cast<int64_t>(i) < t.first))
-          return InternalError(where + ": block " + std::to_string(i) +
-                               (b == kNoBlock ? " given back inside the window"
-                                              : " held before the window"));
+          return InternalError(
+              where + ": block " + std::to_string(i) +
+              (b == kNoBlock ? " given back inside the window" : " held before the window"));
         if (b == kNoBlock) {
           if (t.table[i] != group.hole()) return InternalError(where + ": hole not the hole");
           continue;

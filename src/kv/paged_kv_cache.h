@@ -70,13 +70,16 @@ class PagedKvCache final : public KvCache {
   // Block ids of a sequence's table (tests and diagnostics).
   std::span<const BlockId> BlockIds(SeqId seq) const { return Get(seq).blocks; }
   std::span<const KvGroup> kv_groups() const override {
-    return sliding_.empty() ? std::span<const KvGroup>() : std::span<const KvGroup>(options_.groups);
+    return sliding_.empty() ? std::span<const KvGroup>()
+                            : std::span<const KvGroup>(options_.groups);
   }
   uint8_t* const* GroupBlockTable(SeqId seq, int group) const override {
     return group == 0 ? Get(seq).table.data() : Get(seq).side[group - 1].table.data();
   }
   // Sliding group g's block ids of a sequence (kNoBlock: given back).
-  std::span<const BlockId> SlidingBlockIds(SeqId seq, int g) const { return Get(seq).side[g].blocks; }
+  std::span<const BlockId> SlidingBlockIds(SeqId seq, int g) const {
+    return Get(seq).side[g].blocks;
+  }
   const SlidingKvGroup& sliding_group(int g) const { return *sliding_[g]; }
   int64_t num_sliding_groups() const { return static_cast<int64_t>(sliding_.size()); }
 

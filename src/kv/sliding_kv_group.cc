@@ -57,8 +57,7 @@ void SlidingKvGroup::Unref(BlockId id) {
 }
 
 void SlidingKvGroup::Attach(BlockId node, BlockId id) {
-  KVFORK_CHECK(attached_[node] == kNoBlock && node_of_[id] == kNoBlock &&
-               pool_->refcount(id) > 0);
+  KVFORK_CHECK(attached_[node] == kNoBlock && node_of_[id] == kNoBlock && pool_->refcount(id) > 0);
   attached_[node] = id;
   node_of_[id] = node;
 }

@@ -37,8 +37,8 @@ class SlidingKvGroup {
  public:
   // num_blocks of group.layout (group.window > 0, at least one layer);
   // num_nodes = the primary pool's block count (node ids are its block ids).
-  static StatusOr<std::unique_ptr<SlidingKvGroup>> Create(const KvGroup& group,
-                                                          int64_t num_blocks, int64_t num_nodes);
+  static StatusOr<std::unique_ptr<SlidingKvGroup>> Create(const KvGroup& group, int64_t num_blocks,
+                                                          int64_t num_nodes);
 
   const KvLayout& layout() const { return pool_->layout(); }
   int64_t window() const { return window_; }
@@ -87,9 +87,9 @@ class SlidingKvGroup {
 
   int64_t window_;
   std::unique_ptr<BlockPool> pool_;
-  std::unique_ptr<uint8_t[]> hole_;  // [layout().BlockBytes()] zeros
-  std::vector<BlockId> attached_;    // [num_nodes]: node -> block here, or kNoBlock
-  std::vector<BlockId> node_of_;     // [num_blocks]: block -> its node, or kNoBlock
+  std::unique_ptr<uint8_t[]> hole_;             // [layout().BlockBytes()] zeros
+  std::vector<BlockId> attached_;               // [num_nodes]: node -> block here, or kNoBlock
+  std::vector<BlockId> node_of_;                // [num_blocks]: block -> its node, or kNoBlock
   std::set<std::pair<uint64_t, BlockId>> lru_;  // cached blocks by (tick when cached, id)
   int64_t evictions_ = 0;
 };

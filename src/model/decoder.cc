@@ -59,12 +59,11 @@ Status Decoder::Validate(const ForwardBatch& batch, const KvLayout& layout) cons
       const KvGroup& want = kv_map_.groups[g];
       if (gl.num_layers != want.layout.num_layers || gl.num_kv_heads != c.num_kv_heads ||
           gl.head_dim != c.head_dim || gl.block_size <= 0 || groups[g].window != want.window)
-        return InvalidArgumentError("forward batch: KV layer group " + std::to_string(g) +
-                                    " (layers " + std::to_string(gl.num_layers) + ", window " +
-                                    std::to_string(groups[g].window) +
-                                    ") does not match the model's (layers " +
-                                    std::to_string(want.layout.num_layers) + ", window " +
-                                    std::to_string(want.window) + ")");
+        return InvalidArgumentError(
+            "forward batch: KV layer group " + std::to_string(g) + " (layers " +
+            std::to_string(gl.num_layers) + ", window " + std::to_string(groups[g].window) +
+            ") does not match the model's (layers " + std::to_string(want.layout.num_layers) +
+            ", window " + std::to_string(want.window) + ")");
     }
   }
   int64_t total = 0;
@@ -216,8 +215,8 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
         attn_seqs_[i].blocks = table;
         // Each token fills its own slots (and int8 scales): split like the rest.
         pool.ParallelForRows(s.num_tokens, [&](int64_t r0, int64_t r1) {
-          WriteKv(kv_layout, kv_layer, table, s.start_pos + r0, r1 - r0,
-                  k_.data() + (t + r0) * kvd, v_.data() + (t + r0) * kvd);
+          WriteKv(kv_layout, kv_layer, table, s.start_pos + r0, r1 - r0, k_.data() + (t + r0) * kvd,
+                  v_.data() + (t + r0) * kvd);
         });
         t += s.num_tokens;
       }

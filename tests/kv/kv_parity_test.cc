@@ -332,8 +332,8 @@ TEST_P(WindowParity, SiblingsDivergingBeforeInsideAndAfterTheFirstWindow) {
       auto kv = Grouped(256, tail);
       Serve(*model_, *kv, {a}, pool_);
       Result warm = Serve(*model_, *kv, {b}, pool_)[0];
-      const std::string what = "diverging at " + std::to_string(common_len) +
-                               (tail ? ", tail copy" : ", no tail");
+      const std::string what =
+          "diverging at " + std::to_string(common_len) + (tail ? ", tail copy" : ", no tail");
       EXPECT_EQ(warm.reused, tail ? common_len : common_len / kBlockSize * kBlockSize) << what;
       ExpectSame(warm, cold, what);
     }
@@ -357,15 +357,13 @@ TEST_P(WindowParity, ReuseNeedsOnlyTheWindowBeforeTheReusePoint) {
   kv->Release(*hog);
   // Diverging at 75: the window before 75 is blocks 2-4, all held: the
   // chain's holes (0, 1) do not matter.
-  Req b{Cat(std::vector<int32_t>(a.prompt.begin(), a.prompt.begin() + 75), Tokens(28, 10)), 3,
-        ""};
+  Req b{Cat(std::vector<int32_t>(a.prompt.begin(), a.prompt.begin() + 75), Tokens(28, 10)), 3, ""};
   Result warm = Serve(*model_, *kv, {b}, pool_)[0];
   EXPECT_EQ(warm.reused, 75);
   ExpectSame(warm, ColdGrouped(b), "reuse after the blocks before the window were evicted");
   // Diverging at 40: every reuse point up to 40 needs block 0 or 1 in the
   // window: nothing is reused, though the global group holds blocks 0-4.
-  Req c{Cat(std::vector<int32_t>(a.prompt.begin(), a.prompt.begin() + 40), Tokens(29, 10)), 3,
-        ""};
+  Req c{Cat(std::vector<int32_t>(a.prompt.begin(), a.prompt.begin() + 40), Tokens(29, 10)), 3, ""};
   Result none = Serve(*model_, *kv, {c}, pool_)[0];
   EXPECT_EQ(none.reused, 0);
   ExpectSame(none, ColdGrouped(c), "no reuse without the window");
@@ -438,8 +436,8 @@ INSTANTIATE_TEST_SUITE_P(
 // Parity, below, runs every layer in one block table: Mistral's tiny shape
 // has a sliding window of 32 on every layer (Gemma 3's on five of six), so
 // every gate's prompt (37 to 75 tokens) is longer than the window, every
-// block is kept, and a warm request must still give the cold bits. Qwen3 MoE: the experts' batches differ
-// between the cold and the warm run; the bits may not.
+// block is kept, and a warm request must still give the cold bits. Qwen3 MoE: the experts' batches
+// differ between the cold and the warm run; the bits may not.
 INSTANTIATE_TEST_SUITE_P(
     ArchAndFormat, Parity,
     ::testing::Combine(::testing::Values(Architecture::kLlama, Architecture::kQwen3,

@@ -79,7 +79,9 @@ void LongGenerationHoldsOneWindow(int global_layers, bool prefix_cache) {
   EXPECT_EQ(c->Stats().sliding[0].blocks_used, 0);
 }
 
-TEST(SlidingKvCache, LongGenerationHoldsOneWindowGemmaLike) { LongGenerationHoldsOneWindow(1, true); }
+TEST(SlidingKvCache, LongGenerationHoldsOneWindowGemmaLike) {
+  LongGenerationHoldsOneWindow(1, true);
+}
 TEST(SlidingKvCache, LongGenerationHoldsOneWindowMistralLike) {
   LongGenerationHoldsOneWindow(0, true);
 }

@@ -49,8 +49,8 @@ inline std::vector<GroupTable> GroupTables(const KvCache& cache, SeqId seq) {
   int layer = 0;
   for (size_t g = 0; g < cache.kv_groups().size(); ++g) {
     const KvGroup& group = cache.kv_groups()[g];
-    out.push_back({&group.layout, cache.GroupBlockTable(seq, static_cast<int>(g)), group.window,
-                   layer});
+    out.push_back(
+        {&group.layout, cache.GroupBlockTable(seq, static_cast<int>(g)), group.window, layer});
     layer += group.layout.num_layers;
   }
   return out;
@@ -94,9 +94,8 @@ inline bool HoldsPattern(const KvCache& cache, SeqId seq) {
         for (int kv = 0; kv < 2; ++kv) {
           for (int h = 0; h < l.num_kv_heads; ++h) {
             int plane = ((g.first_layer + layer) * 2 + kv) * l.num_kv_heads + h;
-            const float* row =
-                reinterpret_cast<const float*>(block + l.PlaneOffset(layer, kv, h)) +
-                static_cast<size_t>(slot) * l.head_dim;
+            const float* row = reinterpret_cast<const float*>(block + l.PlaneOffset(layer, kv, h)) +
+                               static_cast<size_t>(slot) * l.head_dim;
             for (int d = 0; d < l.head_dim; ++d)
               if (row[d] != Pattern(tokens[p], p, plane, d)) return false;
           }
