@@ -90,11 +90,11 @@ struct KvCacheOptions {
   std::function<int64_t()> clock_ms;
   // Paged only: the model's layer groups (Model::MakeKvGroups: the global
   // group first, then one per sliding window). With a sliding group, each
-  // group gets its own pool of num_blocks blocks of its layers (the same
-  // bytes in all as one pool of every layer) and each sequence a table per
-  // group; a sliding group's blocks before the window are given back.
-  // Empty, or the global group alone: one pool of `layout` (every layer).
-  // Not with disk_dir yet (InvalidArgument). The dense backend ignores it.
+  // group gets its own pool of its layers (sizes: sliding_blocks) and each
+  // sequence a table per group; a sliding group's blocks before the window
+  // are given back. Empty, or the global group alone: one pool of `layout`
+  // (every layer). Not with disk_dir yet (InvalidArgument). The dense
+  // backend ignores it.
   std::vector<KvGroup> groups;
   // With sliding groups, the pool of num_blocks blocks of every layer is
   // split: each sliding group gets sliding_blocks blocks of its layers (0 =

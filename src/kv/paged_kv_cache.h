@@ -80,8 +80,6 @@ class PagedKvCache final : public KvCache {
   std::span<const BlockId> SlidingBlockIds(SeqId seq, int g) const {
     return Get(seq).side[g].blocks;
   }
-  const SlidingKvGroup& sliding_group(int g) const { return *sliding_[g]; }
-  int64_t num_sliding_groups() const { return static_cast<int64_t>(sliding_.size()); }
 
   KvCacheStats Stats() const override;
   PrefixTreeSnapshot SnapshotPrefixTree(int64_t max_nodes) const override;
