@@ -302,7 +302,7 @@ class EngineImpl final : public Engine {
     s.prompt_tokens = c.prompt_tokens;
     s.generation_tokens = c.generation_tokens;
     s.requests_finished = c.requests_finished;
-    s.kv_bytes_peak = k.peak_resident_bytes();
+    s.kv_bytes_peak = std::max(k.peak_resident_bytes(), k.peak_resident_kv_bytes);
     s.kv_disk_enabled = k.disk_enabled;
     s.kv_disk = k.disk;
     s.kv_disk_hit_blocks = k.disk_hit_blocks;
@@ -386,6 +386,15 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, M
   ko.prefix_cache = options.prefix_cache;
   ko.tail_copy = options.prefix_tail_copy;
   ko.max_context = model_context;
+  // Sliding-window models keep a block table per layer group, so a long
+  // sequence holds only its window's blocks in the sliding layers. The disk
+  // tier stores blocks of every layer, so with it they run in one table
+  // (every block kept, as before layer groups).
+  if (backend == KvBackend::kPaged && options.kv_disk_dir.empty()) {
+    std::vector<KvGroup> groups = model.MakeKvGroups(dtype, options.kv_block_size);
+    if (groups.size() > 1) ko.groups = std::move(groups);
+    ko.max_step_tokens = options.max_num_batched_tokens;
+  }
   if (!options.kv_disk_dir.empty()) {
     if (options.kv_disk_gib < 1 || options.kv_disk_gib > (int64_t{1} << 24))
       return InvalidArgumentError("--kv-disk-gib must be in [1, 16777216], got " +

@@ -487,6 +487,7 @@ bool Scheduler::Step() {
   // 4. One forward over everything.
   batch_.tokens.clear();
   batch_.seqs.clear();
+  batch_.kv_groups = kv_.kv_groups();
   // Logits only for rows that get sampled: decode tokens and the chunk that
   // ends a fresh prompt (a re-admitted choice already knows its next token),
   // and every row of a prompt that wants prompt logprobs. row_of: the row
@@ -500,6 +501,8 @@ bool Scheduler::Step() {
     fs.num_tokens = static_cast<int64_t>(it.tokens.size());
     fs.start_pos = kv_.NumTokens(*it.choice->seq);
     fs.blocks = kv_.BlockTable(*it.choice->seq);
+    for (size_t g = 0; g < kv_.kv_groups().size(); ++g)
+      fs.group_blocks[g] = kv_.GroupBlockTable(*it.choice->seq, static_cast<int>(g));
     fs.all_logits = !it.decode && it.choice->WantsPromptLogits();
     fs.no_logits = !it.decode && !fs.all_logits &&
                    !(it.choice->fresh && fs.start_pos + fs.num_tokens >= it.choice->HistorySize());

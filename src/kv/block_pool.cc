@@ -17,6 +17,10 @@ StatusOr<std::unique_ptr<BlockPool>> BlockPool::Create(const KvLayout& layout, i
                                 " blocks exceeds the 2^31 block id range");
   }
   size_t map_bytes = static_cast<size_t>(num_blocks) * layout.BlockBytes();
+  // A layer group without layers (the global group of a model whose every
+  // layer slides) has blocks of 0 bytes: identity only, nothing to map.
+  if (map_bytes == 0)
+    return std::unique_ptr<BlockPool>(new BlockPool(layout, num_blocks, nullptr, 0));
   // MAP_NORESERVE: the pool is reserved address space; the kernel backs a
   // page only when a block is first written, so an idle pool costs nothing.
   void* p = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE,
@@ -44,7 +48,9 @@ BlockPool::BlockPool(const KvLayout& layout, int64_t num_blocks, uint8_t* base, 
   for (int64_t i = num_blocks - 1; i >= 0; --i) free_list_.push_back(static_cast<BlockId>(i));
 }
 
-BlockPool::~BlockPool() { munmap(base_, map_bytes_); }
+BlockPool::~BlockPool() {
+  if (base_ != nullptr) munmap(base_, map_bytes_);
+}
 
 BlockId BlockPool::Allocate() {
   KVFORK_CHECK_MSG(!free_list_.empty(), "BlockPool::Allocate on an empty free list");

@@ -25,7 +25,9 @@ inline constexpr BlockId kNoBlock = -1;
 class BlockPool {
  public:
   // Maps num_blocks * layout.BlockBytes() bytes; ResourceExhausted if the
-  // mapping fails (the message gives the size).
+  // mapping fails (the message gives the size). A layout of 0 layers (an
+  // empty layer group) maps nothing: its blocks are ids only and Data() is
+  // nullptr.
   static StatusOr<std::unique_ptr<BlockPool>> Create(const KvLayout& layout, int64_t num_blocks);
   ~BlockPool();
   BlockPool(const BlockPool&) = delete;
@@ -36,7 +38,10 @@ class BlockPool {
   int64_t num_free() const { return static_cast<int64_t>(free_list_.size()); }
   size_t block_bytes() const { return block_bytes_; }
 
-  uint8_t* Data(BlockId id) const { return base_ + static_cast<size_t>(id) * block_bytes_; }
+  // nullptr for blocks of 0 bytes (no arithmetic on the null base).
+  uint8_t* Data(BlockId id) const {
+    return base_ == nullptr ? nullptr : base_ + static_cast<size_t>(id) * block_bytes_;
+  }
 
   // Pops a free block with refcount 1; CHECK-fails when the free list is
   // empty (callers check num_free() first so allocation is all-or-nothing).

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/kv_group.h"
 #include "kernels/kv_layout.h"
 #include "kv/disk_tier.h"
 #include "kv/kv_events.h"
@@ -87,6 +88,37 @@ struct KvCacheOptions {
   // The clock pins' TTLs run on, in ms (paged only); empty = steady_clock.
   // Tests pass a fake one.
   std::function<int64_t()> clock_ms;
+  // Paged only: the model's layer groups (Model::MakeKvGroups: the global
+  // group first, then one per sliding window). With a sliding group, each
+  // group gets its own pool of its layers (sizes: sliding_blocks) and each
+  // sequence a table per group; a sliding group's blocks before the window
+  // are given back. Empty, or the global group alone: one pool of `layout`
+  // (every layer). Not with disk_dir yet (InvalidArgument). The dense
+  // backend ignores it.
+  std::vector<KvGroup> groups;
+  // With sliding groups, the pool of num_blocks blocks of every layer is
+  // split: each sliding group gets sliding_blocks blocks of its layers (0 =
+  // auto: half of num_blocks, at least one window plus max_step_tokens and
+  // two blocks, so a sequence alone always progresses), and the global group
+  // the bytes left (at least num_blocks blocks). A model without global
+  // layers gives its sliding group num_blocks blocks and the global group
+  // 4 * num_blocks blocks of 0 bytes (prefix index nodes only).
+  int64_t sliding_blocks = 0;
+  // The most positions one Forward writes for a sequence (the engine's
+  // --max-num-batched-tokens); sizes the sliding pools' floor. 0 = none.
+  int64_t max_step_tokens = 0;
+};
+
+// One sliding group's blocks (paged with layer groups).
+struct KvGroupStats {
+  int64_t window = 0;
+  int64_t block_bytes = 0;
+  int64_t blocks_total = 0;
+  int64_t blocks_free = 0;    // now
+  int64_t blocks_used = 0;    // now: in a running sequence's table
+  int64_t blocks_cached = 0;  // now: attached to an index node, evictable
+  int64_t peak_used_blocks = 0;
+  int64_t evictions = 0;
 };
 
 // What the index holds for a prompt. Tokens [0, num_reused_tokens) need no
@@ -122,6 +154,12 @@ struct KvCacheStats {
   DiskTierStats disk;
   int64_t disk_hit_blocks = 0;
   int64_t disk_miss_lookups = 0;
+  // Every layer group together (the blocks_* above and block_bytes are the
+  // primary pool's: with sliding groups, the global layers' only): the most
+  // bytes of KV blocks held by running sequences, and held or cached.
+  int64_t peak_used_kv_bytes = 0;
+  int64_t peak_resident_kv_bytes = 0;
+  std::vector<KvGroupStats> sliding;  // paged with sliding groups: one per group
   int64_t peak_used_bytes() const { return peak_used_blocks * block_bytes; }
   // KV bytes at peak: blocks holding data for running or cached sequences.
   int64_t peak_resident_bytes() const { return peak_resident_blocks * block_bytes; }
@@ -181,6 +219,15 @@ class KvCache {
   // The sequence's block table: BlockTableSize(seq) base addresses, valid
   // until the next call that mutates this sequence.
   virtual uint8_t* const* BlockTable(SeqId seq) const = 0;
+  // The layer groups the cache keeps a table for (Model::MakeKvGroups), or
+  // empty when one table (BlockTable) holds every layer in layout(). Callers
+  // then pass them as ForwardBatch::kv_groups with GroupBlockTable(seq, g).
+  virtual std::span<const KvGroup> kv_groups() const { return {}; }
+  // Group g's table (valid like BlockTable's); group 0 is BlockTable.
+  virtual uint8_t* const* GroupBlockTable(SeqId seq, int group) const {
+    (void)group;
+    return BlockTable(seq);
+  }
   virtual int64_t BlockTableSize(SeqId seq) const = 0;
   virtual int64_t NumTokens(SeqId seq) const = 0;        // positions with K/V written
   virtual int64_t NumReusedTokens(SeqId seq) const = 0;  // adopted at Admit

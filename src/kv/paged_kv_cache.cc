@@ -6,6 +6,7 @@
 
 #include "core/cpu_features.h"
 #include "kv/disk_block_file.h"
+#include "kv/kv_group_split.h"
 
 namespace kvfork {
 namespace {
@@ -16,7 +17,13 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const KvCacheOptions& options) {
   KVFORK_RETURN_IF_ERROR(ValidateKvLayout(options.layout));
+  KVFORK_RETURN_IF_ERROR(ValidateKvGroups(options));
   KVFORK_ASSIGN_OR_RETURN(int64_t num_blocks, ResolveNumBlocks(options));
+  const bool sliding = options.groups.size() > 1;
+  if (sliding && !options.disk_dir.empty())
+    return InvalidArgumentError(
+        "--kv-disk-dir: the disk tier does not hold sliding-window layer groups yet (run the "
+        "model with every layer in one block, as the engine does when a disk tier is set)");
   std::unique_ptr<DiskTier> disk;
   if (!options.disk_dir.empty()) {
     if (!options.prefix_cache)
@@ -31,18 +38,31 @@ StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const KvCacheOption
         DiskFingerprint(options.model_fingerprint, options.layout, IsaName(ActiveIsa()));
     KVFORK_ASSIGN_OR_RETURN(disk, DiskTier::Open(d));
   }
-  KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<BlockPool> pool,
-                          BlockPool::Create(options.layout, num_blocks));
+  int64_t primary_blocks = num_blocks;
+  std::vector<int64_t> sliding_blocks;
+  if (sliding) SplitKvPool(options, num_blocks, &primary_blocks, &sliding_blocks);
+  KVFORK_ASSIGN_OR_RETURN(
+      std::unique_ptr<BlockPool> pool,
+      BlockPool::Create(sliding ? options.groups[0].layout : options.layout, primary_blocks));
+  std::vector<std::unique_ptr<SlidingKvGroup>> groups;
+  for (size_t g = 1; sliding && g < options.groups.size(); ++g) {
+    KVFORK_ASSIGN_OR_RETURN(
+        std::unique_ptr<SlidingKvGroup> group,
+        SlidingKvGroup::Create(options.groups[g], sliding_blocks[g - 1], primary_blocks));
+    groups.push_back(std::move(group));
+  }
   return std::unique_ptr<PagedKvCache>(
-      new PagedKvCache(options, std::move(pool), std::move(disk)));
+      new PagedKvCache(options, std::move(pool), std::move(disk), std::move(groups)));
 }
 
 PagedKvCache::PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockPool> pool,
-                           std::unique_ptr<DiskTier> disk)
+                           std::unique_ptr<DiskTier> disk,
+                           std::vector<std::unique_ptr<SlidingKvGroup>> sliding)
     : options_(options),
       pool_(std::move(pool)),
       index_(std::make_unique<PrefixIndex>(pool_.get())),
-      disk_(std::move(disk)) {
+      disk_(std::move(disk)),
+      sliding_(std::move(sliding)) {
   stats_.blocks_total = pool_->num_blocks();
   stats_.block_bytes = static_cast<int64_t>(pool_->block_bytes());
   if (options_.clock_ms) index_->set_clock(options_.clock_ms);
@@ -132,7 +152,47 @@ PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, uint6
       plan.tail_tokens = n;
     }
   }
+  FitWindows(&plan);
   return plan;
+}
+
+int64_t PagedKvCache::MissingInWindows(const Plan& plan, int64_t num_shared, bool with_tail) const {
+  const int64_t bs = pool_->layout().block_size;
+  const int64_t reuse = num_shared * bs + (with_tail ? plan.tail_tokens : 0);
+  int64_t missing = -1;
+  for (const auto& g : sliding_) {
+    // The first new query (at position `reuse`) sees keys from its window's
+    // start on: those blocks must be attached, the ones before need not be.
+    if (with_tail && g->AttachedTo(plan.tail_src) == kNoBlock) return num_shared;
+    for (int64_t i = num_shared - 1; i > missing && i >= g->FirstVisibleBlock(reuse); --i) {
+      if (g->AttachedTo(plan.shared[i]) == kNoBlock) {
+        missing = i;
+        break;
+      }
+    }
+  }
+  return missing;
+}
+
+void PagedKvCache::FitWindows(Plan* plan) const {
+  if (sliding_.empty()) return;
+  int64_t k = static_cast<int64_t>(plan->shared.size());
+  bool tail = plan->tail_src != kNoBlock && plan->tail_tokens > 0;
+  // Longest first: the whole match, then without the tail, then the
+  // prefix ending where the highest missing block starts (every longer one
+  // has that block in its window); reusing nothing always fits. O(matched
+  // blocks) in all.
+  while (k > 0 || tail) {
+    const int64_t missing = MissingInWindows(*plan, k, tail);
+    if (missing < 0) break;
+    tail = false;
+    k = std::min(k, missing);
+  }
+  plan->shared.resize(k);
+  if (!tail) {
+    plan->tail_src = kNoBlock;
+    plan->tail_tokens = 0;
+  }
 }
 
 PrefixMatch PagedKvCache::Match(std::span<const int32_t> prompt, std::string_view salt) const {
@@ -145,7 +205,49 @@ PrefixMatch PagedKvCache::Match(std::span<const int32_t> prompt, std::string_vie
   return m;
 }
 
-int64_t PagedKvCache::AvailableBlocks() const { return pool_->num_free() + index_->num_cached(); }
+int64_t PagedKvCache::AvailableBlocks() const {
+  int64_t n = PrimaryAvailable();
+  for (const auto& g : sliding_) n = std::min(n, g->Available());
+  return n;
+}
+
+void PagedKvCache::FreeNode(BlockId id) {
+  for (const auto& g : sliding_) g->OnNodeGone(id);
+  pool_->Free(id);
+}
+
+void PagedKvCache::ShareOrAttach(Sequence* s, size_t g, int64_t i, BlockId node) {
+  SlidingKvGroup& group = *sliding_[g];
+  SideTable& t = s->side[g];
+  const BlockId mine = t.blocks[i];
+  if (mine == kNoBlock) return;  // given back already: the node stays without
+  const BlockId attached = group.AttachedTo(node);
+  if (attached == mine) return;
+  if (attached == kNoBlock) {
+    group.Attach(node, mine);
+    return;
+  }
+  // Another sequence's copy of the same positions (same bits, invariant 1).
+  group.Ref(attached);
+  t.blocks[i] = attached;
+  t.table[i] = group.Data(attached);
+  group.Unref(mine);
+}
+
+void PagedKvCache::DropOutOfWindow(Sequence* s) {
+  const int64_t n = static_cast<int64_t>(s->tokens.size());
+  for (size_t g = 0; g < sliding_.size(); ++g) {
+    SlidingKvGroup& group = *sliding_[g];
+    SideTable& t = s->side[g];
+    const int64_t first = group.FirstVisibleBlock(n);
+    for (; t.first < first; ++t.first) {
+      if (t.blocks[t.first] == kNoBlock) continue;
+      group.Unref(t.blocks[t.first]);
+      t.blocks[t.first] = kNoBlock;
+      t.table[t.first] = group.hole();
+    }
+  }
+}
 
 void PagedKvCache::Ref(BlockId id) {
   pool_->AddRef(id);
@@ -171,12 +273,19 @@ void PagedKvCache::TakeBlocks(int64_t n, Sequence* s) {
       KVFORK_CHECK_MSG(victim != kNoBlock, "KV pool: no free block and no evictable leaf");
       // PopLru takes a pinned block only when no other is left (and logs it).
       if (index_->num_pinned() < pinned) ++stats_.pinned_evictions;
-      pool_->Free(victim);
+      FreeNode(victim);
       ++stats_.evictions;
     }
     BlockId id = pool_->Allocate();
     s->blocks.push_back(id);
     s->table.push_back(pool_->Data(id));
+  }
+  for (size_t g = 0; g < sliding_.size(); ++g) {
+    for (int64_t i = 0; i < n; ++i) {
+      const BlockId id = sliding_[g]->Take();
+      s->side[g].blocks.push_back(id);
+      s->side[g].table.push_back(sliding_[g]->Data(id));
+    }
   }
 }
 
@@ -239,12 +348,22 @@ StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string
   int64_t pinned = 0;
   for (BlockId b : plan.shared) pinned += pool_->refcount(b) == 0;
   if (plan.tail_src != kNoBlock) pinned += pool_->refcount(plan.tail_src) == 0;
-  if (new_blocks > AvailableBlocks() - pinned) {
-    return ResourceExhaustedError("KV cache out of blocks: admitting a " +
-                                  std::to_string(prompt.size()) + "-token prompt needs " +
-                                  std::to_string(new_blocks) + " new blocks, " +
-                                  std::to_string(AvailableBlocks() - pinned) +
-                                  " free or evictable of " + std::to_string(pool_->num_blocks()));
+  int64_t room = PrimaryAvailable() - pinned;
+  // Each sliding group: the blocks of the first query's window (and the
+  // tail source) get a reference, the ones before stay holes.
+  const int64_t planned_tokens = shared * bs + plan.tail_tokens;
+  for (const auto& g : sliding_) {
+    int64_t held = 0;
+    for (int64_t i = g->FirstVisibleBlock(planned_tokens); i < shared; ++i)
+      held += g->pool().refcount(g->AttachedTo(plan.shared[i])) == 0;
+    if (plan.tail_src != kNoBlock) held += g->pool().refcount(g->AttachedTo(plan.tail_src)) == 0;
+    room = std::min(room, g->Available() - held);
+  }
+  if (new_blocks > room) {
+    return ResourceExhaustedError(
+        "KV cache out of blocks: admitting a " + std::to_string(prompt.size()) +
+        "-token prompt needs " + std::to_string(new_blocks) + " new blocks, " +
+        std::to_string(room) + " free or evictable of " + std::to_string(pool_->num_blocks()));
   }
   Sequence s;
   s.salt_key = salt_key;
@@ -255,10 +374,30 @@ StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string
   }
   // Pin the tail source so allocating its copy cannot evict it.
   if (plan.tail_src != kNoBlock) Ref(plan.tail_src);
+  s.side.resize(sliding_.size());
+  for (size_t g = 0; g < sliding_.size(); ++g) {
+    SlidingKvGroup& group = *sliding_[g];
+    SideTable& t = s.side[g];
+    t.first = std::min(group.FirstVisibleBlock(planned_tokens), shared);
+    for (int64_t i = 0; i < shared; ++i) {
+      const BlockId b = i < t.first ? kNoBlock : group.AttachedTo(plan.shared[i]);
+      if (b != kNoBlock) group.Ref(b);
+      t.blocks.push_back(b);
+      t.table.push_back(b == kNoBlock ? group.hole() : group.Data(b));
+    }
+    if (plan.tail_src != kNoBlock) group.Ref(group.AttachedTo(plan.tail_src));
+  }
   TakeBlocks(new_blocks, &s);
   if (plan.tail_src != kNoBlock) {
     CopyBlockTokens(pool_->layout(), pool_->Data(plan.tail_src), s.table[shared], 0,
                     plan.tail_tokens);
+    for (size_t g = 0; g < sliding_.size(); ++g) {
+      SlidingKvGroup& group = *sliding_[g];
+      const BlockId src = group.AttachedTo(plan.tail_src);
+      CopyBlockTokens(group.layout(), group.Data(src), s.side[g].table[shared], 0,
+                      plan.tail_tokens);
+      group.Unref(src);
+    }
     Unref(plan.tail_src);
   }
   // Disk blocks: read into the first new blocks, then registered in chain
@@ -307,6 +446,7 @@ Status PagedKvCache::Reserve(SeqId seq, int64_t num_positions) {
   }
   int64_t need = BlocksNeeded(seq, num_positions);
   if (need == 0) return OkStatus();
+  // Every group's table grows alike: AvailableBlocks is the least room.
   if (need > AvailableBlocks()) {
     return ResourceExhaustedError("KV cache out of blocks: sequence " + std::to_string(seq) +
                                   " needs " + std::to_string(need) + " more blocks, " +
@@ -330,7 +470,7 @@ void PagedKvCache::RegisterFilled(Sequence* s) {
     if (existing == kNoBlock) {
       for (BlockId r : index_->RedundantPartials(parent, s->salt_key, tok)) {
         index_->Evict(r);
-        pool_->Free(r);
+        FreeNode(r);
         ++stats_.evictions;
       }
       index_->Register(s->blocks[i], parent, s->salt_key, tok);
@@ -343,6 +483,8 @@ void PagedKvCache::RegisterFilled(Sequence* s) {
       s->table[i] = pool_->Data(existing);
       Unref(mine);
     }
+    // The sliding groups' blocks of these positions join the node.
+    for (size_t g = 0; g < sliding_.size(); ++g) ShareOrAttach(s, g, i, s->blocks[i]);
   }
 }
 
@@ -357,6 +499,7 @@ Status PagedKvCache::Append(SeqId seq, std::span<const int32_t> tokens) {
   }
   s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
   RegisterFilled(&s);
+  DropOutOfWindow(&s);
   UpdatePeaks();
   return OkStatus();
 }
@@ -378,9 +521,23 @@ StatusOr<SeqId> PagedKvCache::Fork(SeqId seq) {
     d.blocks.push_back(src.blocks[i]);
     d.table.push_back(src.table[i]);
   }
+  d.side.resize(sliding_.size());
+  for (size_t g = 0; g < sliding_.size(); ++g) {
+    const SideTable& st = src.side[g];
+    SideTable& dt = d.side[g];
+    dt.first = st.first;
+    for (int64_t i = 0; i < full; ++i) {
+      if (st.blocks[i] != kNoBlock) sliding_[g]->Ref(st.blocks[i]);
+      dt.blocks.push_back(st.blocks[i]);
+      dt.table.push_back(st.table[i]);
+    }
+  }
   if (rem > 0) {
     TakeBlocks(1, &d);
     CopyBlockTokens(pool_->layout(), src.table[full], d.table[full], 0, rem);
+    for (size_t g = 0; g < sliding_.size(); ++g)
+      CopyBlockTokens(sliding_[g]->layout(), src.side[g].table[full], d.side[g].table[full], 0,
+                      rem);
   }
   d.tokens = src.tokens;
   d.reused = n;
@@ -406,13 +563,19 @@ void PagedKvCache::Release(SeqId seq) {
     if (!index_->Covered(parent, s.salt_key, part)) {
       for (BlockId r : index_->RedundantPartials(parent, s.salt_key, part)) {
         index_->Evict(r);
-        pool_->Free(r);
+        FreeNode(r);
         ++stats_.evictions;
       }
       index_->Register(s.blocks[full], parent, s.salt_key, part);
+      for (size_t g = 0; g < sliding_.size(); ++g) ShareOrAttach(&s, g, full, s.blocks[full]);
     }
   }
   for (BlockId b : s.blocks) Unref(b);
+  // Sliding blocks attached to a node stay cached (the last window before
+  // this end, for the next turn), the others are freed.
+  for (size_t g = 0; g < sliding_.size(); ++g)
+    for (BlockId b : s.side[g].blocks)
+      if (b != kNoBlock) sliding_[g]->Unref(b);
   seqs_.erase(seq);
   UpdatePeaks();
 }
@@ -422,6 +585,20 @@ void PagedKvCache::UpdatePeaks() {
   int64_t used = pool_->num_blocks() - pool_->num_free() - cached;
   stats_.peak_used_blocks = std::max(stats_.peak_used_blocks, used);
   stats_.peak_resident_blocks = std::max(stats_.peak_resident_blocks, used + cached);
+  const int64_t bytes = static_cast<int64_t>(pool_->block_bytes());
+  int64_t used_bytes = used * bytes;
+  int64_t resident_bytes = (used + cached) * bytes;
+  if (stats_.sliding.size() != sliding_.size()) stats_.sliding.resize(sliding_.size());
+  for (size_t g = 0; g < sliding_.size(); ++g) {
+    const SlidingKvGroup& group = *sliding_[g];
+    const int64_t gb = static_cast<int64_t>(group.pool().block_bytes());
+    used_bytes += group.num_used() * gb;
+    resident_bytes += (group.num_used() + group.num_cached()) * gb;
+    stats_.sliding[g].peak_used_blocks =
+        std::max(stats_.sliding[g].peak_used_blocks, group.num_used());
+  }
+  stats_.peak_used_kv_bytes = std::max(stats_.peak_used_kv_bytes, used_bytes);
+  stats_.peak_resident_kv_bytes = std::max(stats_.peak_resident_kv_bytes, resident_bytes);
 }
 
 KvCacheStats PagedKvCache::Stats() const {
@@ -431,6 +608,18 @@ KvCacheStats PagedKvCache::Stats() const {
   st.blocks_used = st.blocks_total - st.blocks_free - st.blocks_cached;
   st.num_sequences = static_cast<int64_t>(seqs_.size());
   st.pinned_blocks = index_->num_pinned();
+  st.sliding.resize(sliding_.size());
+  for (size_t g = 0; g < sliding_.size(); ++g) {
+    const SlidingKvGroup& group = *sliding_[g];
+    KvGroupStats& gs = st.sliding[g];
+    gs.window = group.window();
+    gs.block_bytes = static_cast<int64_t>(group.pool().block_bytes());
+    gs.blocks_total = group.pool().num_blocks();
+    gs.blocks_free = group.num_free();
+    gs.blocks_cached = group.num_cached();
+    gs.blocks_used = group.num_used();
+    gs.evictions = group.evictions();
+  }
   if (disk_ != nullptr) {
     st.disk_enabled = true;
     st.disk = disk_->Stats();
@@ -469,7 +658,8 @@ void PagedKvCache::ResetPrefixCache() {
   // AllBlocksCleared (every medium) would wipe from a subscriber's view.
   if (sink_ != nullptr && disk_ == nullptr && index_->NoneReferenced()) {
     // Everything goes: one AllBlocksCleared instead of a BlockRemoved each.
-    for (BlockId b : index_->ClearCachedSilently()) pool_->Free(b);
+    for (BlockId b : index_->ClearCachedSilently()) FreeNode(b);
+    for (const auto& g : sliding_) g->DropCached();
     KvEvent e;
     e.kind = KvEvent::Kind::kAllBlocksCleared;
     sink_->Emit(std::move(e));
@@ -477,8 +667,10 @@ void PagedKvCache::ResetPrefixCache() {
   }
   // A reset drops blocks; it does not move them to disk.
   resetting_ = true;
-  for (BlockId b = index_->PopLru(); b != kNoBlock; b = index_->PopLru()) pool_->Free(b);
+  for (BlockId b = index_->PopLru(); b != kNoBlock; b = index_->PopLru()) FreeNode(b);
   resetting_ = false;
+  // Cached sliding blocks of nodes that running sequences still hold go too.
+  for (const auto& g : sliding_) g->DropCached();
 }
 
 Status PagedKvCache::SetEventSink(KvEventSink* sink) {
@@ -517,9 +709,46 @@ Status PagedKvCache::Check() const {
   KVFORK_RETURN_IF_ERROR(index_->Check());
   const int64_t bs = pool_->layout().block_size;
   std::vector<int32_t> holders(pool_->num_blocks(), 0);
+  std::vector<std::vector<int32_t>> side_holders(sliding_.size());
+  for (size_t g = 0; g < sliding_.size(); ++g)
+    side_holders[g].assign(sliding_[g]->pool().num_blocks(), 0);
   for (const auto& [id, s] : seqs_) {
     auto name = [id = id] { return "sequence " + std::to_string(id); };
     if (s.table.size() != s.blocks.size()) return InternalError(name() + ": table size mismatch");
+    if (s.side.size() != sliding_.size())
+      return InternalError(name() + ": " + std::to_string(s.side.size()) + " sliding tables for " +
+                           std::to_string(sliding_.size()) + " groups");
+    for (size_t g = 0; g < sliding_.size(); ++g) {
+      const SlidingKvGroup& group = *sliding_[g];
+      const SideTable& t = s.side[g];
+      const std::string where = name() + ", sliding group " + std::to_string(g);
+      if (t.blocks.size() != s.blocks.size() || t.table.size() != s.blocks.size())
+        return InternalError(where + ": table length differs from the primary one");
+      // The memory bound: exactly the blocks a future query can see are held.
+      if (t.first != group.FirstVisibleBlock(static_cast<int64_t>(s.tokens.size())))
+        return InternalError(
+            where + ": gives back up to block " + std::to_string(t.first) +
+            ", its window starts at block " +
+            std::to_string(group.FirstVisibleBlock(static_cast<int64_t>(s.tokens.size()))));
+      for (size_t i = 0; i < t.blocks.size(); ++i) {
+        const BlockId b = t.blocks[i];
+        if ((b == kNoBlock) != (static_cast<int64_t>(i) < t.first))
+          return InternalError(
+              where + ": block " + std::to_string(i) +
+              (b == kNoBlock ? " given back inside the window" : " held before the window"));
+        if (b == kNoBlock) {
+          if (t.table[i] != group.hole()) return InternalError(where + ": hole not the hole");
+          continue;
+        }
+        if (b < 0 || b >= group.pool().num_blocks() || t.table[i] != group.Data(b))
+          return InternalError(where + ": bad or stale table entry " + std::to_string(i));
+        ++side_holders[g][b];
+        // A registered position's block is the one its node has.
+        if (static_cast<int64_t>(i) < s.registered && group.AttachedTo(s.blocks[i]) != b)
+          return InternalError(where + ": block " + std::to_string(i) +
+                               " is not the one attached to its node");
+      }
+    }
     if (static_cast<int64_t>(s.tokens.size()) > static_cast<int64_t>(s.blocks.size()) * bs)
       return InternalError(name() + ": more tokens than reserved positions");
     if (s.registered > static_cast<int64_t>(s.tokens.size()) / bs)
@@ -557,6 +786,8 @@ Status PagedKvCache::Check() const {
                            " states (free/referenced/cached), not exactly one");
     }
   }
+  for (size_t g = 0; g < sliding_.size(); ++g)
+    KVFORK_RETURN_IF_ERROR(sliding_[g]->Check(side_holders[g], *index_));
   return OkStatus();
 }
 

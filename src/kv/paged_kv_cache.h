@@ -12,6 +12,12 @@
 // blocks on disk (by the chained hash), which Admit reads into the
 // sequence's new blocks and registers; the destructor (a clean shutdown)
 // writes every registered full block not yet on disk.
+//
+// With sliding-window layer groups (options.groups, issue 24): the primary
+// pool holds the global group's layers and its blocks are the prefix index's
+// nodes; each sliding group has its own pool (sliding_kv_group.h) and each
+// sequence a table per group, in which the blocks before the window of its
+// next query are given back (holes). docs/kv_cache.md, "Sliding windows".
 #pragma once
 
 #include <cstdint>
@@ -24,6 +30,7 @@
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
 #include "kv/prefix_index.h"
+#include "kv/sliding_kv_group.h"
 
 namespace kvfork {
 
@@ -33,7 +40,10 @@ class PagedKvCache final : public KvCache {
   ~PagedKvCache() override;
 
   KvBackend backend() const override { return KvBackend::kPaged; }
-  const KvLayout& layout() const override { return pool_->layout(); }
+  // Every layer's layout (with layer groups, the primary pool holds only
+  // the global ones: primary_layout()).
+  const KvLayout& layout() const override { return options_.layout; }
+  const KvLayout& primary_layout() const { return pool_->layout(); }
   int64_t max_sequence_tokens() const override {
     return pool_->num_blocks() * pool_->layout().block_size;
   }
@@ -59,6 +69,17 @@ class PagedKvCache final : public KvCache {
   std::span<const int32_t> Tokens(SeqId seq) const override { return Get(seq).tokens; }
   // Block ids of a sequence's table (tests and diagnostics).
   std::span<const BlockId> BlockIds(SeqId seq) const { return Get(seq).blocks; }
+  std::span<const KvGroup> kv_groups() const override {
+    return sliding_.empty() ? std::span<const KvGroup>()
+                            : std::span<const KvGroup>(options_.groups);
+  }
+  uint8_t* const* GroupBlockTable(SeqId seq, int group) const override {
+    return group == 0 ? Get(seq).table.data() : Get(seq).side[group - 1].table.data();
+  }
+  // Sliding group g's block ids of a sequence (kNoBlock: given back).
+  std::span<const BlockId> SlidingBlockIds(SeqId seq, int g) const {
+    return Get(seq).side[g].blocks;
+  }
 
   KvCacheStats Stats() const override;
   PrefixTreeSnapshot SnapshotPrefixTree(int64_t max_nodes) const override;
@@ -81,6 +102,12 @@ class PagedKvCache final : public KvCache {
   int64_t WriteAllToDisk();
 
  private:
+  // A sequence's table in one sliding group: as long as the primary one.
+  struct SideTable {
+    std::vector<BlockId> blocks;  // kNoBlock for [0, first): given back
+    std::vector<uint8_t*> table;  // the group's Data(blocks[i]), or its hole
+    int64_t first = 0;            // == the group's FirstVisibleBlock(tokens.size())
+  };
   struct Sequence {
     std::vector<BlockId> blocks;  // [ceil(reserved / block_size)]
     std::vector<uint8_t*> table;  // pool_->Data(blocks[i])
@@ -88,6 +115,7 @@ class PagedKvCache final : public KvCache {
     int64_t reused = 0;           // tokens adopted at Admit (or taken at Fork)
     int64_t registered = 0;       // blocks[0, registered) are in the index
     uint64_t salt_key = 0;  // PrefixIndex::SaltKeyOf
+    std::vector<SideTable> side;  // [sliding groups]
   };
   // What Match found: the shared chain and the tail source.
   struct Plan {
@@ -100,7 +128,8 @@ class PagedKvCache final : public KvCache {
   };
 
   PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockPool> pool,
-               std::unique_ptr<DiskTier> disk);
+               std::unique_ptr<DiskTier> disk,
+               std::vector<std::unique_ptr<SlidingKvGroup>> sliding);
   // The eviction hook: queues a full victim's copy for the disk tier.
   void SpillToDisk(BlockId id);
   DiskBlockWrite DiskCopyOf(BlockId id) const;
@@ -121,6 +150,21 @@ class PagedKvCache final : public KvCache {
   void Unref(BlockId id);
   void RegisterFilled(Sequence* s);
   void UpdatePeaks();
+  // Frees a primary block just unregistered, and what its node had attached.
+  void FreeNode(BlockId id);
+  // Sliding groups: shortens the plan until every group holds the window
+  // before its reuse point (kv_cache.md's reuse rule).
+  void FitWindows(Plan* plan) const;
+  // The highest block index < num_shared some sliding group lacks in the
+  // window of the first query after the plan's reuse, num_shared when only
+  // the tail source's block is missing, -1 when every group has its window.
+  int64_t MissingInWindows(const Plan& plan, int64_t num_shared, bool with_tail) const;
+  // Group g's block i of s: share the block attached to node, or attach ours.
+  void ShareOrAttach(Sequence* s, size_t g, int64_t i, BlockId node);
+  // Gives back each group's blocks before the window of the next query.
+  void DropOutOfWindow(Sequence* s);
+  // Free + cached blocks of the primary pool alone.
+  int64_t PrimaryAvailable() const { return pool_->num_free() + index_->num_cached(); }
 
   KvCacheOptions options_;
   std::unique_ptr<BlockPool> pool_;
@@ -131,6 +175,7 @@ class PagedKvCache final : public KvCache {
   KvEventSink* sink_ = nullptr;
   std::unique_ptr<DiskTier> disk_;
   bool resetting_ = false;  // ResetPrefixCache: evictions are not spilled
+  std::vector<std::unique_ptr<SlidingKvGroup>> sliding_;  // options.groups[1..]
 };
 
 }  // namespace kvfork

@@ -37,6 +37,7 @@ Decoder::Decoder(ModelConfig config, const ArchSpec& arch, std::unique_ptr<Model
   inv_freq_ = config_.RopeInvFreq();
   // Gemma 3's sliding layers rotate with their own base.
   if (config_.rope_local_theta > 0) local_inv_freq_ = config_.RopeLocalInvFreq();
+  kv_map_ = MapKvGroups(config_, KvDType::kBf16, 16);  // only the layer slots are used
 }
 
 Status Decoder::Validate(const ForwardBatch& batch, const KvLayout& layout) const {
@@ -47,13 +48,36 @@ Status Decoder::Validate(const ForwardBatch& batch, const KvLayout& layout) cons
                                 ", kv heads " + std::to_string(layout.num_kv_heads) +
                                 ", head_dim " + std::to_string(layout.head_dim) +
                                 ") does not match the model");
+  const std::span<const KvGroup> groups = batch.kv_groups;
+  if (!groups.empty()) {
+    if (groups.size() != kv_map_.groups.size())
+      return InvalidArgumentError("forward batch: " + std::to_string(groups.size()) +
+                                  " KV layer groups, the model has " +
+                                  std::to_string(kv_map_.groups.size()));
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const KvLayout& gl = groups[g].layout;
+      const KvGroup& want = kv_map_.groups[g];
+      if (gl.num_layers != want.layout.num_layers || gl.num_kv_heads != c.num_kv_heads ||
+          gl.head_dim != c.head_dim || gl.block_size <= 0 || groups[g].window != want.window)
+        return InvalidArgumentError(
+            "forward batch: KV layer group " + std::to_string(g) + " (layers " +
+            std::to_string(gl.num_layers) + ", window " + std::to_string(groups[g].window) +
+            ") does not match the model's (layers " + std::to_string(want.layout.num_layers) +
+            ", window " + std::to_string(want.window) + ")");
+    }
+  }
   int64_t total = 0;
   for (size_t s = 0; s < batch.seqs.size(); ++s) {
     const ForwardSeq& seq = batch.seqs[s];
     const std::string where = "forward batch seq " + std::to_string(s) + ": ";
     if (seq.num_tokens <= 0) return InvalidArgumentError(where + "num_tokens must be > 0");
     if (seq.start_pos < 0) return InvalidArgumentError(where + "start_pos must be >= 0");
-    if (seq.blocks == nullptr) return InvalidArgumentError(where + "no block table");
+    if (groups.empty() && seq.blocks == nullptr)
+      return InvalidArgumentError(where + "no block table");
+    for (size_t g = 0; g < groups.size(); ++g)
+      if (groups[g].layout.num_layers > 0 && seq.group_blocks[g] == nullptr)
+        return InvalidArgumentError(where + "no block table for KV layer group " +
+                                    std::to_string(g));
     if (seq.start_pos + seq.num_tokens > std::numeric_limits<int32_t>::max())
       return OutOfRangeError(where + "position out of range");
     total += seq.num_tokens;
@@ -177,20 +201,28 @@ Status Decoder::Forward(const ForwardBatch& batch, const KvLayout& layout, Threa
       Rotate(q, r1 - r0, c.num_heads, c.head_dim, rotary_dim, cos, sin);
       Rotate(k, r1 - r0, c.num_kv_heads, c.head_dim, rotary_dim, cos, sin);
     });
+    // With layer groups, the layer's K/V is plane kv_layer of its group's
+    // blocks (MapKvGroups); else plane l of the one table.
+    const bool grouped = !batch.kv_groups.empty();
+    const int group = grouped ? kv_map_.group_of_layer[l] : 0;
+    const KvLayout& kv_layout = grouped ? batch.kv_groups[group].layout : layout;
+    const int kv_layer = grouped ? kv_map_.index_in_group[l] : static_cast<int>(l);
     {
       int64_t t = 0;
-      for (const ForwardSeq& s : batch.seqs) {
+      for (size_t i = 0; i < batch.seqs.size(); ++i) {
+        const ForwardSeq& s = batch.seqs[i];
+        uint8_t* const* table = grouped ? s.group_blocks[group] : s.blocks;
+        attn_seqs_[i].blocks = table;
         // Each token fills its own slots (and int8 scales): split like the rest.
         pool.ParallelForRows(s.num_tokens, [&](int64_t r0, int64_t r1) {
-          WriteKv(layout, static_cast<int>(l), s.blocks, s.start_pos + r0, r1 - r0,
-                  k_.data() + (t + r0) * kvd, v_.data() + (t + r0) * kvd);
+          WriteKv(kv_layout, kv_layer, table, s.start_pos + r0, r1 - r0, k_.data() + (t + r0) * kvd,
+                  v_.data() + (t + r0) * kvd);
         });
         t += s.num_tokens;
       }
     }
     for (AttentionSeq& s : attn_seqs_) s.window = window;
-    PagedAttention(layout, static_cast<int>(l), static_cast<int>(c.num_heads), scale, attn_seqs_,
-                   pool);
+    PagedAttention(kv_layout, kv_layer, static_cast<int>(c.num_heads), scale, attn_seqs_, pool);
     AddBranch(attn_.data(), T, L.o_proj, L.attn_out_norm, pool);
     pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
       RmsNorm(x_.data() + r0 * H, L.post_attn_norm, r1 - r0, H, eps, h_.data() + r0 * H);

@@ -41,6 +41,7 @@ class Decoder final : public Model {
   std::unique_ptr<ModelWeights> weights_;
   std::vector<float> inv_freq_;  // [head_dim / 2]
   std::vector<float> local_inv_freq_;  // [head_dim / 2] sliding layers' (Gemma 3); else empty
+  KvGroupMap kv_map_;  // each layer's group and plane when the cache keeps layer groups
 
   // Scratch, resized per call (capacity kept).
   std::vector<int32_t> positions_;       // [tokens]

@@ -2,6 +2,7 @@
 // source -> bound weights.
 #include "model/model.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/logging.h"
@@ -66,6 +67,33 @@ KvLayout Model::MakeKvLayout(KvDType dtype, int block_size) const {
   layout.block_size = block_size;
   layout.dtype = dtype;
   return layout;
+}
+
+KvGroupMap MapKvGroups(const ModelConfig& config, KvDType dtype, int block_size) {
+  KvGroupMap m;
+  std::vector<int64_t> windows = {0};
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    const int64_t w = config.LayerWindow(l);
+    if (std::find(windows.begin(), windows.end(), w) == windows.end()) windows.push_back(w);
+  }
+  std::sort(windows.begin() + 1, windows.end());
+  for (int64_t w : windows) {
+    KvGroup g;
+    g.layout.num_layers = 0;
+    g.layout.num_kv_heads = static_cast<int>(config.num_kv_heads);
+    g.layout.head_dim = static_cast<int>(config.head_dim);
+    g.layout.block_size = block_size;
+    g.layout.dtype = dtype;
+    g.window = w;
+    m.groups.push_back(g);
+  }
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    const int g = static_cast<int>(
+        std::find(windows.begin(), windows.end(), config.LayerWindow(l)) - windows.begin());
+    m.group_of_layer.push_back(g);
+    m.index_in_group.push_back(m.groups[g].layout.num_layers++);
+  }
+  return m;
 }
 
 }  // namespace kvfork

@@ -12,13 +12,16 @@
 // model and reused across calls.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "kernels/kv_group.h"
 #include "kernels/kv_layout.h"
 #include "model/model_config.h"
 
@@ -46,12 +49,32 @@ struct ForwardSeq {
   // nobody samples. When no sequence wants a row, the final norm and the
   // lm head (the largest matrix of a small model) are skipped.
   bool no_logits = false;
+  // With ForwardBatch::kv_groups: the block table of each layer group
+  // (group_blocks[g] for kv_groups[g]; blocks is then unused). A sliding
+  // group's table may point anywhere (the cache's zeroed hole) for blocks
+  // wholly before the window of start_pos: they are never read.
+  std::array<uint8_t* const*, kMaxKvGroups> group_blocks{};
 };
 
 struct ForwardBatch {
   std::vector<int32_t> tokens;  // all sequences' new tokens, sequence after sequence
   std::vector<ForwardSeq> seqs;
+  // Empty: each sequence has one table (ForwardSeq::blocks) holding every
+  // layer in Forward's layout. Else the cache keeps one table per layer group
+  // (Model::MakeKvGroups, in that order; KvCache::kv_groups()).
+  std::span<const KvGroup> kv_groups;
 };
+
+// Where each layer's K/V lives when the cache keeps one block table per
+// layer group: group 0 holds the global layers (possibly none), groups 1..
+// the sliding layers of each distinct window (ascending), each group in
+// layer order. A model without sliding layers has the one global group.
+struct KvGroupMap {
+  std::vector<KvGroup> groups;
+  std::vector<int> group_of_layer;  // [num_layers]
+  std::vector<int> index_in_group;  // [num_layers]
+};
+KvGroupMap MapKvGroups(const ModelConfig& config, KvDType dtype, int block_size);
 
 // True when Model::Load would open `path` as a GGUF file (a *.gguf path that
 // is not a directory); the CLI asks it where the tokenizer comes from.
@@ -71,6 +94,12 @@ class Model {
 
   // The KV block layout this model's layers need for a dtype and block size.
   KvLayout MakeKvLayout(KvDType dtype, int block_size) const;
+  // Its layer groups (MapKvGroups): one global group of every layer for a
+  // model without sliding layers; for Gemma 3 the global and the sliding
+  // layers; for Mistral an empty global group and the sliding one.
+  std::vector<KvGroup> MakeKvGroups(KvDType dtype, int block_size) const {
+    return MapKvGroups(config(), dtype, block_size).groups;
+  }
 
   // Runs every sequence's new tokens, writes their K/V, and returns logits
   // [rows, vocab_size] row-major: for each sequence in order, none if

@@ -45,3 +45,7 @@ if(KVFORK_SYSTEM_PYTHON)
     COMMAND ${KVFORK_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tests/kv/kv_disk_e2e_test.py
     LABELS e2e TIMEOUT 300)
 endif()
+# Sliding-window layer groups in the paged cache (issue 24), no model.
+kvfork_test(kv_sliding_test
+  SOURCES kv_sliding_test.cc
+  LABELS unit LIBS kvfork_kv)

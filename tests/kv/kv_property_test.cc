@@ -23,6 +23,9 @@ struct Config {
   bool prefix_cache;
   bool tail_copy;
   int64_t blocks;
+  // Layer groups (paged): global layers and one sliding layer of window 6
+  // (a block is 4 positions, so windows cut the 1-31-token prompts); -1 = none.
+  int global_layers = -1;
 };
 
 int64_t OpsFromEnv(int64_t fallback) {
@@ -37,6 +40,9 @@ void RunProperty(const Config& cfg, int64_t num_ops, uint32_t seed) {
   o.prefix_cache = cfg.prefix_cache;
   o.tail_copy = cfg.tail_copy;
   o.max_context = 48;
+  if (cfg.global_layers >= 0) {
+    o.groups = testing::TinyGroups(cfg.global_layers, 2 - cfg.global_layers, 6);
+  }
   auto made = KvCache::Create(cfg.backend, o);
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   KvCache& c = **made;
@@ -80,6 +86,10 @@ void RunProperty(const Config& cfg, int64_t num_ops, uint32_t seed) {
         KvCacheStats after = c.Stats();
         ASSERT_EQ(after.blocks_free, before.blocks_free);
         ASSERT_EQ(after.blocks_cached, before.blocks_cached);
+        for (size_t g = 0; g < after.sliding.size(); ++g) {
+          ASSERT_EQ(after.sliding[g].blocks_free, before.sliding[g].blocks_free);
+          ASSERT_EQ(after.sliding[g].blocks_cached, before.sliding[g].blocks_cached);
+        }
         ++exhausted;
       }
     } else if (kind <= 6) {  // compute a chunk (prefill) or one decode token
@@ -129,6 +139,13 @@ void RunProperty(const Config& cfg, int64_t num_ops, uint32_t seed) {
   EXPECT_EQ(st.blocks_used, 0);
   EXPECT_EQ(st.num_sequences, 0);
   EXPECT_EQ(st.blocks_free + st.blocks_cached, st.blocks_total);
+  for (const KvGroupStats& g : st.sliding) {
+    EXPECT_EQ(g.blocks_used, 0);
+    EXPECT_EQ(g.blocks_free + g.blocks_cached, g.blocks_total);
+  }
+  if (cfg.global_layers >= 0) {
+    EXPECT_EQ(st.sliding.size(), 1u);
+  }
   EXPECT_GT(admitted, num_ops / 20);
   if (cfg.prefix_cache) {
     EXPECT_GT(st.hits_tokens, 0);
@@ -150,7 +167,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Config{"paged", KvBackend::kPaged, true, true, 40},
                       Config{"paged_no_tail", KvBackend::kPaged, true, false, 40},
                       Config{"paged_no_cache", KvBackend::kPaged, false, true, 40},
-                      Config{"dense", KvBackend::kDense, true, true, 60}),
+                      Config{"dense", KvBackend::kDense, true, true, 60},
+                      // Gemma 3-like: a global layer and a sliding one.
+                      Config{"paged_sliding", KvBackend::kPaged, true, true, 40, 1},
+                      Config{"paged_sliding_no_tail", KvBackend::kPaged, true, false, 40, 1},
+                      Config{"paged_sliding_no_cache", KvBackend::kPaged, false, true, 40, 1},
+                      // Mistral-like: no global layer, two sliding ones.
+                      Config{"paged_sliding_only", KvBackend::kPaged, true, true, 40, 0}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

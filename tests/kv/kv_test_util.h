@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "kv/kv_cache.h"
 
 // The cache's own invariant check (Check()), as a test expectation.
@@ -34,48 +35,88 @@ inline float Pattern(int32_t token, int64_t pos, int plane, int d) {
          static_cast<float>(plane) * 0.25f + static_cast<float>(d) * 0.0625f;
 }
 
-// Writes the pattern for positions [start, start + n) (f32 layouts only).
+// The cache's tables as (layout, table, window, first layer) per layer group:
+// one of every layer without groups.
+struct GroupTable {
+  const KvLayout* layout;
+  uint8_t* const* table;
+  int64_t window;
+  int first_layer;  // the group's planes are numbered after the groups before it
+};
+inline std::vector<GroupTable> GroupTables(const KvCache& cache, SeqId seq) {
+  std::vector<GroupTable> out;
+  if (cache.kv_groups().empty()) return {{&cache.layout(), cache.BlockTable(seq), 0, 0}};
+  int layer = 0;
+  for (size_t g = 0; g < cache.kv_groups().size(); ++g) {
+    const KvGroup& group = cache.kv_groups()[g];
+    out.push_back(
+        {&group.layout, cache.GroupBlockTable(seq, static_cast<int>(g)), group.window, layer});
+    layer += group.layout.num_layers;
+  }
+  return out;
+}
+
+// Writes the pattern for positions [start, start + n) (f32 layouts only) in
+// every layer group.
 inline void FakeForward(const KvCache& cache, SeqId seq, const std::vector<int32_t>& tokens,
                         int64_t start, int64_t n) {
-  const KvLayout& l = cache.layout();
-  uint8_t* const* table = cache.BlockTable(seq);
-  for (int64_t p = start; p < start + n; ++p) {
-    uint8_t* block = table[p / l.block_size];
-    int slot = static_cast<int>(p % l.block_size);
-    for (int layer = 0; layer < l.num_layers; ++layer) {
-      for (int kv = 0; kv < 2; ++kv) {
-        for (int h = 0; h < l.num_kv_heads; ++h) {
-          int plane = (layer * 2 + kv) * l.num_kv_heads + h;
-          float* row = reinterpret_cast<float*>(block + l.PlaneOffset(layer, kv, h)) +
-                       static_cast<size_t>(slot) * l.head_dim;
-          for (int d = 0; d < l.head_dim; ++d) row[d] = Pattern(tokens[p], p, plane, d);
+  for (const GroupTable& g : GroupTables(cache, seq)) {
+    const KvLayout& l = *g.layout;
+    for (int64_t p = start; p < start + n; ++p) {
+      uint8_t* block = g.table[p / l.block_size];
+      int slot = static_cast<int>(p % l.block_size);
+      for (int layer = 0; layer < l.num_layers; ++layer) {
+        for (int kv = 0; kv < 2; ++kv) {
+          for (int h = 0; h < l.num_kv_heads; ++h) {
+            int plane = ((g.first_layer + layer) * 2 + kv) * l.num_kv_heads + h;
+            float* row = reinterpret_cast<float*>(block + l.PlaneOffset(layer, kv, h)) +
+                         static_cast<size_t>(slot) * l.head_dim;
+            for (int d = 0; d < l.head_dim; ++d) row[d] = Pattern(tokens[p], p, plane, d);
+          }
         }
       }
     }
   }
 }
 
-// True when positions [0, NumTokens) of seq hold the pattern of its tokens.
+// True when seq holds the pattern of its tokens at every position its next
+// query can see: [0, NumTokens) in global groups, the window before
+// NumTokens in sliding ones (the blocks before it are given back).
 inline bool HoldsPattern(const KvCache& cache, SeqId seq) {
-  const KvLayout& l = cache.layout();
-  uint8_t* const* table = cache.BlockTable(seq);
   auto tokens = cache.Tokens(seq);
-  for (int64_t p = 0; p < static_cast<int64_t>(tokens.size()); ++p) {
-    const uint8_t* block = table[p / l.block_size];
-    int slot = static_cast<int>(p % l.block_size);
-    for (int layer = 0; layer < l.num_layers; ++layer) {
-      for (int kv = 0; kv < 2; ++kv) {
-        for (int h = 0; h < l.num_kv_heads; ++h) {
-          int plane = (layer * 2 + kv) * l.num_kv_heads + h;
-          const float* row = reinterpret_cast<const float*>(block + l.PlaneOffset(layer, kv, h)) +
-                             static_cast<size_t>(slot) * l.head_dim;
-          for (int d = 0; d < l.head_dim; ++d)
-            if (row[d] != Pattern(tokens[p], p, plane, d)) return false;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  for (const GroupTable& g : GroupTables(cache, seq)) {
+    const KvLayout& l = *g.layout;
+    for (int64_t p = AttentionWindowStart(n, g.window); p < n; ++p) {
+      const uint8_t* block = g.table[p / l.block_size];
+      int slot = static_cast<int>(p % l.block_size);
+      for (int layer = 0; layer < l.num_layers; ++layer) {
+        for (int kv = 0; kv < 2; ++kv) {
+          for (int h = 0; h < l.num_kv_heads; ++h) {
+            int plane = ((g.first_layer + layer) * 2 + kv) * l.num_kv_heads + h;
+            const float* row = reinterpret_cast<const float*>(block + l.PlaneOffset(layer, kv, h)) +
+                               static_cast<size_t>(slot) * l.head_dim;
+            for (int d = 0; d < l.head_dim; ++d)
+              if (row[d] != Pattern(tokens[p], p, plane, d)) return false;
+          }
         }
       }
     }
   }
   return true;
+}
+
+// Layer groups over TinyLayout's shape: `global` global layers and
+// `sliding` layers with a window (global may be 0, as Mistral's).
+inline std::vector<KvGroup> TinyGroups(int global, int sliding, int64_t window,
+                                       int block_size = 4) {
+  KvGroup g;
+  g.layout = TinyLayout(block_size);
+  g.layout.num_layers = global;
+  KvGroup s = g;
+  s.layout.num_layers = sliding;
+  s.window = window;
+  return {g, s};
 }
 
 // Admits prompt, "computes" the rest of it and appends; returns the sequence.

@@ -1,0 +1,97 @@
+// One sliding-window layer group of the paged KV cache (issue 24): its own
+// pool of blocks that hold K/V of the group's layers only, and which of them
+// belong to a node of the prefix index.
+//
+// The prefix index's nodes are the blocks of the global group (the paged
+// cache's primary pool): each is the identity of one block of positions (its
+// chained hash, its place in the trie). A node may have a block of this group
+// attached (Attach): the same positions' K/V for the sliding layers. A node
+// can exist without one: a running sequence gives back the blocks no future
+// query of the window can see, and this group evicts its cached blocks on
+// its own (LRU), so a cached chain may have holes here. The cache reuses a
+// prefix only where every group holds what its first new query needs
+// (docs/kv_cache.md, "Sliding windows").
+//
+// A block here is exactly one of: free, referenced (refcount = the sequence
+// tables holding it), or cached (refcount 0, attached to a node, in the LRU).
+//
+// Thread affinity: the engine thread. Cost: O(1) per operation, O(log n)
+// where the LRU changes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "kernels/kv_group.h"
+#include "kv/block_pool.h"
+#include "kv/prefix_index.h"
+
+namespace kvfork {
+
+class SlidingKvGroup {
+ public:
+  // num_blocks of group.layout (group.window > 0, at least one layer);
+  // num_nodes = the primary pool's block count (node ids are its block ids).
+  static StatusOr<std::unique_ptr<SlidingKvGroup>> Create(const KvGroup& group, int64_t num_blocks,
+                                                          int64_t num_nodes);
+
+  const KvLayout& layout() const { return pool_->layout(); }
+  int64_t window() const { return window_; }
+  const BlockPool& pool() const { return *pool_; }
+  uint8_t* Data(BlockId id) const { return pool_->Data(id); }
+  // The table entry of a block given back: a zeroed block outside the pool.
+  // Attention never reads it (it lies before every query's window).
+  uint8_t* hole() const { return hole_.get(); }
+
+  // The first block a query at position pos, or any later one, can see.
+  int64_t FirstVisibleBlock(int64_t pos) const;
+
+  int64_t num_free() const { return pool_->num_free(); }
+  int64_t num_cached() const { return static_cast<int64_t>(lru_.size()); }
+  int64_t num_used() const { return pool_->num_blocks() - num_free() - num_cached(); }
+  // Blocks Take can still hand out: free + cached.
+  int64_t Available() const { return num_free() + num_cached(); }
+  int64_t evictions() const { return evictions_; }
+
+  // A block with refcount 1: a free one, else the least recently cached one
+  // (detached from its node). The caller has checked Available() > 0.
+  BlockId Take();
+  // A table's reference; a cached block leaves the LRU.
+  void Ref(BlockId id);
+  // Drops a table's reference; at 0 the block is cached if attached, else free.
+  void Unref(BlockId id);
+
+  // The block attached to a node of the prefix index, or kNoBlock.
+  BlockId AttachedTo(BlockId node) const { return attached_[node]; }
+  // Attaches a referenced block that has no node to a node that has no block.
+  void Attach(BlockId node, BlockId id);
+  // The node left the prefix index: its block, if any, is detached, and
+  // freed if cached.
+  void OnNodeGone(BlockId node);
+  // Frees every cached block (a cache reset); referenced ones stay.
+  void DropCached();
+
+  // Invariants: each block in exactly one state, refcount == holders[b]
+  // (the tables holding it), attachments both ways and only to registered
+  // nodes of index, the LRU holding exactly the cached blocks. O(blocks).
+  Status Check(std::span<const int32_t> holders, const PrefixIndex& index) const;
+
+ private:
+  SlidingKvGroup(int64_t window, std::unique_ptr<BlockPool> pool, int64_t num_nodes);
+  void Detach(BlockId id);
+
+  int64_t window_;
+  std::unique_ptr<BlockPool> pool_;
+  std::unique_ptr<uint8_t[]> hole_;             // [layout().BlockBytes()] zeros
+  std::vector<BlockId> attached_;               // [num_nodes]: node -> block here, or kNoBlock
+  std::vector<BlockId> node_of_;                // [num_blocks]: block -> its node, or kNoBlock
+  std::set<std::pair<uint64_t, BlockId>> lru_;  // cached blocks by (tick when cached, id)
+  int64_t evictions_ = 0;
+};
+
+}  // namespace kvfork
