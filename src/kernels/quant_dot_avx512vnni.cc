@@ -278,77 +278,190 @@ void DotK45(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ld
     for (int c = 0; c < RX; ++c) y[c * ldy + r] = Hsum16(acc[r][c]) - Hsum8(min_acc[r][c]);
 }
 
+// Q4_K / Q5_K at decode, the 4 x 1 tile: each W row takes DotK45's steps
+// on the codes (the same int32 lanes, the same float operations in the same
+// order, so the same bits), but what depends only on a block's 16 header
+// bytes is done for the four rows at once. DotK45<4, 1> spent about 28 of its
+// 44 ns per row (k = 1,024, one thread, Sapphire Rapids) unpacking: per row
+// and super-block a 10-op scale decode, two scalar f16 conversions, products
+// and broadcasts for d and dmin, and a vpmulld (two uops) and its own float
+// ops for the mins. Here, per super-block of four rows: one scale decode of
+// the four headers (DecodeKScales4), one vcvtph2ps of the eight d and dmin
+// values times dx, the mins of two rows per zmm (vpmaddwd: a min times a
+// 32-sum is exact in 16-bit factors), and each row's scale words spread
+// straight from the decoded bytes widened once per two rows. About 30 vector
+// ops per row and super-block where DotK45<4, 1> took about 50.
+template <bool kQ5>
+void DotK45Rows4(const uint8_t* const* w, const Q8Row& x, float* y) {
+  using Block = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  constexpr __mmask32 kHighHalf = 0xffff0000u;  // words 16-31: bytes 32-63
+  // Two rows' decoded bytes widened to words: row 2p + q's scales are words
+  // 16q..16q+7 of words[p], its mins 16q+8..16q+15. Chunk c of row 2p + q
+  // takes scale 2c (words 0-15) and 2c + 1 (16-31): spread_idx[q][c].
+  __m512i spread_idx[2][4];
+  for (int q = 0; q < 2; ++q)
+    for (int c = 0; c < 4; ++c)
+      spread_idx[q][c] =
+          _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(16 * q + 2 * c)),
+                             _mm256_set1_epi16(static_cast<int16_t>(16 * q + 2 * c + 1)), 1);
+  // Int32 lane l of a row pair's mins: min l of row 2p (word 8 + l) for
+  // l < 8, min l - 8 of row 2p + 1 (word 24 + l - 8) above; the odd words
+  // are zeroed, so each lane is the min, zero-extended.
+  const __m512i min_idx =
+      _mm512_set_epi32(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
+  constexpr __mmask32 kEvenWords = 0x55555555u;
+  // (d, dmin) of each row: int32 lane 0 of each 128-bit lane of the headers.
+  const __m512i dd_idx = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+  // Lanes of the eight d*dx, dmin*dx: row r's d is 2r; row pair p's dmins
+  // are 4p + 1 (lanes 0-7) and 4p + 3 (8-15).
+  const __m512i min_scale_idx[2] = {
+      _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
+      _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5)};
+  __m512 acc[4], min_acc[2];  // min_acc[p]: DotK45's min_acc of row 2p, then of 2p + 1
+  for (int r = 0; r < 4; ++r) acc[r] = _mm512_setzero_ps();
+  for (int p = 0; p < 2; ++p) min_acc[p] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < x.cols / kQK; ++i) {
+    const Block* b[4];
+    for (int r = 0; r < 4; ++r) {
+      b[r] = reinterpret_cast<const Block*>(w[r]) + i;
+      PrefetchAhead<sizeof(Block)>(b[r]);
+    }
+    __m512i heads = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0])));
+    heads = _mm512_inserti32x4(heads, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1])), 1);
+    heads = _mm512_inserti32x4(heads, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[2])), 2);
+    heads = _mm512_inserti32x4(heads, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[3])), 3);
+    const __m512i scales_mins = DecodeKScales4(heads);
+    const __m512i words[2] = {
+        _mm512_cvtepu8_epi16(_mm512_castsi512_si256(scales_mins)),
+        _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(scales_mins, 1))};
+    // d0 dmin0 d1 dmin1 ... as f32, each times dx: the products DotK45 takes.
+    const __m256 d_dx = _mm256_mul_ps(
+        _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(dd_idx, heads))),
+        _mm256_set1_ps(x.d[i]));
+    const __m512 d_dx16 = _mm512_castps256_ps512(d_dx);
+    // The 32-sums in both halves: each row pair's mins times them.
+    const __m512i sum32 = _mm512_broadcast_i64x4(Load256(x.sum32 + 8 * i));
+    for (int p = 0; p < 2; ++p) {
+      const __m512i mins = _mm512_maskz_permutexvar_epi16(kEvenWords, min_idx, words[p]);
+      const __m512i m = _mm512_madd_epi16(mins, sum32);
+      min_acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m),
+                                   _mm512_permutexvar_ps(min_scale_idx[p], d_dx16), min_acc[p]);
+    }
+    __m512i xv[4];
+    for (int c = 0; c < 4; ++c) xv[c] = Load512(x.qs + kQK * i + 64 * c);
+    for (int r = 0; r < 4; ++r) {
+      __m512i qh;
+      if constexpr (kQ5) qh = _mm512_broadcast_i64x4(Load256(b[r]->qh));
+      __m512i sum = _mm512_setzero_si512();
+      for (int c = 0; c < 4; ++c) {
+        const __m512i v = _mm512_broadcast_i64x4(Load256(b[r]->qs + 32 * c));
+        __m512i q = _mm512_and_si512(_mm512_mask_srli_epi16(v, kHighHalf, v, 4), m4);
+        if constexpr (kQ5) {
+          const __m512i bit = _mm512_inserti64x4(
+              _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * c)))),
+              _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1))), 1);
+          q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit), q, _mm512_set1_epi8(16));
+        }
+        const __m512i spread = _mm512_permutexvar_epi16(spread_idx[r & 1][c], words[r >> 1]);
+        sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(q, xv[c]), spread);
+      }
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
+                               _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r), d_dx16), acc[r]);
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    const __m512 mins = min_acc[r >> 1];
+    const __m256 row_mins = (r & 1) ? _mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                          _mm512_castps_pd(mins), 1))
+                                    : _mm512_castps512_ps256(mins);
+    y[r] = Hsum16(acc[r]) - Hsum8(row_mins);
+  }
+}
+
 // Q6_K. Half h's 64 ql bytes give elements [0, 64) of the half as low
 // nibbles and [64, 128) as high ones, in order; the two high bits come from
 // the half's 32 qh bytes, shifted per 32-element quarter (16-bit shifts; the
-// 0x30 mask drops what crosses a byte). Pairs of (q - 32) * x are vpmaddubsw
-// of q * x minus that of 32 * x (each at most 2 * 63 * 127), vpdpwssd adds
-// them times the sub-block's scale into lane l (elements 4l..4l+3 of the 64):
-// the int32 each lane held when it was vpdpbusd from -32 * sum(x) times a
-// vpmulld scale, so the bits are those. 32 * x depends only on x: a 4 x 1
-// tile makes it once for its four W rows.
+// 0x30 mask drops what crosses a byte), joined to the nibbles by one
+// vpternlog. vpdpbusd makes each lane l (elements 4l..4l+3 of the 64) the
+// sum of its four (q - 32) * x, starting from -32 * their x sum (x's nsum4,
+// shared by a tile's W rows); that sum fits 16 bits (at most 4 * 32 * 127),
+// so vpdpwssd adds it times the sub-block's scale, held in the lane's low
+// word (high word 0). Each int32 lane holds exactly what it held when pairs
+// of q * x and of 32 * x were made by vpmaddubsw and subtracted (one
+// operation more per 64 elements), so the bits are those.
 template <int RW, int RX>
 void DotQ6_K(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
   const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-  const __m512i k32 = _mm512_set1_epi8(32);
   const __m512i shift_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
   const __m512i shift_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-  // Group g (elements [64 g, 64 g + 64)): word w takes the scale of
-  // sub-block 4 g + w / 8, one per 128-bit lane; int32 lane l holds words
-  // 2l, 2l + 1 (so lane l: sub-block 4 g + l / 4).
+  constexpr int kOr = 0xea;  // vpternlog: (a & b) | c
+  // Group g (elements [64 g, 64 g + 64)): int32 lane l takes the scale of
+  // sub-block 4 g + l / 4 in its low word; the high words are zeroed.
+  constexpr __mmask32 kEvenWords = 0x55555555u;
   __m512i group_scale[4];
-  for (int g = 0; g < 4; ++g) {
-    const int s0 = (4 * g) * 0x10001, s1 = (4 * g + 1) * 0x10001, s2 = (4 * g + 2) * 0x10001,
-              s3 = (4 * g + 3) * 0x10001;
-    group_scale[g] =
-        _mm512_set_epi32(s3, s3, s3, s3, s2, s2, s2, s2, s1, s1, s1, s1, s0, s0, s0, s0);
-  }
+  for (int g = 0; g < 4; ++g)
+    group_scale[g] = _mm512_set_epi32(4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 2,
+                                      4 * g + 2, 4 * g + 2, 4 * g + 2, 4 * g + 1, 4 * g + 1,
+                                      4 * g + 1, 4 * g + 1, 4 * g, 4 * g, 4 * g, 4 * g);
   __m512 acc[RW][RX];
   for (int r = 0; r < RW; ++r)
     for (int c = 0; c < RX; ++c) acc[r][c] = _mm512_setzero_ps();
   for (int64_t i = 0; i < x[0]->cols / kQK; ++i) {
-    // 32 * x pairs of this block's x rows, shared by the tile's W rows.
-    __m512i x32[RW > 1 ? RX : 1][4];
-    if constexpr (RW > 1) {
-      for (int c = 0; c < RX; ++c)
-        for (int g = 0; g < 4; ++g)
-          x32[c][g] = _mm512_maddubs_epi16(k32, Load512(x[c]->qs + kQK * i + 64 * g));
+    // -32 * each lane's x sum, per x row and group, shared by the tile's W rows.
+    __m512i x_init[RX][4];
+    for (int c = 0; c < RX; ++c)
+      for (int g = 0; g < 4; ++g)
+        x_init[c][g] = _mm512_slli_epi32(Load512(x[c]->nsum4 + kQK / 4 * i + 16 * g), 5);
+    // The 4 x 1 tile converts its rows' four f16 d at once and multiplies
+    // them by dx as one vector: the products each row took alone.
+    __m512 d_dx4 = _mm512_setzero_ps();
+    if constexpr (RW == kTileRows && RX == 1) {
+      const BlockQ6_K* b0 = reinterpret_cast<const BlockQ6_K*>(w[0]) + i;
+      const BlockQ6_K* b1 = reinterpret_cast<const BlockQ6_K*>(w[1]) + i;
+      const BlockQ6_K* b2 = reinterpret_cast<const BlockQ6_K*>(w[2]) + i;
+      const BlockQ6_K* b3 = reinterpret_cast<const BlockQ6_K*>(w[3]) + i;
+      const __m128i d16 = _mm_setr_epi16(static_cast<int16_t>(b0->d), static_cast<int16_t>(b1->d),
+                                         static_cast<int16_t>(b2->d), static_cast<int16_t>(b3->d),
+                                         0, 0, 0, 0);
+      d_dx4 = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(d16), _mm_set1_ps(x[0]->d[i])));
     }
     for (int r = 0; r < RW; ++r) {
       const BlockQ6_K& b = reinterpret_cast<const BlockQ6_K*>(w[r])[i];
       PrefetchAhead<sizeof(BlockQ6_K)>(&b);
-      const __m256i scales16 =
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+      const __m512i scales16 = _mm512_zextsi256_si512(
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales))));
       __m512i sum[RX];
       for (int c = 0; c < RX; ++c) sum[c] = _mm512_setzero_si512();
       for (int h = 0; h < 2; ++h) {
         const __m512i v = Load512(b.ql + 64 * h);
         const __m512i qh = _mm512_broadcast_i64x4(Load256(b.qh + 32 * h));
         const __m512i q[2] = {
-            _mm512_or_si512(_mm512_and_si512(v, m4),
-                            _mm512_and_si512(_mm512_sllv_epi16(qh, shift_lo), m30)),
-            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                            _mm512_and_si512(_mm512_srlv_epi16(qh, shift_hi), m30))};
+            _mm512_ternarylogic_epi64(
+                v, m4, _mm512_and_si512(_mm512_sllv_epi16(qh, shift_lo), m30), kOr),
+            _mm512_ternarylogic_epi64(
+                _mm512_srli_epi16(v, 4), m4,
+                _mm512_and_si512(_mm512_srlv_epi16(qh, shift_hi), m30), kOr)};
         for (int s = 0; s < 2; ++s) {  // elements [64 s, 64 s + 64) of half h
           const int g = 2 * h + s;
           const __m512i spread =
-              _mm512_permutexvar_epi16(group_scale[g], _mm512_zextsi256_si512(scales16));
+              _mm512_maskz_permutexvar_epi16(kEvenWords, group_scale[g], scales16);
           for (int c = 0; c < RX; ++c) {
             const __m512i xv = Load512(x[c]->qs + kQK * i + 64 * g);
-            __m512i pairs = _mm512_maddubs_epi16(q[s], xv);
-            if constexpr (RW > 1) {
-              pairs = _mm512_sub_epi16(pairs, x32[c][g]);
-            } else {
-              pairs = _mm512_sub_epi16(pairs, _mm512_maddubs_epi16(k32, xv));
-            }
-            sum[c] = _mm512_dpwssd_epi32(sum[c], pairs, spread);
+            const __m512i lanes = _mm512_dpbusd_epi32(x_init[c][g], q[s], xv);
+            sum[c] = _mm512_dpwssd_epi32(sum[c], lanes, spread);
           }
         }
       }
-      const float d = F16(b.d);
-      for (int c = 0; c < RX; ++c) {
-        acc[r][c] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c]), _mm512_set1_ps(d * x[c]->d[i]), acc[r][c]);
+      if constexpr (RW == kTileRows && RX == 1) {
+        acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[0]),
+                                    _mm512_permutexvar_ps(_mm512_set1_epi32(r), d_dx4), acc[r][0]);
+      } else {
+        const float d = F16(b.d);
+        for (int c = 0; c < RX; ++c) {
+          acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c]), _mm512_set1_ps(d * x[c]->d[i]),
+                                      acc[r][c]);
+        }
       }
     }
   }
@@ -418,7 +531,11 @@ struct K45 {
   template <int RW, int RX>
   struct K {
     static void Run(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
-      DotK45<kQ5, RW, RX>(w, x, y, ldy);
+      if constexpr (RW == kTileRows && RX == 1) {
+        DotK45Rows4<kQ5>(w, *x[0], y);  // one x row: y[r] for W row r
+      } else {
+        DotK45<kQ5, RW, RX>(w, x, y, ldy);
+      }
     }
   };
 };

@@ -419,5 +419,33 @@ TEST(QuantKScalesTest, SimdDecodeEqualsScalar) {
   }
 }
 
+// DecodeKScales4 on four blocks' headers (d, dmin, 12 scale bytes per
+// 128-bit lane): each lane gets DecodeKScales' values of its own block.
+__attribute__((target("avx512f,avx512bw"))) void DecodeFourHeads(const uint8_t* heads,
+                                                                  uint8_t* out) {
+  _mm512_storeu_si512(out, DecodeKScales4(_mm512_loadu_si512(heads)));
+}
+
+TEST(QuantKScalesTest, FourBlockSimdDecodeEqualsScalar) {
+  const CpuFeatures& cpu = DetectCpuFeatures();
+  if (!cpu.avx512f || !cpu.avx512bw) GTEST_SKIP() << "no AVX-512 BW on this CPU";
+  std::mt19937 rng(4);
+  for (int trial = 0; trial < 50000; ++trial) {
+    uint8_t heads[64];
+    for (int j = 0; j < 64; ++j)
+      heads[j] = static_cast<uint8_t>(trial < 256 ? ((trial + j / 16) & 1 ? 0xff : trial) : rng());
+    uint8_t got[64];
+    DecodeFourHeads(heads, got);
+    for (int r = 0; r < 4; ++r) {
+      const KScales want = DecodeKScales(heads + 16 * r + 4);
+      uint64_t scales, mins;
+      std::memcpy(&scales, got + 16 * r, 8);
+      std::memcpy(&mins, got + 16 * r + 8, 8);
+      ASSERT_EQ(scales, want.scales) << "trial " << trial << " lane " << r;
+      ASSERT_EQ(mins, want.mins) << "trial " << trial << " lane " << r;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvfork
