@@ -1,6 +1,6 @@
 // AMX paged attention for bf16 and int8 KV (head_dim a multiple of 32, at
-// most 256, block_size a multiple of 16); every other layout (f32 KV among
-// them) runs avx512::PagedAttention.
+// most 256, block_size a multiple of 16); every other layout (f32, q4 and
+// q4r KV among them) runs avx512::PagedAttention.
 //
 // A task is one KV head of a span of query tokens of one sequence. Its query
 // rows (token, query head of the GQA group) go 16 to a tile; keys go 32 at a
@@ -153,7 +153,7 @@ inline const uint8_t* KvRow(const KvLayout& l, const AttentionSeq& s, int layer,
                             int64_t pos) {
   const int bs = l.block_size;
   return s.blocks[pos / bs] + l.PlaneOffset(layer, kv, kvh) +
-         static_cast<size_t>(pos % bs) * l.head_dim * l.ElementBytes();
+         static_cast<size_t>(pos % bs) * l.RowBytes();
 }
 
 // The f32 scale of an int8 K or V row.
@@ -247,7 +247,7 @@ struct GroupPrefetch {
   // Keys [g0, g0 + 32) of a span whose keys below span_end exist.
   GroupPrefetch(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t g0,
                 int64_t span_end)
-      : lines_per_half(static_cast<int>(16 * l.head_dim * l.ElementBytes() / 64)),
+      : lines_per_half(static_cast<int>(16 * l.RowBytes() / 64)),
         total(4 * lines_per_half) {
     for (int h = 0; h < 2; ++h) {
       if (g0 + 16 * h >= span_end) break;  // no block holds these keys yet
