@@ -3,8 +3,7 @@
 // scores reduced 16 keys at a time and K/V rows widened once per GQA group.
 // q4 / q4r KV (kv_layout.h) is read in place: each 32-dim group's 16 code
 // bytes become two vectors of exact f32 values in registers (LoadQ4Group),
-// in the same FMA chains as the other formats; the amx level runs this
-// kernel for q4 too.
+// in the same FMA chains as the other formats.
 // GCC 12's AVX-512 intrinsic headers build some results from _mm512_undefined_*
 // and then warn about them (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
