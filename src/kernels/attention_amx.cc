@@ -335,7 +335,8 @@ struct GroupPrefetch {
       // head_dim 128).
       if (IsQ4(l.dtype))
         for (int kv = 0; kv < 2; ++kv) {
-          const char* sc = reinterpret_cast<const char*>(Q4Scales(l, s, layer, kv, kvh, g0 + 16 * h));
+          const char* sc =
+              reinterpret_cast<const char*>(Q4Scales(l, s, layer, kv, kvh, g0 + 16 * h));
           for (size_t o = 0; o < 16 * l.RowScaleBytes(); o += 64) _mm_prefetch(sc + o, _MM_HINT_T1);
         }
     }

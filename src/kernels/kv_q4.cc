@@ -36,8 +36,7 @@ void QuantizeQ4Row(const float* x, int head_dim, uint8_t* codes, f16_t* scales) 
     const float d = F16ToF32(d16);
     const float inv = d != 0.0f ? 1.0f / d : 0.0f;
     for (int i = 0; i < 16; ++i)
-      codes[g * 16 + i] =
-          static_cast<uint8_t>(Nibble(xg[i], inv) | (Nibble(xg[i + 16], inv) << 4));
+      codes[g * 16 + i] = static_cast<uint8_t>(Nibble(xg[i], inv) | (Nibble(xg[i + 16], inv) << 4));
     scales[g] = d16;
   }
 }

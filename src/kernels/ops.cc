@@ -60,7 +60,8 @@ void MatMulSharedRun(const float* x, int64_t m, std::span<const MatMulTarget> ru
 
 void PagedAttentionLevel(const KvLayout& layout, int layer, int num_heads, float scale,
                          std::span<const AttentionSeq> seqs, ThreadPool& pool) {
-  if (ActiveIsa() == Isa::kAmx) return amx::PagedAttention(layout, layer, num_heads, scale, seqs, pool);
+  if (ActiveIsa() == Isa::kAmx)
+    return amx::PagedAttention(layout, layer, num_heads, scale, seqs, pool);
   KVFORK_DISPATCH(PagedAttention(layout, layer, num_heads, scale, seqs, pool));
 }
 
@@ -221,7 +222,8 @@ void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scal
       "PagedAttention: num_heads must be a multiple of num_kv_heads, at most 16x");
   KVFORK_CHECK_MSG(!IsQ4(layout.dtype) || layout.head_dim % kQ4Group == 0,
                    "PagedAttention: q4 KV needs head_dim a multiple of 32");
-  if (layout.dtype == KvDType::kQ4r) return PagedAttentionRotated(layout, layer, num_heads, scale, seqs, pool);
+  if (layout.dtype == KvDType::kQ4r)
+    return PagedAttentionRotated(layout, layer, num_heads, scale, seqs, pool);
   PagedAttentionLevel(layout, layer, num_heads, scale, seqs, pool);
 }
 

@@ -191,8 +191,9 @@ float ReadKv(const KvLayout& layout, int layer, int kv, uint8_t* const* blocks, 
     case KvDType::kQ4r: {  // q4r: the rotated value (PagedAttention rotates q and out)
       const size_t slot = idx / layout.head_dim;
       const uint8_t* codes = plane + slot * layout.RowBytes();
-      const auto* scales = reinterpret_cast<const f16_t*>(plane + layout.block_size * layout.RowBytes()) +
-                           slot * (layout.RowScaleBytes() / 2);
+      const auto* scales =
+          reinterpret_cast<const f16_t*>(plane + layout.block_size * layout.RowBytes()) +
+          slot * (layout.RowScaleBytes() / 2);
       return DequantizeQ4(codes, scales, d);
     }
   }

@@ -329,7 +329,8 @@ TEST(AttentionQ4, MatchesF32AttentionOverTheDequantizedValues) {
         const std::vector<float> got = RunChunked(c, 7, pool);
         for (size_t i = 0; i < got.size(); ++i)
           ASSERT_NEAR(got[i], want[i], tol + tol * std::fabs(want[i]))
-              << IsaName(isa) << " " << KvDTypeName(dtype) << " head_dim=" << head_dim << " at " << i;
+              << IsaName(isa) << " " << KvDTypeName(dtype) << " head_dim=" << head_dim
+              << " at " << i;
       }
     }
   }

@@ -3,6 +3,8 @@
 // takes against bf16, and what the rotation buys on a row with an outlier
 // channel. The attention kernels that read these blocks are tested with the
 // other formats in attention_test.cc.
+#include "kernels/kv_q4.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +13,6 @@
 
 #include "core/bf16.h"
 #include "kernel_test_util.h"
-#include "kernels/kv_q4.h"
 #include "kernels/ops.h"
 #include "kernels/reference.h"
 
@@ -28,8 +29,8 @@ TEST(KvQ4, CodesAndScalesByHand) {
   std::vector<float> x(96, 0.0f);
   for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(i - 16);
   x[32 + 7] = 3.0f;
-  x[32 + 8] = -1.5f;   // -1.5 / -0.375 = 4
-  x[32 + 20] = 0.1f;   // -0.2667 -> 0
+  x[32 + 8] = -1.5f;  // -1.5 / -0.375 = 4
+  x[32 + 20] = 0.1f;  // -0.2667 -> 0
   uint8_t codes[48];
   f16_t scales[3];
   QuantizeQ4Row(x.data(), 96, codes, scales);
@@ -43,9 +44,9 @@ TEST(KvQ4, CodesAndScalesByHand) {
   EXPECT_EQ(codes[1], 0x80);
   EXPECT_EQ(codes[2], 0x91);
   EXPECT_EQ(codes[15] >> 4, 15);
-  EXPECT_EQ(codes[16 + 7] & 15, 0);  // 3 / -0.375 = -8
+  EXPECT_EQ(codes[16 + 7] & 15, 0);   // 3 / -0.375 = -8
   EXPECT_EQ(codes[16 + 8] & 15, 12);  // 4 + 8
-  EXPECT_EQ(codes[16 + 4] >> 4, 8);  // dim 20: 0
+  EXPECT_EQ(codes[16 + 4] >> 4, 8);   // dim 20: 0
   for (int i = 0; i < 16; ++i) EXPECT_EQ(codes[32 + i], 0x88);
   EXPECT_EQ(DequantizeQ4(codes, scales, 0), -16.0f);
   EXPECT_EQ(DequantizeQ4(codes, scales, 31), 14.0f);  // clamped
@@ -147,7 +148,8 @@ TEST(KvQ4, RotationShrinksTheErrorOfAnOutlierChannel) {
     l.block_size = 16;
     l.dtype = r == 0 ? KvDType::kQ4 : KvDType::kQ4r;
     std::vector<uint8_t> block(l.BlockBytes() + 64);
-    uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(block.data()) + 63) / 64 * 64);
+    uint8_t* base =
+        reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(block.data()) + 63) / 64 * 64);
     std::vector<float> k = RandomFloats(tokens * hd, 11);
     for (int t = 0; t < tokens; ++t) k[t * hd + 5] = outlier;
     const std::vector<float> v = k;
@@ -159,7 +161,8 @@ TEST(KvQ4, RotationShrinksTheErrorOfAnOutlierChannel) {
       for (int d = 0; d < hd; ++d) err[r] += std::pow(row[d] - k[t * hd + d], 2.0);
     }
   }
-  const double rms_q4 = std::sqrt(err[0] / (tokens * hd)), rms_q4r = std::sqrt(err[1] / (tokens * hd));
+  const double rms_q4 = std::sqrt(err[0] / (tokens * hd)),
+               rms_q4r = std::sqrt(err[1] / (tokens * hd));
   EXPECT_LT(rms_q4r, 0.5 * rms_q4) << "q4 " << rms_q4 << " q4r " << rms_q4r;
 }
 
