@@ -61,15 +61,20 @@ double ProcessCpuSeconds() {
 StatusOr<nlohmann::json> BenchAttention(ThreadPool& pool, double min_seconds, double peak_flops,
                                         double bandwidth) {
   // "22 after 3400": the serving benchmark's seqshare request, a few new
-  // tokens behind a long cached prefix; int8 rows: the same work on int8 KV.
+  // tokens behind a long cached prefix; i8, q4, q4r rows: the same work on
+  // int8, q4 and q4r KV (decode's GB/s count each format's own bytes).
   const Case cases[] = {{"prefill 512", 512, 512, 1},
                         {"prefill 2048", 2048, 2048, 1},
                         {"22 after 3400", 22, 3422, 1},
                         {"prefill 2048 i8", 2048, 2048, 1, KvDType::kInt8},
                         {"22 after 3400 i8", 22, 3422, 1, KvDType::kInt8},
+                        {"prefill 2048 q4", 2048, 2048, 1, KvDType::kQ4},
+                        {"22 after 3400 q4", 22, 3422, 1, KvDType::kQ4},
                         {"decode at 512", 1, 512, kLayers},
                         {"decode at 2048", 1, 2048, kLayers},
-                        {"decode 2048 i8", 1, 2048, kLayers, KvDType::kInt8}};
+                        {"decode 2048 i8", 1, 2048, kLayers, KvDType::kInt8},
+                        {"decode 2048 q4", 1, 2048, kLayers, KvDType::kQ4},
+                        {"decode 2048 q4r", 1, 2048, kLayers, KvDType::kQ4r}};
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
   // cpu ms: process CPU time per call over the threads, beside the wall
   // time: on a shared machine the two part when our threads wait for a core.
@@ -81,8 +86,7 @@ StatusOr<nlohmann::json> BenchAttention(ThreadPool& pool, double min_seconds, do
   for (const Case& c : cases) {
     const bool decode = c.tokens == 1;
     const KvLayout layout = Layout(c.layers, c.dtype);
-    const double kv_bytes = static_cast<double>(c.layers) * 2 * kKvHeads * kHeadDim *
-                            static_cast<double>(layout.ElementBytes()) * c.context;
+    const double kv_bytes = static_cast<double>(layout.BytesPerToken()) * c.context;
     // A decode step reads its KV from DRAM (the weights stream through the
     // caches between steps), so decode rotates over copies of the sequence's
     // blocks totalling more than 256 MiB.

@@ -13,7 +13,7 @@
 // realistic cost ratio).
 //
 // Flags: --shape NAME, --arch qwen3|llama, --shared N, --suffix N, --siblings N,
-// --kv-dtype bf16|f32|int8, --kv-block-size N, --threads N,
+// --kv-dtype bf16|f32|int8|q4|q4r, --kv-block-size N, --threads N,
 // --json PATH (default bench/results/kv.json).
 #include <unistd.h>
 
@@ -139,7 +139,7 @@ int RunBenchKv(int argc, char** argv) {
   const int64_t suffix = flags.GetInt("suffix", 100, "tokens of each sibling's own tail");
   const int64_t siblings = flags.GetInt("siblings", 8, "requests sharing the prefix");
   const std::string dtype_name =
-      flags.GetString("kv-dtype", "bf16", "KV element type: bf16, f32 or int8");
+      flags.GetString("kv-dtype", "bf16", "KV element type: bf16, f32, int8, q4 or q4r");
   const int64_t block_size = flags.GetInt("kv-block-size", 16, "tokens per KV block");
   const int64_t threads = flags.GetInt("threads", ThreadPool::DefaultThreads(),
                                        "compute threads, one per usable core unless set");

@@ -28,7 +28,7 @@
 //
 // Flags: --shape qwen3-0.6b|llama-3.2-1b, --model DIR|FILE.gguf, --threads N (default all
 //        cores), --prompt-tokens N (512), --decode-tokens N (32),
-//        --prefill-runs N (3), --kv-dtype bf16|f32|int8 (bf16),
+//        --prefill-runs N (3), --kv-dtype bf16|f32|int8|q4|q4r (bf16),
 //        --json PATH (bench/results/model.json).
 #include <unistd.h>
 
@@ -86,7 +86,7 @@ StatusOr<Options> ParseOptions(int argc, char** argv) {
   o.decode_tokens = flags.GetInt("decode-tokens", 32, "greedy decode steps timed");
   o.prefill_runs = flags.GetInt("prefill-runs", 3, "timed prefill calls; the median is reported");
   const std::string kv_dtype =
-      flags.GetString("kv-dtype", "bf16", "KV element type: bf16, f32 or int8");
+      flags.GetString("kv-dtype", "bf16", "KV element type: bf16, f32, int8, q4 or q4r");
   o.json_path = flags.GetString("json", "bench/results/model.json", "where the JSON result goes");
   KVFORK_RETURN_IF_ERROR(flags.Finish());
   KVFORK_ASSIGN_OR_RETURN(o.kv_dtype, ParseKvDType(kv_dtype));

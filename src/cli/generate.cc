@@ -144,6 +144,8 @@ Status Generate(int argc, char** argv) {
       flags.GetInt("max-num-batched-tokens", 512, "tokens per engine step (decode + prefill)");
   eo.kv_blocks = flags.GetInt("kv-blocks", 0, "KV pool in blocks (overrides kv-cache-mib)");
   eo.kv_cache_mib = flags.GetInt("kv-cache-mib", 0, "KV pool in MiB; 0 = a share of free memory");
+  eo.kv_dtype =
+      flags.GetString("kv-dtype", eo.kv_dtype, "KV element type: bf16, f32, int8, q4 or q4r");
   KVFORK_RETURN_IF_ERROR(flags.Finish());
   if (threads < 1) return InvalidArgumentError("--threads must be >= 1");
   eo.threads = static_cast<int>(threads);

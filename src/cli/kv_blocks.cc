@@ -2,9 +2,12 @@
 
 #include <string>
 
+#include "kv/kv_cache.h"
+
 namespace kvfork::cli {
 
 StatusOr<BlockTable> AllocateBlocks(const KvLayout& layout, int64_t tokens) {
+  KVFORK_RETURN_IF_ERROR(ValidateKvLayout(layout));  // q4's head_dim among others
   const int64_t n = (tokens + layout.block_size - 1) / layout.block_size;
   const size_t block_bytes = layout.BlockBytes();  // a multiple of 64
   BlockTable t;

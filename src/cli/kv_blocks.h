@@ -18,7 +18,8 @@ struct BlockTable {
   std::vector<uint8_t*> blocks;  // block i's base address
 };
 
-// Blocks for `tokens` positions of `layout`, 64-byte aligned, contents unset.
+// Blocks for `tokens` positions of `layout`, 64-byte aligned, contents unset;
+// a layout ValidateKvLayout (kv/kv_cache.h) refuses is an InvalidArgument.
 StatusOr<BlockTable> AllocateBlocks(const KvLayout& layout, int64_t tokens);
 
 }  // namespace kvfork::cli

@@ -16,7 +16,7 @@
 // second half with all of them: by invariant 1 the split changes no bits.
 //
 // Flags: --model DIR|FILE, --file TEXT, --ctx N (512), --chunks N (all),
-//        --threads N, --kv-dtype bf16|f32|int8 (bf16), --json PATH.
+//        --threads N, --kv-dtype bf16|f32|int8|q4|q4r (bf16), --json PATH.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -33,6 +33,7 @@
 #include "cli/model_tokenizer.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
+#include "kv/kv_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -46,13 +47,6 @@ double NegLogProb(const float* logits, int64_t vocab, int32_t token) {
   double sum_exp = 0.0;
   for (int64_t i = 0; i < vocab; ++i) sum_exp += std::exp(logits[i] - max_logit);
   return -(logits[token] - max_logit - std::log(sum_exp));
-}
-
-StatusOr<KvDType> ParseKvDType(const std::string& s) {
-  if (s == "bf16") return KvDType::kBf16;
-  if (s == "f32") return KvDType::kF32;
-  if (s == "int8") return KvDType::kInt8;
-  return InvalidArgumentError("--kv-dtype: \"" + s + "\" is not bf16, f32 or int8");
 }
 
 StatusOr<std::string> ReadText(const std::string& path) {
@@ -73,7 +67,7 @@ Status Perplexity(int argc, char** argv) {
   const int64_t threads = flags.GetInt("threads", ThreadPool::DefaultThreads(),
                                        "compute threads, one per usable core unless set");
   const std::string kv_name =
-      flags.GetString("kv-dtype", "bf16", "KV element type: bf16, f32 or int8");
+      flags.GetString("kv-dtype", "bf16", "KV element type: bf16, f32, int8, q4 or q4r");
   const std::string json_path =
       flags.GetString("json", "", "also write the result as JSON to this file (none)");
   KVFORK_RETURN_IF_ERROR(flags.Finish());

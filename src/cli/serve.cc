@@ -127,7 +127,8 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   e.max_model_len = flags.GetInt("max-model-len", e.max_model_len,
                                  "prompt + output tokens of a request; 0 = the model's context");
   e.kv_backend = flags.GetString("kv-backend", e.kv_backend, "KV cache: auto, paged or dense");
-  e.kv_dtype = flags.GetString("kv-dtype", e.kv_dtype, "KV element type: bf16, f32 or int8");
+  e.kv_dtype =
+      flags.GetString("kv-dtype", e.kv_dtype, "KV element type: bf16, f32, int8, q4 or q4r");
   const int64_t block_size = flags.GetInt("kv-block-size", e.kv_block_size, "tokens per KV block");
   e.kv_cache_mib =
       flags.GetInt("kv-cache-mib", e.kv_cache_mib, "KV pool in MiB; 0 = a share of free memory");

@@ -27,7 +27,7 @@ struct EngineOptions {
   int64_t max_queue = 256;               // waiting requests before Submit refuses
   int64_t max_model_len = 0;             // prompt + output limit; 0 = the model's context
   std::string kv_backend = "auto";       // auto | paged | dense
-  std::string kv_dtype = "bf16";         // bf16 | f32 | int8
+  std::string kv_dtype = "bf16";         // bf16 | f32 | int8 | q4 | q4r
   int kv_block_size = 16;                // tokens per KV block
   int64_t kv_cache_mib = 0;              // pool size; 0 = a share of free memory
   int64_t kv_blocks = 0;                 // pool size in blocks (overrides mib)

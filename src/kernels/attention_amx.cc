@@ -1,6 +1,6 @@
-// AMX paged attention for bf16 and int8 KV (head_dim a multiple of 32, at
-// most 256, block_size a multiple of 16); every other layout (f32 KV among
-// them) runs avx512::PagedAttention.
+// AMX paged attention for bf16, int8, q4 and q4r KV (head_dim a multiple of
+// 32, at most 256, block_size a multiple of 16); every other layout (f32 KV
+// among them) runs avx512::PagedAttention.
 //
 // A task is one KV head of a span of query tokens of one sequence. Its query
 // rows (token, query head of the GQA group) go 16 to a tile; keys go 32 at a
@@ -28,6 +28,15 @@
 // of p (so l is the sum of the probabilities, and P' = p * s_v meets the
 // integer codes). No dequantized copy of the cache is kept: the packed rows
 // are one key group's, reused by every tile of the span.
+//
+// q4 KV (q4r reads alike: ops.cc rotates its queries and outputs): a value
+// (c - 8) * d has at most 14 significant bits, so it is exactly the sum of
+// two bf16, hi = bf16(x) and lo = x - hi. A key group's K rows are packed
+// as hi rows and lo rows, its V rows as hi and lo B tiles, converted in
+// registers from the codes (a 16-entry table per 32-dim group, as the
+// avx512 kernel reads them); the tiles take both halves (S: K_hi and K_lo
+// each against Q_hi and Q_lo; O: P_hi and P_lo each against V_hi and V_lo),
+// so K and V enter exactly and no scale is left for the softmax side.
 //
 // Invariance (DESIGN.md invariant 1): every tile element depends only on its
 // own A row and B column, so a query row's scores, probabilities and output
@@ -62,8 +71,8 @@ constexpr int kSpanTiles = 8;     // tiles per task, sharing each packed V
 constexpr int64_t kTileStride = 64;  // bytes between rows of a packed tile
 
 bool Supported(const KvLayout& l) {
-  return (l.dtype == KvDType::kBf16 || l.dtype == KvDType::kInt8) && l.head_dim % 32 == 0 &&
-         l.head_dim <= kMaxHeadDim && l.block_size % 16 == 0;
+  return (l.dtype == KvDType::kBf16 || l.dtype == KvDType::kInt8 || IsQ4(l.dtype)) &&
+         l.head_dim % 32 == 0 && l.head_dim <= kMaxHeadDim && l.block_size % 16 == 0;
 }
 
 // One tile of query rows: row i = token i / G of the tile, head i % G of the
@@ -85,6 +94,7 @@ struct alignas(64) QueryTile {
 // [16 d, 16 d + 16)) row k = {V[2k][n], V[2k+1][n]} for n in the chunk.
 struct alignas(64) PackedV {
   uint16_t tiles[kMaxHeadDim / 16][kRows * 32];
+  uint16_t lo_tiles[kMaxHeadDim / 16][kRows * 32];  // q4 KV: the lo halves, same order
   float scale[kGroupKeys];  // int8 KV: each key's V scale (0 past the keys written)
 };
 
@@ -93,7 +103,8 @@ struct alignas(64) PackedV {
 // past the keys written, whose rows are zeros).
 struct alignas(64) PackedK {
   uint16_t rows[kGroupKeys * kMaxHeadDim];  // key j at j * head_dim
-  float scale[kGroupKeys];
+  uint16_t lo[kGroupKeys * kMaxHeadDim];    // q4 KV: the lo halves, same layout
+  float scale[kGroupKeys];                  // int8 KV
 };
 
 // 32 bf16 of x (f32, 32 values) as hi and lo = bf16(x - hi), in order.
@@ -153,7 +164,7 @@ inline const uint8_t* KvRow(const KvLayout& l, const AttentionSeq& s, int layer,
                             int64_t pos) {
   const int bs = l.block_size;
   return s.blocks[pos / bs] + l.PlaneOffset(layer, kv, kvh) +
-         static_cast<size_t>(pos % bs) * l.head_dim * l.ElementBytes();
+         static_cast<size_t>(pos % bs) * l.RowBytes();
 }
 
 // The f32 scale of an int8 K or V row.
@@ -175,6 +186,52 @@ inline __m512i RowChunkBf16(KvDType dtype, const uint8_t* row, int c) {
   __m512i out;
   std::memcpy(&out, &b, sizeof(out));
   return out;
+}
+
+// The f16 scales of a q4 K or V row.
+inline const uint16_t* Q4Scales(const KvLayout& l, const AttentionSeq& s, int layer, int kv,
+                                int kvh, int64_t pos) {
+  const int bs = l.block_size;
+  return reinterpret_cast<const uint16_t*>(s.blocks[pos / bs] + l.Q4ScaleOffset(layer, kv, kvh) +
+                                           static_cast<size_t>(pos % bs) * l.RowScaleBytes());
+}
+
+// Dims [32 c, 32 c + 32) of a q4 row as bf16 hi and lo halves whose sum is
+// the exact value (c - 8) * d: the group's 16 code bytes widened to 16
+// lanes, each nibble looked up in the table of (c - 8) * d (vpermps reads
+// the low 4 bits of an index), then split.
+inline void Q4ChunkBf16(const uint8_t* codes, const uint16_t* scales, int c, __m512i* hi,
+                        __m512i* lo) {
+  const __m512 levels =
+      _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+  const __m512i b =
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + c * 16)));
+  const __m512 table = _mm512_mul_ps(levels, _mm512_set1_ps(_cvtsh_ss(scales[c])));
+  SplitBf16(_mm512_permutexvar_ps(b, table),
+            _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), table), hi, lo);
+}
+
+// q4 KV: K rows [g0, g0 + 32) as bf16 hi and lo rows, zeros at or past n_keys.
+void PackKQ4(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t g0, int n_keys,
+             PackedK* pk) {
+  const int hd = l.head_dim;
+  for (int j = 0; j < kGroupKeys; ++j) {
+    uint16_t* hi = pk->rows + j * hd;
+    uint16_t* lo = pk->lo + j * hd;
+    if (j >= n_keys) {
+      std::memset(hi, 0, static_cast<size_t>(hd) * 2);
+      std::memset(lo, 0, static_cast<size_t>(hd) * 2);
+      continue;
+    }
+    const uint8_t* row = KvRow(l, s, layer, 0, kvh, g0 + j);
+    const uint16_t* scales = Q4Scales(l, s, layer, 0, kvh, g0 + j);
+    for (int c = 0; c < hd / 32; ++c) {
+      __m512i h, o;
+      Q4ChunkBf16(row, scales, c, &h, &o);
+      _mm512_storeu_si512(hi + c * 32, h);
+      _mm512_storeu_si512(lo + c * 32, o);
+    }
+  }
 }
 
 // int8 KV: K rows [g0, g0 + 32) as bf16 rows, zeros (scale 0) at or past n_keys.
@@ -216,6 +273,21 @@ void PackV(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t
       pv->scale[j] = va ? KvScale(l, s, layer, 1, kvh, g0 + j) : 0.0f;
       pv->scale[j + 1] = vb ? KvScale(l, s, layer, 1, kvh, g0 + j + 1) : 0.0f;
     }
+    if (IsQ4(l.dtype)) {
+      const uint16_t* sa = va ? Q4Scales(l, s, layer, 1, kvh, g0 + j) : nullptr;
+      const uint16_t* sb = vb ? Q4Scales(l, s, layer, 1, kvh, g0 + j + 1) : nullptr;
+      for (int c = 0; c < hd / 32; ++c) {
+        __m512i ah = _mm512_setzero_si512(), al = ah, bh = ah, bl = ah;
+        if (va) Q4ChunkBf16(va, sa, c, &ah, &al);
+        if (vb) Q4ChunkBf16(vb, sb, c, &bh, &bl);
+        _mm512_store_si512(pv->tiles[2 * c] + k * 32, _mm512_permutex2var_epi16(ah, ilo, bh));
+        _mm512_store_si512(pv->tiles[2 * c + 1] + k * 32, _mm512_permutex2var_epi16(ah, ihi, bh));
+        _mm512_store_si512(pv->lo_tiles[2 * c] + k * 32, _mm512_permutex2var_epi16(al, ilo, bl));
+        _mm512_store_si512(pv->lo_tiles[2 * c + 1] + k * 32,
+                           _mm512_permutex2var_epi16(al, ihi, bl));
+      }
+      continue;
+    }
     for (int c = 0; c < hd / 32; ++c) {
       const __m512i a = va ? RowChunkBf16(l.dtype, va, c) : _mm512_setzero_si512();
       const __m512i b = vb ? RowChunkBf16(l.dtype, vb, c) : _mm512_setzero_si512();
@@ -247,7 +319,7 @@ struct GroupPrefetch {
   // Keys [g0, g0 + 32) of a span whose keys below span_end exist.
   GroupPrefetch(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t g0,
                 int64_t span_end)
-      : lines_per_half(static_cast<int>(16 * l.head_dim * l.ElementBytes() / 64)),
+      : lines_per_half(static_cast<int>(16 * l.RowBytes() / 64)),
         total(4 * lines_per_half) {
     for (int h = 0; h < 2; ++h) {
       if (g0 + 16 * h >= span_end) break;  // no block holds these keys yet
@@ -259,6 +331,14 @@ struct GroupPrefetch {
         for (int kv = 0; kv < 2; ++kv)
           _mm_prefetch(reinterpret_cast<const char*>(&KvScale(l, s, layer, kv, kvh, g0 + 16 * h)),
                        _MM_HINT_T1);
+      // q4: the 16 keys' f16 scales follow the plane's codes (2 lines at
+      // head_dim 128).
+      if (IsQ4(l.dtype))
+        for (int kv = 0; kv < 2; ++kv) {
+          const char* sc =
+              reinterpret_cast<const char*>(Q4Scales(l, s, layer, kv, kvh, g0 + 16 * h));
+          for (size_t o = 0; o < 16 * l.RowScaleBytes(); o += 64) _mm_prefetch(sc + o, _MM_HINT_T1);
+        }
     }
   }
   void Step(int n) {
@@ -277,13 +357,16 @@ struct GroupPrefetch {
 // keys written for the span (positions below it exist in the block table).
 // pf takes 16 steps per S and per PV chunk and head_dim / 32 per key: 2 *
 // head_dim lines in all, the whole next group.
-// pk: the group's K rows as bf16 (int8 KV; nullptr for bf16 KV, read in place).
+// pk: the group's K rows as bf16 (int8 KV; q4 KV: hi and lo rows; nullptr
+// for bf16 KV, read in place).
 void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, float scale,
                int64_t g0, int64_t span_end, const PackedK* pk, const PackedV& pv,
                QueryTile* tile, GroupPrefetch& pf) {
   const int hd = l.head_dim;
   const int64_t row_bytes = int64_t{hd} * 2;  // of bf16 rows, in place or packed
   const bool second = g0 + 16 < span_end;  // keys 16..31 of the group exist
+  const bool int8 = l.dtype == KvDType::kInt8;
+  const bool q4 = IsQ4(l.dtype);
 
   // S^T: keys in rows, query rows in columns (tmm0: keys 0-15, tmm1: 16-31).
   alignas(64) float st[kGroupKeys][kRows];
@@ -306,6 +389,16 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
       KVFORK_TILE_DP(1, 3, 4);
       KVFORK_TILE_DP(1, 3, 5);
     }
+    if (q4) {  // K_lo against Q_hi and Q_lo
+      KVFORK_TILE_LOAD(2, pk->lo + c * 32, row_bytes);
+      KVFORK_TILE_DP(0, 2, 4);
+      KVFORK_TILE_DP(0, 2, 5);
+      if (second) {
+        KVFORK_TILE_LOAD(3, pk->lo + 16 * hd + c * 32, row_bytes);
+        KVFORK_TILE_DP(1, 3, 4);
+        KVFORK_TILE_DP(1, 3, 5);
+      }
+    }
   }
   KVFORK_TILE_STORE(0, st[0], kTileStride);
   KVFORK_TILE_STORE(1, st[16], kTileStride);  // zeros when !second: masked below
@@ -322,7 +415,7 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
     const __mmask16 seen = _mm512_cmplt_epi32_mask(pos, ctx) & _mm512_cmpge_epi32_mask(pos, first);
     pf.Step(hd / 32);
     __m512 dot = _mm512_load_ps(st[j]);
-    if (pk) dot = _mm512_mul_ps(dot, _mm512_set1_ps(pk->scale[j]));  // int8: the key's scale
+    if (int8) dot = _mm512_mul_ps(dot, _mm512_set1_ps(pk->scale[j]));  // the key's scale
     sc[j] = _mm512_mask_blend_ps(seen, neg_inf, _mm512_mul_ps(dot, vscale));
     m_new = _mm512_max_ps(sc[j], m_new);
   }
@@ -340,7 +433,7 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
   _mm512_store_ps(tile->l, _mm512_add_ps(_mm512_mul_ps(_mm512_load_ps(tile->l), corr), t[0]));
   _mm512_store_ps(tile->m, m_new);
   // int8 V: each key's column of P times its V scale, after l took the sum.
-  if (pk)
+  if (int8)
     for (int j = 0; j < kGroupKeys; ++j) sc[j] = _mm512_mul_ps(sc[j], _mm512_set1_ps(pv.scale[j]));
 
   // P rows (query row, 32 keys) as hi and lo A tiles. Only the tile's real
@@ -373,6 +466,14 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
     KVFORK_TILE_DP(0, 3, 4);
     KVFORK_TILE_DP(1, 2, 5);
     KVFORK_TILE_DP(1, 3, 5);
+    if (q4) {  // P_hi and P_lo against V_lo
+      KVFORK_TILE_LOAD(4, pv.lo_tiles[d], kTileStride);
+      KVFORK_TILE_LOAD(5, pv.lo_tiles[d + 1], kTileStride);
+      KVFORK_TILE_DP(0, 2, 4);
+      KVFORK_TILE_DP(0, 3, 4);
+      KVFORK_TILE_DP(1, 2, 5);
+      KVFORK_TILE_DP(1, 3, 5);
+    }
     KVFORK_TILE_STORE(0, o[0], kTileStride);
     KVFORK_TILE_STORE(1, o[1], kTileStride);
     for (int i = 0; i < rows; ++i) {
@@ -409,11 +510,11 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
   const int G = num_heads / l.num_kv_heads;
   const int per_tile = kRows / G;
   const int ntiles = static_cast<int>((task.tokens + per_tile - 1) / per_tile);
-  const bool int8 = l.dtype == KvDType::kInt8;
+  const bool int8 = l.dtype == KvDType::kInt8, q4 = IsQ4(l.dtype);
   uint8_t* scratch = static_cast<uint8_t*>(ThreadScratch(
       kScratchTask, sizeof(PackedV) + sizeof(PackedK) + ntiles * sizeof(QueryTile)));
   auto* pv = reinterpret_cast<PackedV*>(scratch);
-  auto* pk = int8 ? reinterpret_cast<PackedK*>(scratch + sizeof(PackedV)) : nullptr;
+  auto* pk = int8 || q4 ? reinterpret_cast<PackedK*>(scratch + sizeof(PackedV)) : nullptr;
   auto* tiles = reinterpret_cast<QueryTile*>(scratch + sizeof(PackedV) + sizeof(PackedK));
   for (int k = 0; k < ntiles; ++k) {
     const int64_t t = task.t0 + int64_t{k} * per_tile;
@@ -427,7 +528,8 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
   for (int64_t g0 = first_key / kGroupKeys * kGroupKeys; g0 < span_end; g0 += kGroupKeys) {
     const int n_keys = static_cast<int>(span_end - g0 < kGroupKeys ? span_end - g0 : kGroupKeys);
     PackV(l, s, layer, task.kvh, g0, n_keys, pv);
-    if (pk) PackK(l, s, layer, task.kvh, g0, n_keys, pk);
+    if (q4) PackKQ4(l, s, layer, task.kvh, g0, n_keys, pk);
+    if (int8) PackK(l, s, layer, task.kvh, g0, n_keys, pk);
     GroupPrefetch pf(l, s, layer, task.kvh, g0 + kGroupKeys, span_end);
     for (int k = 0; k < ntiles; ++k)
       if (g0 < tiles[k].ctx_end && g0 + kGroupKeys > tiles[k].first[0])

@@ -1,7 +1,8 @@
 // AVX2 + FMA KV writes and paged attention.
 //
 // WriteKv produces exactly the reference's bytes (int8: the same absmax / 127
-// scale, 1 / scale, round to nearest even, clamp to +-127).
+// scale, 1 / scale, round to nearest even, clamp to +-127; q4 and q4r are
+// written by ops.cc's portable WriteKvQ4 on every level).
 //
 // PagedAttention: tasks of up to kSpanTiles tiles of 1, 2 or 4 query tokens of
 // one sequence and one KV head, each tile's rows being its (token, query head
@@ -76,6 +77,9 @@ void StoreRow(const KvLayout& l, uint8_t* block, int layer, int kv, int head, in
       reinterpret_cast<float*>(block + l.ScaleOffset(layer, kv, head))[slot] = s;
       break;
     }
+    case KvDType::kQ4:
+    case KvDType::kQ4r:
+      break;  // ops.cc writes q4 rows with the portable WriteKvQ4
   }
 }
 
@@ -119,6 +123,39 @@ void PlaneToF32(const uint8_t* plane, int n, int hd, int stride, const uint8_t* 
           v = static_cast<float>(reinterpret_cast<const int8_t*>(row)[d]);
       }
       o[d] = v;
+    }
+  }
+}
+
+// One q4 plane's rows [0, n) (kv_layout.h: codes, then f16 scales) as f32
+// rows of `stride` floats: each value (c - 8) * d, exact, so unlike int8 no
+// scale is left for the tile. Per 32-dim group, 16 code bytes give the low
+// nibbles (dims 0-15) and the high ones (16-31). pf (not null): the next
+// block's plane, its lines (codes and scales) prefetched a few per row.
+void Q4PlaneToF32(const uint8_t* plane, int n, int hd, int bs, int stride, const uint8_t* pf,
+                  float* out) {
+  const size_t row_bytes = static_cast<size_t>(hd) / 2;
+  const int groups = hd / kQ4Group;
+  const uint16_t* scales = reinterpret_cast<const uint16_t*>(plane + bs * row_bytes);
+  const size_t plane_bytes = static_cast<size_t>(bs) * (row_bytes + groups * 2);
+  const size_t pf_bytes = (plane_bytes + bs * 64 - 1) / (bs * 64) * 64;
+  const __m128i low4 = _mm_set1_epi8(15);
+  const __m256 eight = _mm256_set1_ps(8.0f);
+  for (int j = 0; j < n; ++j) {
+    const uint8_t* row = plane + j * row_bytes;
+    float* o = out + static_cast<size_t>(j) * stride;
+    if (pf != nullptr)
+      for (size_t b = j * pf_bytes; b < (j + 1) * pf_bytes && b < plane_bytes; b += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(pf + b), _MM_HINT_T1);
+    for (int g = 0; g < groups; ++g) {
+      const __m256 d = _mm256_set1_ps(_cvtsh_ss(scales[j * groups + g]));
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + g * 16));
+      const __m128i lo = _mm_and_si128(c, low4), hi = _mm_and_si128(_mm_srli_epi16(c, 4), low4);
+      const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+      for (int k = 0; k < 4; ++k) {
+        const __m256 c8 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[k]));
+        _mm256_storeu_ps(o + g * 32 + k * 8, _mm256_mul_ps(_mm256_sub_ps(c8, eight), d));
+      }
     }
   }
 }
@@ -379,10 +416,13 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale,
     const auto plane = [&](const uint8_t* b, int kv) {
       return b + l.PlaneOffset(layer, kv, task.kvh);
     };
-    PlaneToF32<D>(plane(block, 0), n, hd, static_cast<int>(stride),
-                  next_block ? plane(next_block, 0) : nullptr, kf);
-    PlaneToF32<D>(plane(block, 1), n, hd, static_cast<int>(stride),
-                  next_block ? plane(next_block, 1) : nullptr, vf);
+    for (int kv = 0; kv < 2; ++kv) {
+      const uint8_t* pf = next_block ? plane(next_block, kv) : nullptr;
+      if constexpr (D == KvDType::kQ4)
+        Q4PlaneToF32(plane(block, kv), n, hd, bs, static_cast<int>(stride), pf, kv ? vf : kf);
+      else
+        PlaneToF32<D>(plane(block, kv), n, hd, static_cast<int>(stride), pf, kv ? vf : kf);
+    }
     const float* kscale =
         int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, task.kvh)) : nullptr;
     const float* vscale =
@@ -422,8 +462,10 @@ void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scal
       ThreadScratch(kScratchCaller, static_cast<size_t>(total) * sizeof(AttentionTask)));
   const int max_tile = MaxTileTokens(num_heads / layout.num_kv_heads);
   const int64_t n = PlanAttentionTasks(seqs, layout.num_kv_heads, max_tile, tasks);
+  // q4r reads as q4: ops.cc rotates its queries and outputs.
   const auto span = layout.dtype == KvDType::kF32    ? AttendSpan<KvDType::kF32>
                     : layout.dtype == KvDType::kBf16 ? AttendSpan<KvDType::kBf16>
+                    : IsQ4(layout.dtype)             ? AttendSpan<KvDType::kQ4>
                                                      : AttendSpan<KvDType::kInt8>;
   pool.ParallelFor(n, [&](int64_t i) { span(layout, layer, num_heads, scale, tasks[i]); });
 }

@@ -1,6 +1,9 @@
 // AVX-512 KV writes and paged attention: the AVX2 file's algorithms at 16
 // lanes (see attention_avx2.cc for why the order is chunking-invariant), with
 // scores reduced 16 keys at a time and K/V rows widened once per GQA group.
+// q4 / q4r KV (kv_layout.h) is read in place: each 32-dim group's 16 code
+// bytes become two vectors of exact f32 values in registers (LoadQ4Group),
+// in the same FMA chains as the other formats.
 // GCC 12's AVX-512 intrinsic headers build some results from _mm512_undefined_*
 // and then warn about them (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -57,6 +60,9 @@ void StoreRow(const KvLayout& l, uint8_t* block, int layer, int kv, int head, in
       reinterpret_cast<float*>(block + l.ScaleOffset(layer, kv, head))[slot] = s;
       break;
     }
+    case KvDType::kQ4:
+    case KvDType::kQ4r:
+      break;  // ops.cc writes q4 rows with the portable WriteKvQ4
   }
 }
 
@@ -70,8 +76,42 @@ inline __m512 LoadKv(KvDType dtype, const uint8_t* row, int d, int valid) {
       return LoadBf16(reinterpret_cast<const uint16_t*>(row) + d, valid);
     case KvDType::kInt8:
       return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, row + d)));
+    case KvDType::kQ4:
+    case KvDType::kQ4r:
+      break;  // LoadQ4Group
   }
   return _mm512_setzero_ps();
+}
+
+// The 16 levels of a q4 nibble c, c - 8, as f32 lanes.
+inline __m512 Q4Levels() {
+  return _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+}
+
+// Dims [32 g, 32 g + 32) of a q4 row (kv_layout.h) as f32, converted in
+// registers: the group's 16 code bytes widened to 16 lanes, and each nibble
+// looked up in the group's table of (c - 8) * d (vpermps reads the low 4
+// bits of each index, so the low nibbles need no mask). Each value is
+// exactly the reference's (an exact product).
+inline void LoadQ4Group(const uint8_t* codes, float d, int g, __m512* lo, __m512* hi) {
+  const __m512i c =
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + g * 16)));
+  const __m512 table = _mm512_mul_ps(Q4Levels(), _mm512_set1_ps(d));
+  *lo = _mm512_permutexvar_ps(c, table);
+  *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), table);
+}
+
+// One 16-dim vector v of a q4 row (the half of group v / 2).
+inline __m512 LoadQ4(const uint8_t* codes, float d, int v) {
+  const __m512i c = _mm512_cvtepu8_epi32(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + (v >> 1) * 16)));
+  const __m512 table = _mm512_mul_ps(Q4Levels(), _mm512_set1_ps(d));
+  return _mm512_permutexvar_ps((v & 1) != 0 ? _mm512_srli_epi32(c, 4) : c, table);
+}
+
+// The f16 scales of one q4 row (groups <= 16 of them) as f32 in out[0, 16).
+inline void Q4RowScales(const uint16_t* scales, int groups, float* out) {
+  _mm512_store_ps(out, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(Mask16(groups), scales)));
 }
 
 // Lane j of the result = the sum of the 16 lanes of d[j], by one fixed tree
@@ -155,8 +195,10 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
   const int nvec = (hd + 15) / 16;
   const int64_t ctx0 = s.start_pos + tile->t0 + 1;  // context of the tile's first token
   const int64_t ctx_end = ctx0 + Q - 1;             // and of its last
-  const size_t row_bytes = static_cast<size_t>(hd) * l.ElementBytes();
+  const size_t row_bytes = l.RowBytes();
   const bool int8 = l.dtype == KvDType::kInt8;
+  const bool q4 = IsQ4(l.dtype);
+  const int groups = hd / kQ4Group;  // q4: scales per row
   const float* q = tile->q;
   float* acc = tile->acc;
   float* ms = tile->ms;
@@ -181,6 +223,16 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
       int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, kvh)) : nullptr;
   const float* vscale =
       int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, kvh)) : nullptr;
+  // q4: the f16 scales of key j's row are at [j * groups, (j + 1) * groups).
+  const uint16_t* q4_kscales =
+      q4 ? reinterpret_cast<const uint16_t*>(block + l.Q4ScaleOffset(layer, 0, kvh)) : nullptr;
+  const uint16_t* q4_vscales =
+      q4 ? reinterpret_cast<const uint16_t*>(block + l.Q4ScaleOffset(layer, 1, kvh)) : nullptr;
+  alignas(64) float row_scales[16];  // q4: the current row's scales as f32
+  // q4: the next block's planes (codes and scales, contiguous) are fetched
+  // a few lines per key, so all its lines are asked for over the block.
+  const size_t plane_bytes = l.PlaneBytes();
+  const size_t q4_pf_bytes = (plane_bytes + bs * 64 - 1) / (bs * 64) * 64;
   // The next block's K and V rows, fetched while this block's keys are scored:
   // each 16-key plane is its own 4 KB page (bf16, head_dim 128), which the
   // hardware prefetchers do not enter before the first demand miss. Into L2
@@ -196,13 +248,30 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
       const int j = j0 + jj;
       __m512 dot[Q * G];
       for (int i = 0; i < Q * G; ++i) dot[i] = _mm512_setzero_ps();
-      if (kPrefetch && j < bs) {
+      if (kPrefetch && q4 && j < bs) {
+        for (size_t o = j * q4_pf_bytes; o < (j + 1) * q4_pf_bytes && o < plane_bytes; o += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(next_k + o), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(next_v + o), _MM_HINT_T1);
+        }
+      } else if (kPrefetch && j < bs) {
         for (size_t o = 0; o < row_bytes; o += 64) {
           _mm_prefetch(reinterpret_cast<const char*>(next_k + j * row_bytes + o), _MM_HINT_T1);
           _mm_prefetch(reinterpret_cast<const char*>(next_v + j * row_bytes + o), _MM_HINT_T1);
         }
       }
-      if (j < n) {
+      if (j < n && q4) {
+        // The same chain per row as below: dims in order, 16 at a time.
+        const uint8_t* krow = kplane + j * row_bytes;
+        Q4RowScales(q4_kscales + j * groups, groups, row_scales);
+        for (int g = 0; g < groups; ++g) {
+          __m512 k0, k1;
+          LoadQ4Group(krow, row_scales[g], g, &k0, &k1);
+          for (int i = 0; i < Q * G; ++i)
+            dot[i] = _mm512_fmadd_ps(_mm512_load_ps(q + (i * nvec + 2 * g) * 16), k0, dot[i]);
+          for (int i = 0; i < Q * G; ++i)
+            dot[i] = _mm512_fmadd_ps(_mm512_load_ps(q + (i * nvec + 2 * g + 1) * 16), k1, dot[i]);
+        }
+      } else if (j < n) {
         const uint8_t* krow = kplane + j * row_bytes;
         for (int v = 0; v < nvec; ++v) {
           const __m512 kv = LoadKv(l.dtype, krow, v * 16, hd - v * 16);
@@ -256,8 +325,20 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
     const uint8_t* vrow = vplane;
     for (int j = 0; j < n; ++j, vrow += row_bytes) {
       __m512 vv[VU];
-      for (int u = 0; u < VU; ++u)
-        if (v0 + u < nvec) vv[u] = LoadKv(l.dtype, vrow, (v0 + u) * 16, hd - (v0 + u) * 16);
+      if (q4) {
+        Q4RowScales(q4_vscales + j * groups, groups, row_scales);
+        if constexpr (VU >= 2) {  // v0 is even: vectors (v0 + u, v0 + u + 1) are one group
+          for (int u = 0; u < VU; u += 2) {
+            const int g = (v0 + u) / 2;
+            if (v0 + u < nvec) LoadQ4Group(vrow, row_scales[g], g, &vv[u], &vv[u + 1]);
+          }
+        } else {
+          vv[0] = LoadQ4(vrow, row_scales[v0 / 2], v0);
+        }
+      } else {
+        for (int u = 0; u < VU; ++u)
+          if (v0 + u < nvec) vv[u] = LoadKv(l.dtype, vrow, (v0 + u) * 16, hd - (v0 + u) * 16);
+      }
       for (int i = 0; i < Q * G; ++i) {
         const __m512 p = _mm512_set1_ps(scores[i][j]);
         for (int u = 0; u < VU; ++u)

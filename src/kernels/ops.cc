@@ -6,14 +6,18 @@
 // are chosen there per ISA and format, quant_isa.h).
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
+#include <new>
 
 #include "core/cpu_features.h"
+#include "kernels/kv_q4.h"
 #include "kernels/ops_isa.h"
 #include "kernels/quant.h"
 #include "kernels/quant_matmul.h"
 #include "kernels/reference.h"
 #include "kernels/row_tasks.h"
+#include "kernels/scratch.h"
 
 namespace kvfork {
 
@@ -25,6 +29,10 @@ const char* KvDTypeName(KvDType t) {
       return "f32";
     case KvDType::kInt8:
       return "int8";
+    case KvDType::kQ4:
+      return "q4";
+    case KvDType::kQ4r:
+      return "q4r";
   }
   return "?";
 }
@@ -48,6 +56,50 @@ void MatMulSharedRun(const float* x, int64_t m, std::span<const MatMulTarget> ru
                      ThreadPool& pool) {
   if (ActiveIsa() == Isa::kAmx) return amx::MatMulShared(x, m, run, pool);
   KVFORK_DISPATCH(MatMulShared(x, m, run, pool));
+}
+
+void PagedAttentionLevel(const KvLayout& layout, int layer, int num_heads, float scale,
+                         std::span<const AttentionSeq> seqs, ThreadPool& pool) {
+  if (ActiveIsa() == Isa::kAmx)
+    return amx::PagedAttention(layout, layer, num_heads, scale, seqs, pool);
+  KVFORK_DISPATCH(PagedAttention(layout, layer, num_heads, scale, seqs, pool));
+}
+
+// q4r: its K and V are stored rotated by H (kv_q4.h), so each query row is
+// rotated once (Hq . Hk = q . k), the level's q4 kernel runs on the rotated
+// queries, and each output row is rotated back (H sum p_j H v_j = sum p_j
+// v_j). Row by row, the same on every level and for any batching.
+void PagedAttentionRotated(const KvLayout& layout, int layer, int num_heads, float scale,
+                           std::span<const AttentionSeq> seqs, ThreadPool& pool) {
+  const int hd = layout.head_dim;
+  int64_t rows = 0;
+  for (const AttentionSeq& s : seqs) rows += s.num_tokens * num_heads;
+  if (rows == 0) return;
+  const size_t seq_bytes = (seqs.size() * sizeof(AttentionSeq) + 63) / 64 * 64;
+  auto* mem = static_cast<uint8_t*>(
+      ThreadScratch(kScratchDispatch, seq_bytes + static_cast<size_t>(rows) * hd * sizeof(float)));
+  auto* rotated = reinterpret_cast<AttentionSeq*>(mem);
+  float* q = reinterpret_cast<float*>(mem + seq_bytes);  // [rows, head_dim]
+  int64_t row0 = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    new (&rotated[i]) AttentionSeq(seqs[i]);
+    rotated[i].q = q + row0 * hd;
+    row0 += seqs[i].num_tokens * num_heads;
+  }
+  const auto rotate_rows = [&](bool out) {
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const AttentionSeq& s = seqs[i];
+      float* dst = out ? s.out : q + (rotated[i].q - q);
+      if (!out) std::copy(s.q, s.q + s.num_tokens * num_heads * hd, dst);
+      pool.ParallelForRows(s.num_tokens * num_heads, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) HadamardRotate(dst + r * hd, hd);
+      });
+    }
+  };
+  rotate_rows(false);
+  PagedAttentionLevel(layout, layer, num_heads, scale,
+                      std::span<const AttentionSeq>(rotated, seqs.size()), pool);
+  rotate_rows(true);
 }
 
 }  // namespace
@@ -154,6 +206,8 @@ void EmbeddingLookup(const MatrixView& table, const int32_t* ids, int64_t n, flo
 int64_t Argmax(const float* x, int64_t n) { KVFORK_DISPATCH(Argmax(x, n)); }
 void WriteKv(const KvLayout& layout, int layer, uint8_t* const* blocks, int64_t start_pos,
              int64_t num_tokens, const float* k, const float* v) {
+  // One portable quantizer on every level: the same stored bits everywhere.
+  if (IsQ4(layout.dtype)) return WriteKvQ4(layout, layer, blocks, start_pos, num_tokens, k, v);
   KVFORK_DISPATCH(WriteKv(layout, layer, blocks, start_pos, num_tokens, k, v));
 }
 void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,
@@ -166,8 +220,11 @@ void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scal
   KVFORK_CHECK_MSG(
       num_heads % layout.num_kv_heads == 0 && num_heads / layout.num_kv_heads <= kMaxAttentionGroup,
       "PagedAttention: num_heads must be a multiple of num_kv_heads, at most 16x");
-  if (ActiveIsa() == Isa::kAmx) return amx::PagedAttention(layout, layer, num_heads, scale, seqs, pool);
-  KVFORK_DISPATCH(PagedAttention(layout, layer, num_heads, scale, seqs, pool));
+  KVFORK_CHECK_MSG(!IsQ4(layout.dtype) || layout.head_dim % kQ4Group == 0,
+                   "PagedAttention: q4 KV needs head_dim a multiple of 32");
+  if (layout.dtype == KvDType::kQ4r)
+    return PagedAttentionRotated(layout, layer, num_heads, scale, seqs, pool);
+  PagedAttentionLevel(layout, layer, num_heads, scale, seqs, pool);
 }
 
 #undef KVFORK_DISPATCH

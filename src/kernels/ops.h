@@ -121,7 +121,8 @@ int64_t Argmax(const float* x, int64_t n);
 // Writes K and V of num_tokens consecutive positions starting at start_pos
 // into a sequence's blocks for one layer, converting to the layout's dtype
 // (int8: one f32 scale per token and head, absmax / 127, round to nearest
-// even; deterministic so recomputed and cached tokens agree bit for bit).
+// even; q4 / q4r: kernels/kv_q4.h, the same code on every level;
+// deterministic so recomputed and cached tokens agree bit for bit).
 // blocks[i] is the base address of the sequence's i-th block.
 // k, v: [num_tokens, num_kv_heads, head_dim] f32.
 void WriteKv(const KvLayout& layout, int layer, uint8_t* const* blocks, int64_t start_pos,
@@ -160,6 +161,8 @@ inline constexpr int kMaxAttentionGroup = 16;  // query heads per KV head
 // for every chunking: keys outside a row's window are masked to -inf, and a
 // block (or key group) that a row sees none of leaves its state exactly as it
 // was, so a row's bits do not depend on which rows share its tile. GQA: query head h reads kv head h / (num_heads / num_kv_heads).
+// q4r: the queries are rotated into a scratch copy and each output row is
+// rotated back in place (kv_layout.h), around the level's q4 kernel.
 void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,
                     std::span<const AttentionSeq> seqs, ThreadPool& pool);
 

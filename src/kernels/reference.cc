@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "kernels/kv_q4.h"
 
 namespace kvfork::reference {
 namespace {
@@ -56,6 +57,9 @@ void StoreRow(const KvLayout& l, uint8_t* const* blocks, int layer, int kv, int 
       *scale = s;
       break;
     }
+    case KvDType::kQ4:
+    case KvDType::kQ4r:
+      break;  // WriteKv writes q4 rows with WriteKvQ4
   }
 }
 
@@ -164,6 +168,7 @@ int64_t Argmax(const float* x, int64_t n) {
 
 void WriteKv(const KvLayout& layout, int layer, uint8_t* const* blocks, int64_t start_pos,
              int64_t num_tokens, const float* k, const float* v) {
+  if (IsQ4(layout.dtype)) return WriteKvQ4(layout, layer, blocks, start_pos, num_tokens, k, v);
   const int64_t row = static_cast<int64_t>(layout.num_kv_heads) * layout.head_dim;
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int h = 0; h < layout.num_kv_heads; ++h) {
@@ -182,6 +187,15 @@ float ReadKv(const KvLayout& layout, int layer, int kv, uint8_t* const* blocks, 
     case KvDType::kF32: return reinterpret_cast<float*>(plane)[idx + d];
     case KvDType::kBf16: return Bf16ToF32(reinterpret_cast<bf16_t*>(plane)[idx + d]);
     case KvDType::kInt8: return static_cast<float>(reinterpret_cast<int8_t*>(plane)[idx + d]) * *scale;
+    case KvDType::kQ4:
+    case KvDType::kQ4r: {  // q4r: the rotated value (PagedAttention rotates q and out)
+      const size_t slot = idx / layout.head_dim;
+      const uint8_t* codes = plane + slot * layout.RowBytes();
+      const auto* scales =
+          reinterpret_cast<const f16_t*>(plane + layout.block_size * layout.RowBytes()) +
+          slot * (layout.RowScaleBytes() / 2);
+      return DequantizeQ4(codes, scales, d);
+    }
   }
   return 0.0f;
 }

@@ -10,8 +10,15 @@
 namespace kvfork {
 
 // Independent buffers per thread, so a caller's X panel (slot 0) survives
-// while the same thread, running tasks of a ParallelFor, uses slot 1.
-enum ScratchSlot { kScratchCaller = 0, kScratchTask = 1, kNumScratchSlots = 2 };
+// while the same thread, running tasks of a ParallelFor, uses slot 1. Slot 2
+// is ops.cc's, around an ISA call that uses the other two (q4r attention's
+// rotated queries).
+enum ScratchSlot {
+  kScratchCaller = 0,
+  kScratchTask = 1,
+  kScratchDispatch = 2,
+  kNumScratchSlots = 3
+};
 
 // At least `bytes` bytes, 64-byte aligned, valid until the next call with the
 // same slot on this thread.

@@ -91,13 +91,17 @@ Status BlockPool::CheckFreeList() const {
 
 void CopyBlockTokens(const KvLayout& layout, const uint8_t* src, uint8_t* dst, int start, int n) {
   if (n <= 0) return;
-  const size_t elem = layout.ElementBytes();
-  const size_t row = static_cast<size_t>(layout.head_dim) * elem;
+  const size_t row = layout.RowBytes();
+  const size_t scale_row = layout.RowScaleBytes();  // q4's scales follow the plane's codes
   for (int l = 0; l < layout.num_layers; ++l) {
     for (int kv = 0; kv < 2; ++kv) {
       for (int h = 0; h < layout.num_kv_heads; ++h) {
         size_t off = layout.PlaneOffset(l, kv, h) + static_cast<size_t>(start) * row;
         std::memcpy(dst + off, src + off, static_cast<size_t>(n) * row);
+        if (scale_row > 0) {
+          size_t soff = layout.Q4ScaleOffset(l, kv, h) + static_cast<size_t>(start) * scale_row;
+          std::memcpy(dst + soff, src + soff, static_cast<size_t>(n) * scale_row);
+        }
         if (layout.dtype == KvDType::kInt8) {
           size_t soff = layout.ScaleOffset(l, kv, h) + static_cast<size_t>(start) * sizeof(float);
           std::memcpy(dst + soff, src + soff, static_cast<size_t>(n) * sizeof(float));

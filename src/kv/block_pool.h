@@ -77,7 +77,7 @@ class BlockPool {
   uint64_t clock_ = 0;
 };
 
-// Copies K/V (and int8 scales) of token slots [start, start + n) of every
+// Copies K/V (and int8 or q4 scales) of token slots [start, start + n) of every
 // (layer, K/V, head) plane from block src to block dst, same positions.
 // Cost: O(n * layers * kv_heads * head_dim) bytes.
 void CopyBlockTokens(const KvLayout& layout, const uint8_t* src, uint8_t* dst, int start, int n);

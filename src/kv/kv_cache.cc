@@ -27,8 +27,10 @@ StatusOr<KvDType> ParseKvDType(std::string_view name) {
   if (name == "bf16") return KvDType::kBf16;
   if (name == "f32") return KvDType::kF32;
   if (name == "int8") return KvDType::kInt8;
-  return InvalidArgumentError("--kv-dtype: expected bf16, f32 or int8, got '" + std::string(name) +
-                              "'");
+  if (name == "q4") return KvDType::kQ4;
+  if (name == "q4r") return KvDType::kQ4r;
+  return InvalidArgumentError("--kv-dtype: expected bf16, f32, int8, q4 or q4r, got '" +
+                              std::string(name) + "'");
 }
 
 StatusOr<bool> ParseOnOff(std::string_view flag, std::string_view value) {
@@ -42,6 +44,11 @@ Status ValidateKvLayout(const KvLayout& layout) {
   if (layout.num_layers <= 0) return InvalidArgumentError("KV layout: num_layers must be > 0");
   if (layout.num_kv_heads <= 0) return InvalidArgumentError("KV layout: num_kv_heads must be > 0");
   if (layout.head_dim <= 0) return InvalidArgumentError("KV layout: head_dim must be > 0");
+  if (IsQ4(layout.dtype) && layout.head_dim % kQ4Group != 0) {
+    return InvalidArgumentError(std::string("--kv-dtype ") + KvDTypeName(layout.dtype) +
+                                ": needs the model's head_dim to be a multiple of 32 (one scale "
+                                "per 32 values), got " + std::to_string(layout.head_dim));
+  }
   if (layout.block_size <= 0 || layout.block_size > 4096) {
     return InvalidArgumentError("--kv-block-size: must be in [1, 4096], got " +
                                 std::to_string(layout.block_size));

@@ -1,5 +1,5 @@
 """Smoke test of `kvfork bench kernels --quick`: every GEMV/GEMM row for both
-weight dtypes and every attention case (bf16 and int8 KV) is printed and
+weight dtypes and every attention case (bf16, int8, q4 and q4r KV) is printed and
 written to the JSON with positive times and rates, `--attention-only` runs
 the attention rows alone, and a bad flag is refused naming it. (The numbers
 themselves are the benchmark's business, never a test's.)"""
@@ -15,7 +15,10 @@ BUILD = os.environ.get("KVFORK_BUILD_DIR", os.path.join(SRC, "build/release"))
 KVFORK = os.environ.get("KVFORK_BIN", os.path.join(BUILD, "src/cli/kvfork"))
 
 ATTENTION_CASES = ["prefill 512", "prefill 2048", "22 after 3400", "prefill 2048 i8",
-                   "22 after 3400 i8", "decode at 512", "decode at 2048", "decode 2048 i8"]
+                   "22 after 3400 i8", "prefill 2048 q4", "22 after 3400 q4", "decode at 512",
+                   "decode at 2048", "decode 2048 i8", "decode 2048 q4", "decode 2048 q4r"]
+# The KV format a row's name ends with (bf16 where none).
+ROW_DTYPES = {"i8": "int8", "q4": "q4", "q4r": "q4r"}
 
 
 def fail(msg):
@@ -57,7 +60,7 @@ def main():
             if not (r["ms"] > 0 and r["cpu_ms_per_thread"] > 0 and r["rate"] > 0
                     and r["fraction_of_limit"] > 0):
                 fail(f"attention row without positive time and rate: {r}")
-            want_dtype = "int8" if r["case"].endswith(" i8") else "bf16"
+            want_dtype = ROW_DTYPES.get(r["case"].rsplit(" ", 1)[-1], "bf16")
             if r["kv_dtype"] != want_dtype:
                 fail(f"attention row {r['case']} on {r['kv_dtype']} KV, want {want_dtype}")
             want_unit = "GB/s of KV" if r["query_tokens"] == 1 else "GFLOP/s"

@@ -1,7 +1,8 @@
 // WriteKv and PagedAttention on every ISA: KV bytes equal to the reference's
-// (int8 included), attention close to the reference (1e-5 relative + 1e-5
-// absolute for f32/bf16 KV: both read the same stored values, only the
-// summation order and exp differ), and bitwise chunking invariance: a
+// (int8, q4 and q4r included), attention close to the reference (1e-5
+// relative + 1e-5 absolute: both read the same stored values, only the
+// summation order and exp differ), q4 / q4r attention close to f32
+// attention over the values they dequantize to, and bitwise chunking invariance: a
 // sequence's outputs are identical whether its tokens come in one call or in
 // chunks of 1, 3 or 16 (writing KV as we go), and alone or batched.
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/kv_q4.h"
 #include "kernels/ops.h"
 #include "kernels/reference.h"
 #include "test_env.h"
@@ -40,11 +42,13 @@ struct Blocks {
   std::vector<uint8_t*> ptrs;
 };
 
+// q4 and q4r take head_dim in multiples of 32 (one scale per 32 values): the
+// shapes below round up for them (3 -> 32, 40 and 64 -> 64, 68 -> 96).
 KvLayout MakeLayout(KvDType dtype, int head_dim, int block_size) {
   KvLayout l;
   l.num_layers = 2;
   l.num_kv_heads = 2;
-  l.head_dim = head_dim;
+  l.head_dim = IsQ4(dtype) ? (head_dim + kQ4Group - 1) / kQ4Group * kQ4Group : head_dim;
   l.block_size = block_size;
   l.dtype = dtype;
   return l;
@@ -53,8 +57,9 @@ KvLayout MakeLayout(KvDType dtype, int head_dim, int block_size) {
 class AttentionTest : public ::testing::TestWithParam<KvDType> {};
 
 TEST_P(AttentionTest, WriteKvBytesEqualReference) {
-  for (int head_dim : {64, 68, 3}) {
-    KvLayout l = MakeLayout(GetParam(), head_dim, 16);
+  for (int shape_dim : {64, 68, 3}) {
+    KvLayout l = MakeLayout(GetParam(), shape_dim, 16);
+    const int head_dim = l.head_dim;
     const int64_t tokens = 37;
     const int64_t row = l.num_kv_heads * head_dim;
     std::vector<float> k = RandomFloats(tokens * row, 21, -4, 4),
@@ -86,11 +91,12 @@ struct Case {
   std::vector<float> q, k, v;
 };
 
-Case MakeCase(KvDType dtype, int head_dim, int64_t tokens, uint32_t seed, int num_heads = 4,
+Case MakeCase(KvDType dtype, int shape_dim, int64_t tokens, uint32_t seed, int num_heads = 4,
               int block_size = 16) {
   Case c;
   c.num_heads = num_heads;
-  c.layout = MakeLayout(dtype, head_dim, block_size);
+  c.layout = MakeLayout(dtype, shape_dim, block_size);
+  const int head_dim = c.layout.head_dim;
   c.tokens = tokens;
   c.q = RandomFloats(tokens * c.num_heads * head_dim, seed, -2, 2);
   c.k = RandomFloats(tokens * c.layout.num_kv_heads * head_dim, seed + 1, -2, 2);
@@ -288,8 +294,51 @@ TEST_P(AttentionTest, KeysBeforeTheWindowAreNotAttended) {
   }
 }
 
+// q4 and q4r attention on every level against f32 attention over the values
+// their blocks hold (read back with the reference reader, rotated back for
+// q4r): the kernels convert the codes exactly, so q4 is as close as f32 KV
+// is to itself; q4r adds the rotations of q and of the output.
+TEST(AttentionQ4, MatchesF32AttentionOverTheDequantizedValues) {
+  ThreadPool pool(2);
+  for (KvDType dtype : {KvDType::kQ4, KvDType::kQ4r}) {
+    for (auto [head_dim, num_heads, tokens] : {std::tuple{128, 4, 70}, {96, 6, 45}, {64, 16, 40}}) {
+      const Case c = MakeCase(dtype, head_dim, tokens, 80, num_heads);
+      const KvLayout& l = c.layout;
+      Blocks blocks(l, tokens);
+      WriteKv(l, 1, blocks.ptrs.data(), 0, tokens, c.k.data(), c.v.data());
+      Case f = c;
+      f.layout.dtype = KvDType::kF32;
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int h = 0; h < l.num_kv_heads; ++h) {
+          for (int kv = 0; kv < 2; ++kv) {
+            float* row = (kv == 0 ? f.k : f.v).data() + (t * l.num_kv_heads + h) * head_dim;
+            for (int d = 0; d < head_dim; ++d)
+              row[d] = reference::ReadKv(l, 1, kv, blocks.ptrs.data(), t, h, d);
+            if (dtype == KvDType::kQ4r) HadamardRotate(row, head_dim);
+          }
+        }
+      }
+      std::vector<float> want;
+      {
+        ScopedIsa scoped(Isa::kScalar);
+        want = RunChunked(f, tokens, pool);
+      }
+      const float tol = dtype == KvDType::kQ4 ? 1e-5f : 1e-4f;
+      for (Isa isa : SupportedIsas()) {
+        ScopedIsa scoped(isa);
+        const std::vector<float> got = RunChunked(c, 7, pool);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], tol + tol * std::fabs(want[i]))
+              << IsaName(isa) << " " << KvDTypeName(dtype) << " head_dim=" << head_dim
+              << " at " << i;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(KvDTypes, AttentionTest,
-                         ::testing::Values(KvDType::kF32, KvDType::kBf16, KvDType::kInt8),
+                         ::testing::Values(KvDType::kF32, KvDType::kBf16, KvDType::kInt8,
+                                           KvDType::kQ4, KvDType::kQ4r),
                          [](const auto& info) { return std::string(KvDTypeName(info.param)); });
 
 }  // namespace

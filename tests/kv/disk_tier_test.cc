@@ -149,6 +149,14 @@ TEST(DiskBlockFile, FingerprintCoversLayoutModelAndIsa) {
     EXPECT_NE(base, DiskFingerprint(1, m, "avx2")) << "layout field " << field;
   }
   EXPECT_EQ(base, DiskFingerprint(1, l, "avx2"));
+  // The 4-bit formats: the same bytes per block, other meanings.
+  KvLayout q4 = l, q4r = l, i8 = l;
+  q4.head_dim = q4r.head_dim = i8.head_dim = 32;
+  q4.dtype = KvDType::kQ4;
+  q4r.dtype = KvDType::kQ4r;
+  i8.dtype = KvDType::kInt8;
+  EXPECT_NE(DiskFingerprint(1, q4, "avx2"), DiskFingerprint(1, q4r, "avx2"));
+  EXPECT_NE(DiskFingerprint(1, q4, "avx2"), DiskFingerprint(1, i8, "avx2"));
 }
 
 void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {

@@ -1,11 +1,13 @@
 // Unit tests of the paged and dense KV caches: every case issue 4 names.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "kv/block_pool.h"
 #include "kv/dense_kv_cache.h"
 #include "kv/kv_test_util.h"
 #include "kv/paged_kv_cache.h"
@@ -359,6 +361,15 @@ TEST(PagedKvCache, ResetPrefixCacheDropsOnlyCached) {
 
 TEST(KvCacheOptions, BadValuesNameTheFlag) {
   EXPECT_NE(ParseKvDType("fp8").status().message().find("--kv-dtype"), std::string::npos);
+  EXPECT_EQ(*ParseKvDType("q4"), KvDType::kQ4);
+  EXPECT_EQ(*ParseKvDType("q4r"), KvDType::kQ4r);
+  // q4 needs head_dim in multiples of 32; the error names the flag and the value.
+  KvLayout q4 = TinyLayout(4, KvDType::kQ4);
+  const Status bad = ValidateKvLayout(q4);
+  EXPECT_NE(bad.message().find("--kv-dtype q4"), std::string::npos) << bad.ToString();
+  EXPECT_NE(bad.message().find("got 4"), std::string::npos) << bad.ToString();
+  q4.head_dim = 64;
+  EXPECT_TRUE(ValidateKvLayout(q4).ok());
   EXPECT_NE(ParseKvBackend("x", 4).status().message().find("--kv-backend"), std::string::npos);
   EXPECT_EQ(*ParseKvBackend("auto", 4), KvBackend::kPaged);
   EXPECT_EQ(*ParseKvBackend("auto", 1), KvBackend::kDense);
@@ -420,6 +431,27 @@ TEST(DenseKvCache, PoolSmallerThanOneSlotIsAnError) {
   auto c = DenseKvCache::Create(o);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("--kv-cache-mib"), std::string::npos);
+}
+
+// A tail copy of a q4 block moves the token slots' codes and their f16
+// scales (which follow the plane's codes) and nothing else.
+TEST(CopyBlockTokens, Q4MovesCodesAndScalesOfTheSlots) {
+  KvLayout l = TinyLayout(4, KvDType::kQ4r);
+  l.head_dim = 64;
+  std::vector<uint8_t> src(l.BlockBytes()), dst(l.BlockBytes(), 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(1 + i % 251);
+  CopyBlockTokens(l, src.data(), dst.data(), 1, 2);
+  std::vector<uint8_t> want(l.BlockBytes(), 0);
+  for (int layer = 0; layer < l.num_layers; ++layer)
+    for (int kv = 0; kv < 2; ++kv)
+      for (int h = 0; h < l.num_kv_heads; ++h)
+        for (int slot = 1; slot < 3; ++slot) {
+          const size_t codes = l.PlaneOffset(layer, kv, h) + slot * l.RowBytes();
+          const size_t scales = l.Q4ScaleOffset(layer, kv, h) + slot * l.RowScaleBytes();
+          std::memcpy(want.data() + codes, src.data() + codes, l.RowBytes());
+          std::memcpy(want.data() + scales, src.data() + scales, l.RowScaleBytes());
+        }
+  EXPECT_EQ(dst, want);
 }
 
 }  // namespace

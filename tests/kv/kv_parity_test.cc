@@ -118,6 +118,8 @@ class Parity : public ::testing::TestWithParam<std::tuple<Architecture, KvDType>
     o.seed = 11;
     // Gemma 3: 5 sliding layers (window 32) and a global one.
     if (arch == Architecture::kGemma3) o.num_layers = 6;
+    // q4 and q4r take head_dim in multiples of 32 (tiny's is 16).
+    if (IsQ4(dtype)) o.head_dim = 32;
     Status w = WriteRandomModel(o, dir_);
     ASSERT_TRUE(w.ok()) << w.ToString();
     ModelLoadOptions lo;
@@ -443,7 +445,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Architecture::kLlama, Architecture::kQwen3,
                                          Architecture::kMistral, Architecture::kGemma3,
                                          Architecture::kQwen3Moe),
-                       ::testing::Values(KvDType::kBf16, KvDType::kF32, KvDType::kInt8)),
+                       ::testing::Values(KvDType::kBf16, KvDType::kF32, KvDType::kInt8,
+                                         KvDType::kQ4, KvDType::kQ4r)),
     [](const auto& info) {
       return std::string(ArchFor(std::get<0>(info.param)).ModelType()) + "_" +
              KvDTypeName(std::get<1>(info.param));

@@ -85,6 +85,7 @@ bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(ModelBatchInvariance, AloneBatchedChunkedThreads) {
   // tiny's head_dim is 16; head_dim 32 puts bf16 KV on the amx level's tile
   // attention kernel (head_dim a multiple of 32), 16 needs the avx512 one.
+  // q4 and q4r KV (head_dim a multiple of 32) run on the head_dim-32 model.
   for (auto [arch, head_dim] : {std::pair{Architecture::kLlama, int64_t{0}},
                                 {Architecture::kQwen3, int64_t{0}},
                                 {Architecture::kQwen3, int64_t{32}},
@@ -114,8 +115,9 @@ TEST(ModelBatchInvariance, AloneBatchedChunkedThreads) {
     for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
       if (!IsaSupported(isa)) continue;
       SetActiveIsaForTesting(isa);
-      for (KvDType kv : {KvDType::kBf16, KvDType::kF32}) {
+      for (KvDType kv : {KvDType::kBf16, KvDType::kF32, KvDType::kQ4, KvDType::kQ4r}) {
         KvLayout layout = (*model)->MakeKvLayout(kv, 16);
+        if (IsQ4(kv) && layout.head_dim % kQ4Group != 0) continue;  // q4 needs multiples of 32
         const std::vector<float> base = RunChunked(**model, layout, ids, 0, 1);
         ASSERT_EQ(base.size(), ids.size() * kVocab);
         const std::string where = std::string(IsaName(isa)) + " kv " + KvDTypeName(kv) +
