@@ -3,7 +3,7 @@
 llama.cpp on the same model file, text and context (issue 26).
 
   /usr/bin/python3 bench/kv_quality/kv_quality.py                # the trained model, held-out text
-  /usr/bin/python3 bench/kv_quality/kv_quality.py --kvfork-kv int8,q4,q4r
+  /usr/bin/python3 bench/kv_quality/kv_quality.py --kvfork-kv int8,q4
 
 The model is exported once to a bf16 GGUF (`kvfork export-gguf`), which both
 engines read. The text is cut into chunks of --ctx tokens and the second half
@@ -64,9 +64,9 @@ def parse_args(argv):
     ap.add_argument("--kvfork", default=os.path.join(ROOT, "build/release/src/cli/kvfork"),
                     help="the kvfork binary (default build/release/src/cli/kvfork)")
     ap.add_argument("--kvfork-base", default="bf16", help="kvfork's base KV format (default bf16)")
-    ap.add_argument("--kvfork-kv", default="f32,int8",
-                    help="comma-separated kvfork KV formats to test (default f32,int8: f32 shows what "
-                         "bf16's own rounding costs)")
+    ap.add_argument("--kvfork-kv", default="f32,int8,q4,q4r",
+                    help="comma-separated kvfork KV formats to test (default f32,int8,q4,q4r: f32 "
+                         "shows what bf16's own rounding costs)")
     ap.add_argument("--llama-bin", default=os.path.join(ROOT, ".cache/llama-server/build/bin"),
                     help="directory holding llama-perplexity (default .cache/llama-server/build/bin, "
                          "scripts/setup-llama-tools.sh builds it); llama.cpp is skipped when it is missing")

@@ -45,8 +45,7 @@ CONFIGS = {
 # kvfork paged with a quantized KV cache, one configuration per format
 # ("kvfork-int8"): the same flags as kvfork-paged plus --kv-dtype. Not run by
 # default; smallpool_burst is where they differ (more tokens in one pool).
-# Add "q4", "q4r" here once kvfork has them.
-QUANTIZED_KV = ["int8"]
+QUANTIZED_KV = ["int8", "q4", "q4r"]
 for _dtype in QUANTIZED_KV:
     CONFIGS[f"kvfork-{_dtype}"] = {
         "kind": "kvfork", "kv_dtype": _dtype, "default": False,
