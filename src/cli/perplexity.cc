@@ -22,8 +22,6 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <span>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +29,7 @@
 #include "cli/flags.h"
 #include "cli/kv_blocks.h"
 #include "cli/model_tokenizer.h"
+#include "cli/perplexity_chunks.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
 #include "kv/kv_cache.h"
@@ -39,23 +38,6 @@
 
 namespace kvfork::cli {
 namespace {
-
-// -log softmax(logits)[token], as llama-perplexity computes it.
-double NegLogProb(const float* logits, int64_t vocab, int32_t token) {
-  float max_logit = logits[0];
-  for (int64_t i = 1; i < vocab; ++i) max_logit = std::max(max_logit, logits[i]);
-  double sum_exp = 0.0;
-  for (int64_t i = 0; i < vocab; ++i) sum_exp += std::exp(logits[i] - max_logit);
-  return -(logits[token] - max_logit - std::log(sum_exp));
-}
-
-StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("--file " + path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 Status Perplexity(int argc, char** argv) {
   Flags flags = Flags::Parse(argc, argv, {});
@@ -74,7 +56,7 @@ Status Perplexity(int argc, char** argv) {
   if (ctx < 4 || ctx > (1 << 20)) return InvalidArgumentError("--ctx must be in [4, 1048576]");
   if (threads < 1) return InvalidArgumentError("--threads must be >= 1");
   KVFORK_ASSIGN_OR_RETURN(KvDType kv_dtype, ParseKvDType(kv_name));
-  KVFORK_ASSIGN_OR_RETURN(std::string text, ReadText(file));
+  KVFORK_ASSIGN_OR_RETURN(std::string text, ReadTextFile(file));
 
   ModelLoadOptions load;
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(model_path, load));
@@ -87,14 +69,9 @@ Status Perplexity(int argc, char** argv) {
   // A special token's string in the text is text, as llama-perplexity
   // tokenizes (parse_special off): a corpus with "<|endoftext|>" between
   // documents scores those bytes, on both sides alike.
-  const TextRange all_plain{0, text.size()};
-  const std::vector<int32_t> tokens =
-      tokenizer->Encode(text, /*add_special=*/true, std::span<const TextRange>(&all_plain, 1));
-  // llama.cpp puts the BOS at every chunk's start when its vocab adds one;
-  // ours adds one exactly when encoding with special tokens prepends it.
-  const std::vector<int32_t> empty = tokenizer->Encode("", /*add_special=*/true);
-  const bool add_bos = tokenizer->bos_token_id().has_value() && !empty.empty() &&
-                       empty.front() == *tokenizer->bos_token_id();
+  const ChunkedText chunked = TokenizeForPerplexity(*tokenizer, text);
+  const std::vector<int32_t>& tokens = chunked.tokens;
+  const bool add_bos = chunked.bos.has_value();
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n < 2 * ctx)
     return InvalidArgumentError(file + " tokenizes to " + std::to_string(n) +
@@ -121,25 +98,8 @@ Status Perplexity(int argc, char** argv) {
   std::vector<float> logits;
   const int64_t t0 = NowNanos();
   for (int64_t k = 0; k < chunks; ++k) {
-    std::vector<int32_t> chunk(tokens.begin() + k * ctx, tokens.begin() + (k + 1) * ctx);
-    if (add_bos) chunk.front() = *tokenizer->bos_token_id();
-    ForwardBatch context;
-    context.tokens.assign(chunk.begin(), chunk.begin() + first);
-    ForwardSeq cs;
-    cs.num_tokens = first;
-    cs.blocks = table.blocks.data();
-    cs.no_logits = true;
-    context.seqs.push_back(cs);
-    KVFORK_RETURN_IF_ERROR(model->Forward(context, layout, pool, &logits));
-    ForwardBatch scored;
-    scored.tokens.assign(chunk.begin() + first, chunk.end());
-    ForwardSeq ss;
-    ss.num_tokens = ctx - first;
-    ss.start_pos = first;
-    ss.blocks = table.blocks.data();
-    ss.all_logits = true;
-    scored.seqs.push_back(ss);
-    KVFORK_RETURN_IF_ERROR(model->Forward(scored, layout, pool, &logits));
+    const std::vector<int32_t> chunk = ChunkTokens(chunked, ctx, k);
+    KVFORK_RETURN_IF_ERROR(ForwardScoredHalf(*model, layout, table, pool, chunk, &logits));
     for (int64_t i = 0; i + 1 < ctx - first; ++i) {
       const double v = NegLogProb(logits.data() + i * vocab, vocab, chunk[first + i + 1]);
       nll += v;
