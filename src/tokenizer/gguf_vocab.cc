@@ -155,18 +155,8 @@ std::string GenerationJson(const GgufVocab& v) {
 }
 
 StatusOr<std::unique_ptr<Tokenizer>> Build(const GgufVocab& v, const GgufPreTokenizer& pre) {
-  const size_t n = v.tokens.size();
-  if (n == 0) return InvalidArgumentError("tokenizer.ggml.tokens is empty");
-  if (!v.token_types.empty() && v.token_types.size() != n)
-    return InvalidArgumentError("tokenizer.ggml.token_type has " +
-                                std::to_string(v.token_types.size()) + " entries but " +
-                                "tokenizer.ggml.tokens has " + std::to_string(n));
+  KVFORK_RETURN_IF_ERROR(CheckGgufVocab(v));
   KVFORK_ASSIGN_OR_RETURN(std::string tokenizer_json, TokenizerJson(v, pre));
-  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.bos_id, "bos_token_id"));
-  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.eos_id, "eos_token_id"));
-  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.eot_id, "eot_token_id"));
-  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.eom_id, "eom_token_id"));
-  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.pad_id, "padding_token_id"));
   KVFORK_ASSIGN_OR_RETURN(std::string config_json, ConfigJson(v, pre));
   StatusOr<std::unique_ptr<Tokenizer>> t =
       Tokenizer::FromJson(tokenizer_json, config_json, GenerationJson(v));
@@ -191,6 +181,20 @@ Status CheckGgufTokenId(const GgufVocab& v, const std::optional<int64_t>& id, co
     return InvalidArgumentError(std::string("tokenizer.ggml.") + key + " " + std::to_string(*id) +
                                 " is an unused token");
   return OkStatus();
+}
+
+Status CheckGgufVocab(const GgufVocab& v) {
+  const size_t n = v.tokens.size();
+  if (n == 0) return InvalidArgumentError("tokenizer.ggml.tokens is empty");
+  if (!v.token_types.empty() && v.token_types.size() != n)
+    return InvalidArgumentError("tokenizer.ggml.token_type has " +
+                                std::to_string(v.token_types.size()) + " entries but " +
+                                "tokenizer.ggml.tokens has " + std::to_string(n));
+  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.bos_id, "bos_token_id"));
+  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.eos_id, "eos_token_id"));
+  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.eot_id, "eot_token_id"));
+  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.eom_id, "eom_token_id"));
+  return CheckGgufTokenId(v, v.pad_id, "padding_token_id");
 }
 
 // llama-vocab.cpp's end-of-generation list, the entries of the model

@@ -74,6 +74,10 @@ StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufVocab& vocab);
 GgufTokenType GgufTypeOf(const GgufVocab& vocab, size_t id);
 // An id key (`key` is e.g. "bos_token_id") must name a token that is used.
 Status CheckGgufTokenId(const GgufVocab& vocab, const std::optional<int64_t>& id, const char* key);
+// What every tokenizer built from a GgufVocab needs of it: tokens, token
+// types (if any) for each, and bos/eos/eot/eom/padding ids that name used
+// tokens (CheckGgufTokenId).
+Status CheckGgufVocab(const GgufVocab& vocab);
 // Token texts llama.cpp ends generation on besides eos/eot/eom (its
 // end-of-generation list, the entries of the model families we load).
 bool IsEndOfGenerationText(std::string_view text);

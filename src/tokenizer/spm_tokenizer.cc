@@ -131,22 +131,13 @@ std::optional<int64_t> WithDefault(const std::optional<int64_t>& id, int64_t fal
 }
 
 StatusOr<std::unique_ptr<Tokenizer>> SpmTokenizer::Create(const GgufVocab& v) {
-  const size_t n = v.tokens.size();
-  if (n == 0) return InvalidArgumentError("tokenizer.ggml.tokens is empty");
-  if (!v.token_types.empty() && v.token_types.size() != n)
-    return InvalidArgumentError("tokenizer.ggml.token_type has " +
-                                std::to_string(v.token_types.size()) + " entries but " +
-                                "tokenizer.ggml.tokens has " + std::to_string(n));
-  std::vector<float> zeros;
-  if (v.scores.empty()) zeros.assign(n, 0.0f);  // llama.cpp: no scores, all 0
   // Ids the file gives must name used tokens; llama.cpp's defaults are
   // taken as they are.
-  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.bos_id, "bos_token_id"));
-  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.eos_id, "eos_token_id"));
-  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.eot_id, "eot_token_id"));
-  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.eom_id, "eom_token_id"));
-  KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.pad_id, "padding_token_id"));
+  KVFORK_RETURN_IF_ERROR(CheckGgufVocab(v));
   KVFORK_RETURN_IF_ERROR(CheckGgufTokenId(v, v.unk_id, "unknown_token_id"));
+  const size_t n = v.tokens.size();
+  std::vector<float> zeros;
+  if (v.scores.empty()) zeros.assign(n, 0.0f);  // llama.cpp: no scores, all 0
   const std::optional<int64_t> unk = WithDefault(v.unk_id, 0, n);
   const std::optional<int64_t> bos = WithDefault(v.bos_id, 1, n);
   const std::optional<int64_t> eos = WithDefault(v.eos_id, 2, n);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <set>
+#include <unistd.h>
 
 #include "engine/model_tokenizer.h"
 #include "llama_cpp_vectors.h"
@@ -205,7 +206,7 @@ TEST(GgufVocab, EveryListedPreTokenizerCompiles) {
 // Any part of a split model gives the tokenizer of part 1, where
 // llama.cpp's gguf-split keeps the metadata.
 TEST(GgufVocab, SplitFilesReadTheFirstPart) {
-  const std::string dir = ::testing::TempDir() + "/gguf_split";
+  const std::string dir = ::testing::TempDir() + "/gguf_split_" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(ModelsDir() + "/ggml-vocab-gpt-2.gguf", dir + "/m-00001-of-00002.gguf",
                              std::filesystem::copy_options::overwrite_existing);
@@ -219,7 +220,7 @@ TEST(GgufVocab, SplitFilesReadTheFirstPart) {
 }
 
 TEST(GgufVocab, FileWithoutTokenizerNamesTheKey) {
-  const std::string path = ::testing::TempDir() + "/no_tokenizer.gguf";
+  const std::string path = ::testing::TempDir() + "/no_tokenizer_" + std::to_string(getpid()) + ".gguf";
   GgufWriter w;
   w.Set("general.architecture", GgufValue::String("qwen3"));
   ASSERT_TRUE(w.Write(path).ok());

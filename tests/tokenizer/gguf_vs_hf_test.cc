@@ -14,6 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unistd.h>
 
 #include "corpus_rng.h"
 #include "engine/model_tokenizer.h"
@@ -31,7 +32,7 @@ bool LooksSpecial(const std::string& t) {
 void CheckSameTokenizer(Architecture arch, const std::string& tokenizer_dir,
                         const std::string& goldens, const std::vector<std::string>& extra_eos,
                         bool only_hf_adds_bos) {
-  const std::string dir = ::testing::TempDir() + "/gguf_vs_hf_" + goldens;
+  const std::string dir = ::testing::TempDir() + "/gguf_vs_hf_" + goldens + "_" + std::to_string(getpid());
   RandomModelOptions o;
   o.arch = arch;
   o.shape = "tiny";
