@@ -95,12 +95,25 @@ void FuzzEncodeDecode(std::string_view input) {
   for (int32_t id : ids) KVFORK_CHECK(id >= 0 && id < vocab);
   if (spm) {
     // Text without special tokens: every byte kept (byte fallback), after
-    // the prefix space both vocabularies add.
+    // the prefix space both vocabularies add. In invalid UTF-8 a stray lead
+    // byte takes the bytes after it into its symbol (llama.cpp reads a
+    // symbol's length from its first byte), the first bytes of an escaped
+    // space's "\u2581" among them, and that space then comes back as byte
+    // tokens of "\u2581": there the check reads "\u2581" as a space on both
+    // sides (seed spm_invalid_utf8_swallows_space_phi3).
     if (!add_special && !text.empty() && tok.FindSpecialTokens(text).empty()) {
       std::string bytes;
       for (int32_t id : ids) bytes += tok.TokenBytes(id);
-      KVFORK_CHECK(bytes == " " + text);
-      KVFORK_CHECK(tok.Decode(ids, false) == utf8::Lossy(text));
+      if (utf8::IsValid(text)) {
+        KVFORK_CHECK(bytes == " " + text);
+        KVFORK_CHECK(tok.Decode(ids, false) == utf8::Lossy(text));
+      } else {
+        auto spaces = [](std::string t) {
+          for (size_t at; (at = t.find("\xe2\x96\x81")) != std::string::npos;) t.replace(at, 3, " ");
+          return t;
+        };
+        KVFORK_CHECK(spaces(bytes) == spaces(" " + text));
+      }
     }
   } else if (!add_special) {
     // Nothing lost, nothing replaced: the tokens' bytes are the text (after
