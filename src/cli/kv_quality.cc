@@ -31,6 +31,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/json_file.h"
 #include "cli/kv_blocks.h"
 #include "cli/model_tokenizer.h"
 #include "cli/perplexity_chunks.h"
@@ -291,9 +292,7 @@ Status KvQuality(int argc, char** argv) {
         {"top1_agreement", static_cast<double>(s.same_top1) / static_cast<double>(s.positions)},
         {"threads", threads},
         {"seconds", seconds}};
-    std::ofstream out(json_path);
-    out << j.dump(2) << "\n";
-    if (!out) return InternalError("--json " + json_path + ": cannot write");
+    KVFORK_RETURN_IF_ERROR(WriteJsonFile(json_path, j));
   }
   return OkStatus();
 }

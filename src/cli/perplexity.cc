@@ -19,7 +19,6 @@
 //        --threads N, --kv-dtype bf16|f32|int8|q4|q4r (bf16), --json PATH.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,6 +26,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/json_file.h"
 #include "cli/kv_blocks.h"
 #include "cli/model_tokenizer.h"
 #include "cli/perplexity_chunks.h"
@@ -132,9 +132,7 @@ Status Perplexity(int argc, char** argv) {
                         {"ppl_stderr", stderr_ppl},
                         {"chunk_ppl", chunk_ppl},
                         {"seconds", seconds}};
-    std::ofstream out(json_path);
-    out << j.dump(2) << "\n";
-    if (!out) return InternalError("--json " + json_path + ": cannot write");
+    KVFORK_RETURN_IF_ERROR(WriteJsonFile(json_path, j));
   }
   return OkStatus();
 }
