@@ -34,6 +34,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/json_file.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
@@ -315,38 +316,36 @@ Status BenchEngine(int argc, char** argv) {
   std::printf("targets: 8 seqs >= 5x one: %s (%.2fx); warm TTFT <= cold/20: %s\n",
               r8 >= 5.0 ? "met" : "NOT met", r8, warm_s * 20 <= cold_s ? "met" : "NOT met");
 
-  std::filesystem::path jp(json_path);
-  if (jp.has_parent_path()) std::filesystem::create_directories(jp.parent_path());
-  std::ofstream out(json_path);
-  if (!out) return NotFoundError("cannot write --json " + json_path);
-  out << "{\n  \"shape\": \"" << shape << "\",\n  \"threads\": " << threads
-      << ",\n  \"decode_tokens\": " << decode_tokens << ",\n  \"repeats\": " << repeats
-      << ",\n  \"load_average_before\": \"" << load_before << "\",\n  \"load_average_after\": \""
-      << load_after << "\",\n  \"decode\": [";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const DecodeRow& r = rows[i];
-    out << (i ? ",\n    " : "\n    ") << "{\"seqs\": " << r.seqs
-        << ", \"tokens_per_s\": " << r.tokens_per_s << ", \"ratio\": " << r.ratio
-        << ", \"step_ms\": " << r.step_ms << ", \"forward_ms\": " << r.forward_ms
-        << ", \"sample_ms\": " << r.sample_ms << ", \"other_ms\": " << r.other_ms
-        << ", \"loop_ms\": " << r.loop_ms << ", \"rounds_tokens_per_s\": [";
-    for (size_t k = 0; k < r.rounds.size(); ++k) out << (k ? ", " : "") << r.rounds[k];
-    out << "]}";
-  }
-  out << "],\n  \"ttft\": {\"prompt_tokens\": " << prompt_len
-      << ", \"cached_tokens\": " << cached_tokens << ", \"cold_s\": " << cold_s
-      << ", \"warm_s\": " << warm_s << "}\n}\n";
+  nlohmann::json decode = nlohmann::json::array();
+  for (const DecodeRow& r : rows)
+    decode.push_back({{"seqs", r.seqs},
+                      {"tokens_per_s", r.tokens_per_s},
+                      {"ratio", r.ratio},
+                      {"step_ms", r.step_ms},
+                      {"forward_ms", r.forward_ms},
+                      {"sample_ms", r.sample_ms},
+                      {"other_ms", r.other_ms},
+                      {"loop_ms", r.loop_ms},
+                      {"rounds_tokens_per_s", r.rounds}});
+  const nlohmann::json out = {{"shape", shape},
+                              {"threads", threads},
+                              {"decode_tokens", decode_tokens},
+                              {"repeats", repeats},
+                              {"load_average_before", load_before},
+                              {"load_average_after", load_after},
+                              {"decode", decode},
+                              {"ttft",
+                               {{"prompt_tokens", prompt_len},
+                                {"cached_tokens", cached_tokens},
+                                {"cold_s", cold_s},
+                                {"warm_s", warm_s}}}};
+  KVFORK_RETURN_IF_ERROR(WriteJsonFile(json_path, out));
   std::printf("wrote %s\n", json_path.c_str());
   return OkStatus();
 }
 
 int Run(int argc, char** argv) {
-  Status s = BenchEngine(argc, argv);
-  if (!s.ok()) {
-    std::fprintf(stderr, "kvfork bench engine: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return ExitCode("bench engine", BenchEngine(argc, argv));
 }
 
 }  // namespace

@@ -34,6 +34,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/json_file.h"
 #include "core/timer.h"
 #include "engine/engine.h"
 #include "grammar/compile.h"
@@ -305,9 +306,7 @@ int RunBenchGrammar(int argc, char** argv) {
                     {"decode_step_source", step_source},
                     {"load_average", LoadAverage()},
                     {"results", rows}};
-  std::error_code ec;
-  fs::create_directories(fs::path(json_path).parent_path(), ec);
-  std::ofstream(json_path) << doc.dump(2) << "\n";
+  if (Status s = WriteJsonFile(json_path, doc); !s.ok()) return ExitCode("bench grammar", s);
   std::printf("\nwrote %s\n", json_path.c_str());
   return rc;
 }

@@ -41,6 +41,7 @@
 #include "cli/bench_quant.h"
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/json_file.h"
 #include "core/bf16.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
@@ -253,16 +254,8 @@ int RunBenchKernels(int argc, char** argv) {
     }
     out["attention"] = *std::move(attention);
   }
-  const std::filesystem::path path(json_path);
-  std::error_code ec;
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-  std::ofstream f(path);
-  if (!f) {
-    std::fprintf(stderr, "cannot write %s\n", path.c_str());
-    return 1;
-  }
-  f << out.dump(2) << "\n";
-  std::printf("\nwrote %s\n", path.c_str());
+  if (Status s = WriteJsonFile(json_path, out); !s.ok()) return ExitCode("bench kernels", s);
+  std::printf("\nwrote %s\n", json_path.c_str());
   return 0;
 }
 

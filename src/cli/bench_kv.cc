@@ -27,6 +27,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/json_file.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
 #include "kv/kv_cache.h"
@@ -235,12 +236,8 @@ int RunBenchKv(int argc, char** argv) {
                         {"siblings", siblings},
                         {"kv_bytes_per_token", bpt},
                         {"results", rows}};
-  const std::filesystem::path path(json_path);
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-  std::ofstream f(path);
-  if (!f) return Fail(InvalidArgumentError("--json: cannot write " + json_path));
-  f << out.dump(2) << "\n";
-  std::printf("\nwrote %s\n", path.c_str());
+  if (Status s = WriteJsonFile(json_path, out); !s.ok()) return Fail(s);
+  std::printf("\nwrote %s\n", json_path.c_str());
   return 0;
 }
 

@@ -46,6 +46,7 @@
 #include "cli/bench_limits.h"
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/json_file.h"
 #include "cli/kv_blocks.h"
 #include "core/cpu_features.h"
 #include "core/progress.h"
@@ -370,23 +371,13 @@ Status BenchModel(int argc, char** argv) {
   out["decode_kv_bytes_per_token_mean"] = kv_bytes_mean;
   out["generated_tokens"] = generated;
   out["rows"] = json_rows;
-  const std::filesystem::path path(o.json_path);
-  std::error_code ec;
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-  std::ofstream f(path);
-  if (!f) return InvalidArgumentError("--json: cannot write " + path.string());
-  f << out.dump(2) << "\n";
-  std::printf("wrote %s\n", path.c_str());
+  KVFORK_RETURN_IF_ERROR(WriteJsonFile(o.json_path, out));
+  std::printf("wrote %s\n", o.json_path.c_str());
   return OkStatus();
 }
 
 int Run(int argc, char** argv) {
-  Status s = BenchModel(argc, argv);
-  if (!s.ok()) {
-    std::fprintf(stderr, "kvfork bench model: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return ExitCode("bench model", BenchModel(argc, argv));
 }
 
 }  // namespace

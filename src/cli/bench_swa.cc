@@ -32,6 +32,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/json_file.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
 #include "kernels/ops.h"
@@ -241,12 +242,8 @@ int RunBenchSwa(int argc, char** argv) {
                         {"within_bound", st->peak_used_kv_bytes <= bound},
                         {"one_table_kv_bytes", one_table},
                         {"seconds", seconds}};
-  const std::filesystem::path path(json_path);
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-  std::ofstream f(path);
-  if (!f) return Fail(InvalidArgumentError("--json: cannot write " + json_path));
-  f << out.dump(2) << "\n";
-  std::printf("wrote %s\n", path.c_str());
+  if (Status s = WriteJsonFile(json_path, out); !s.ok()) return Fail(s);
+  std::printf("wrote %s\n", json_path.c_str());
   return st->peak_used_kv_bytes <= bound ? 0 : 1;
 }
 

@@ -39,6 +39,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/json_file.h"
 #include "core/progress.h"
 #include "core/timer.h"
 #include "engine/model_tokenizer.h"
@@ -343,9 +344,7 @@ int RunBenchTokenizer(int argc, char** argv) {
                               {"reps", reps},
                               {"budget_seconds", budget},
                               {"results", results}};
-  std::error_code ec;
-  fs::create_directories(fs::path(json_path).parent_path(), ec);
-  std::ofstream(json_path) << doc.dump(2) << "\n";
+  if (Status s = WriteJsonFile(json_path, doc); !s.ok()) return ExitCode("bench tokenizer", s);
   std::printf("wrote %s\n", json_path.c_str());
   return rc;
 }

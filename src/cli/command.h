@@ -2,8 +2,11 @@
 // src/cli that calls KVFORK_REGISTER_COMMAND; main.cc dispatches on argv[1].
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <vector>
+
+#include "core/status.h"
 
 namespace kvfork::cli {
 
@@ -19,6 +22,14 @@ struct Command {
 std::vector<Command>& Commands();
 // `kvfork bench <name>`: each benchmark registers itself the same way.
 std::vector<Command>& Benchmarks();
+
+// The exit code of a command whose body returns a Status: 0, or 1 after
+// "kvfork <name>: <error>" on stderr.
+inline int ExitCode(const char* name, const Status& s) {
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "kvfork %s: %s\n", name, s.ToString().c_str());
+  return 1;
+}
 
 struct CommandRegistrar {
   explicit CommandRegistrar(Command command);

@@ -252,12 +252,7 @@ Status Generate(int argc, char** argv) {
 }
 
 int Run(int argc, char** argv) {
-  Status s = Generate(argc, argv);
-  if (!s.ok()) {
-    std::fprintf(stderr, "kvfork generate: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return ExitCode("generate", Generate(argc, argv));
 }
 
 }  // namespace

@@ -298,12 +298,7 @@ Status KvQuality(int argc, char** argv) {
 }
 
 int Run(int argc, char** argv) {
-  Status s = KvQuality(argc, argv);
-  if (!s.ok()) {
-    std::fprintf(stderr, "kvfork kv-quality: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return ExitCode("kv-quality", KvQuality(argc, argv));
 }
 
 }  // namespace

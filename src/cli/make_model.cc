@@ -81,12 +81,7 @@ Status MakeModel(int argc, char** argv) {
 }
 
 int Run(int argc, char** argv) {
-  Status s = MakeModel(argc, argv);
-  if (!s.ok()) {
-    std::fprintf(stderr, "kvfork make-model: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return ExitCode("make-model", MakeModel(argc, argv));
 }
 
 }  // namespace

@@ -138,12 +138,7 @@ Status Perplexity(int argc, char** argv) {
 }
 
 int Run(int argc, char** argv) {
-  Status s = Perplexity(argc, argv);
-  if (!s.ok()) {
-    std::fprintf(stderr, "kvfork perplexity: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return ExitCode("perplexity", Perplexity(argc, argv));
 }
 
 }  // namespace

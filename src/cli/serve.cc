@@ -357,12 +357,7 @@ Status Serve(int argc, char** argv) {
 }
 
 int RunServe(int argc, char** argv) {
-  Status s = Serve(argc, argv);
-  if (!s.ok()) {
-    std::fprintf(stderr, "kvfork serve: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return ExitCode("serve", Serve(argc, argv));
 }
 
 }  // namespace

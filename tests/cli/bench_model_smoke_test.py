@@ -2,8 +2,9 @@
 qwen3-0.6b and never runs here): the table and JSON have every row and field,
 the reported prefill time is the median of the timed runs, the first call
 (buffers not yet sized) is reported separately, decode is greedy and so
-repeatable, --kv-dtype picks the KV it runs on, and a bad flag is refused
-with a message that names it."""
+repeatable, --kv-dtype picks the KV it runs on, --json makes its directories
+or fails naming the path, and a bad flag is refused with a message that
+names it."""
 
 import json
 import os
@@ -83,8 +84,9 @@ def main():
         if abs(prefill_row["value"] - 40 / j["prefill_s"]) > 1e-6 * prefill_row["value"]:
             fail(f"prefill tok/s {prefill_row['value']} is not 40 / prefill_s")
 
-        # Repeated prefills write the same K/V, so decode is the same greedy run.
-        _, j2 = bench(model, os.path.join(tmp, "b.json"))
+        # Repeated prefills write the same K/V, so decode is the same greedy run;
+        # --json makes the directories it names (cli/json_file.h).
+        _, j2 = bench(model, os.path.join(tmp, "new", "dir", "b.json"))
         if j2["generated_tokens"] != j["generated_tokens"]:
             fail(f"greedy decode differs between runs: {j['generated_tokens']} vs {j2['generated_tokens']}")
 
@@ -97,6 +99,12 @@ def main():
         p = run(["bench", "model", "--model", model, "--kv-dtype", "q3"])
         if p.returncode == 0 or "--kv-dtype" not in p.stderr + p.stdout:
             fail(f"--kv-dtype q3 should be refused naming the flag: {p.stdout} {p.stderr}")
+
+        # A --json that cannot be written fails the command, naming the flag.
+        p = run(["bench", "model", "--model", model, "--prompt-tokens", "8", "--decode-tokens", "1",
+                 "--prefill-runs", "1", "--json", "/proc/kvfork-no-such/out.json"])
+        if p.returncode == 0 or "--json /proc/kvfork-no-such/out.json" not in p.stderr:
+            fail(f"an unwritable --json should fail naming it: {p.stdout[-500:]} {p.stderr[-500:]}")
 
         p = run(["bench", "model", "--model", model, "--prefill-runs", "0"])
         if p.returncode == 0 or "--prefill-runs" not in p.stderr + p.stdout:
