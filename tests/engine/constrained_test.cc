@@ -6,6 +6,7 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "engine/tiny_model_suite.h"
 #include "grammar/compile.h"
 #include "grammar/matcher.h"
 #include "model/model.h"
@@ -59,32 +60,8 @@ bool IsPrefix(const std::shared_ptr<const grammar::Grammar>& g, const std::strin
   return m.AcceptBytes(text);
 }
 
-class ConstrainedTest : public ::testing::Test {
+class ConstrainedTest : public TinyModelSuite<5> {
  protected:
-  static void SetUpTestSuite() {
-    model_dir_ = new testing::TempDir();
-    const std::string dir = model_dir_->Sub("model");
-    RandomModelOptions o;
-    o.shape = "tiny";
-    o.seed = 5;
-    o.tokenizer_dir = testing::QwenTokenizerDir();
-    Status w = WriteRandomModel(o, dir);
-    ASSERT_TRUE(w.ok()) << w.ToString();
-    ModelLoadOptions lo;
-    lo.show_progress = false;
-    auto m = Model::Load(dir, lo);
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::move(m).value().release();
-    auto t = Tokenizer::Load(dir);
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    tokenizer_ = std::move(t).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete tokenizer_;
-    delete model_dir_;
-  }
-
   static std::unique_ptr<Engine> Make(int64_t kv_blocks = 256) {
     EngineOptions o;
     o.threads = 2;
@@ -139,14 +116,7 @@ class ConstrainedTest : public ::testing::Test {
     return *g;
   }
 
-  static testing::TempDir* model_dir_;
-  static Model* model_;
-  static Tokenizer* tokenizer_;
 };
-
-testing::TempDir* ConstrainedTest::model_dir_ = nullptr;
-Model* ConstrainedTest::model_ = nullptr;
-Tokenizer* ConstrainedTest::tokenizer_ = nullptr;
 
 TEST_F(ConstrainedTest, JsonSchemaAtTemperatureOneWithSeveralChoices) {
   auto e = Make();

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include "engine/model_tokenizer.h"
+#include "engine/tiny_model_suite.h"
 #include "kv/block_hash.h"
 #include "kv/model_files_fingerprint.h"
 #include "model/gguf_quantize.h"
@@ -77,37 +79,17 @@ Result Drain(RequestStream& s) {
   }
 }
 
-class EngineTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    // A fresh temporary directory: running the binary by hand from anywhere
-    // leaves nothing behind.
-    model_dir_ = new testing::TempDir();
-    const std::string dir = model_dir_->Sub("model");
-    RandomModelOptions o;
-    o.shape = "tiny";
-    o.seed = 5;
-    o.tokenizer_dir = testing::QwenTokenizerDir();
-    Status w = WriteRandomModel(o, dir);
-    ASSERT_TRUE(w.ok()) << w.ToString();
-    ModelLoadOptions lo;
-    lo.show_progress = false;
-    auto m = Model::Load(dir, lo);
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::move(m).value().release();
-    auto t = Tokenizer::Load(dir);
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    tokenizer_ = std::move(t).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete tokenizer_;
-    delete model_dir_;
-    model_ = nullptr;
-    tokenizer_ = nullptr;
-    model_dir_ = nullptr;
-  }
+// Nothing held: no block in use, every block free or cached, no request left.
+void ExpectAllReleased(const Engine& e) {
+  EngineStats s = e.Stats();
+  EXPECT_EQ(s.blocks_used, 0);
+  EXPECT_EQ(s.blocks_free + s.blocks_cached, s.blocks_total);
+  EXPECT_EQ(s.requests_running, 0);
+  EXPECT_EQ(s.requests_waiting, 0);
+}
 
+class EngineTest : public TinyModelSuite<5> {
+ protected:
   static EngineOptions SmallOptions() {
     EngineOptions o;
     o.threads = 2;
@@ -129,23 +111,7 @@ class EngineTest : public ::testing::Test {
     for (auto& t : p) t = d(rng);
     return p;
   }
-
-  static void ExpectAllReleased(const Engine& e) {
-    EngineStats s = e.Stats();
-    EXPECT_EQ(s.blocks_used, 0);
-    EXPECT_EQ(s.blocks_free + s.blocks_cached, s.blocks_total);
-    EXPECT_EQ(s.requests_running, 0);
-    EXPECT_EQ(s.requests_waiting, 0);
-  }
-
-  static testing::TempDir* model_dir_;
-  static Model* model_;
-  static Tokenizer* tokenizer_;
 };
-
-testing::TempDir* EngineTest::model_dir_ = nullptr;
-Model* EngineTest::model_ = nullptr;
-Tokenizer* EngineTest::tokenizer_ = nullptr;
 
 // The parity tests once per weight format: "bf16" is the fixture's tiny
 // model; "q4_k_m" a Qwen3 with rows of 256 (the K formats' block) written by
@@ -251,6 +217,70 @@ bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Both runs of a batch invariance test and the shared engine's stats.
+struct InvarianceRun {
+  std::map<std::string, Result> alone;  // by request id
+  std::vector<Result> together;         // in the order of the requests
+  int64_t steps = 0;                    // of the shared engine
+  EngineStats stats;                    // of the shared engine, after the drain
+};
+
+// Each request alone on a cold one-thread engine of model (one chunk, big
+// pool), then all of them on one engine with options `together`, submitted
+// with pause() after each. Expects every request's tokens and every logits
+// row bitwise equal to its run alone, the KV Check() clean on every step and
+// every block released at the end.
+void RunAloneThenTogether(Model& model, const Tokenizer& tokenizer,
+                          const EngineOptions& alone_options, const std::vector<Request>& reqs,
+                          EngineOptions together, const std::function<void()>& pause,
+                          InvarianceRun* out) {
+  Recorder ref;
+  for (const Request& r : reqs) {
+    EngineOptions o = alone_options;
+    o.threads = 1;
+    ref.Attach(&o);
+    auto e = Engine::Create(o, model, tokenizer);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    auto s = (*e)->Submit(r);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    out->alone[r.id] = Drain(**s);
+    ASSERT_TRUE(out->alone[r.id].done) << out->alone[r.id].error.ToString();
+    (*e)->Shutdown();
+  }
+
+  Recorder rec;
+  rec.Attach(&together);
+  auto e = Engine::Create(together, model, tokenizer);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const Request& r : reqs) {
+    auto s = (*e)->Submit(r);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    streams.push_back(*s);
+    pause();
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    out->together.push_back(Drain(*streams[i]));
+    const Result& got = out->together.back();
+    ASSERT_TRUE(got.done) << reqs[i].id << ": " << got.error.ToString();
+    EXPECT_EQ(got.tokens, out->alone[reqs[i].id].tokens) << reqs[i].id;
+    const std::string key = reqs[i].id + "/0";
+    // The engine thread is still recording the other requests' rows.
+    std::lock_guard<std::mutex> lock(rec.mu);
+    ASSERT_EQ(rec.rows[key].size(), ref.rows[key].size()) << key;
+    for (size_t k = 0; k < rec.rows[key].size(); ++k)
+      EXPECT_TRUE(BitwiseEqual(rec.rows[key][k], ref.rows[key][k])) << key << " step " << k;
+  }
+  {
+    std::lock_guard<std::mutex> lock(rec.mu);
+    EXPECT_EQ(rec.bad_checks, 0) << rec.first_bad;
+    out->steps = rec.steps;
+  }
+  out->stats = (*e)->Stats();
+  ExpectAllReleased(**e);
+  (*e)->Shutdown();
+}
+
 TEST_P(EngineFormatTest, BatchInvarianceUnderChunkingPrefixSharingAndPreemption) {
   std::mt19937 rng(1234);
   std::vector<Request> reqs;
@@ -271,60 +301,24 @@ TEST_P(EngineFormatTest, BatchInvarianceUnderChunkingPrefixSharingAndPreemption)
     reqs.push_back(r);
   }
 
-  // Each alone on a cold engine (one chunk, big pool, one thread).
-  std::map<std::string, Result> alone;
-  Recorder ref;
-  for (const Request& r : reqs) {
-    EngineOptions o = SmallOptions();
-    o.threads = 1;
-    ref.Attach(&o);
-    auto e = Make(o);
-    auto s = e->Submit(r);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    alone[r.id] = Drain(**s);
-    ASSERT_TRUE(alone[r.id].done) << alone[r.id].error.ToString();
-    e->Shutdown();
-  }
-
   // All together: small chunks, 16-token blocks, a pool too small for all
   // of them at once, random arrival.
   EngineOptions o = SmallOptions();
   o.max_num_batched_tokens = 24;
   o.max_num_seqs = 8;
   o.kv_blocks = 12;  // 192 tokens: the largest request fits alone, eight do not
-  Recorder rec;
-  rec.Attach(&o);
-  auto e = Make(o);
-  std::vector<std::shared_ptr<RequestStream>> streams;
   std::uniform_int_distribution<int> gap_us(0, 3000);
-  for (const Request& r : reqs) {
-    auto s = e->Submit(r);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    streams.push_back(*s);
-    std::this_thread::sleep_for(std::chrono::microseconds(gap_us(rng)));
-  }
+  InvarianceRun run;
+  RunAloneThenTogether(
+      *model_, *tokenizer_, SmallOptions(), reqs, o,
+      [&] { std::this_thread::sleep_for(std::chrono::microseconds(gap_us(rng))); }, &run);
+  ASSERT_EQ(run.together.size(), reqs.size());
   for (size_t i = 0; i < reqs.size(); ++i) {
-    Result got = Drain(*streams[i]);
-    ASSERT_TRUE(got.done) << reqs[i].id << ": " << got.error.ToString();
-    EXPECT_EQ(got.tokens, alone[reqs[i].id].tokens) << reqs[i].id;
-    EXPECT_EQ(got.text, alone[reqs[i].id].text) << reqs[i].id;
-    EXPECT_EQ(got.usage.completion_tokens, reqs[i].sampling.max_tokens);
-    const std::string key = reqs[i].id + "/0";
-    // The engine thread is still recording the other requests' rows.
-    std::lock_guard<std::mutex> lock(rec.mu);
-    ASSERT_EQ(rec.rows[key].size(), ref.rows[key].size()) << key;
-    for (size_t k = 0; k < rec.rows[key].size(); ++k)
-      EXPECT_TRUE(BitwiseEqual(rec.rows[key][k], ref.rows[key][k])) << key << " step " << k;
+    EXPECT_EQ(run.together[i].text, run.alone[reqs[i].id].text) << reqs[i].id;
+    EXPECT_EQ(run.together[i].usage.completion_tokens, reqs[i].sampling.max_tokens);
   }
-  {
-    std::lock_guard<std::mutex> lock(rec.mu);
-    EXPECT_EQ(rec.bad_checks, 0) << rec.first_bad;
-    EXPECT_GT(rec.steps, 16);
-  }
-  EngineStats st = e->Stats();
-  EXPECT_GT(st.preemptions, 0) << "the pool was meant to force preemption";
-  ExpectAllReleased(*e);
-  e->Shutdown();
+  EXPECT_GT(run.steps, 16);
+  EXPECT_GT(run.stats.preemptions, 0) << "the pool was meant to force preemption";
 }
 
 // A sliding-window model (tiny Gemma 3: five layers of window 32, one
@@ -363,52 +357,15 @@ TEST_F(EngineTest, SlidingWindowModelOnLayerGroupsIsBatchInvariant) {
     r.sampling.max_tokens = std::uniform_int_distribution<int>(1, 45)(rng);
     reqs.push_back(r);
   }
-  std::map<std::string, Result> alone;
-  Recorder ref;
-  for (const Request& r : reqs) {
-    EngineOptions o = SmallOptions();
-    o.threads = 1;
-    ref.Attach(&o);
-    auto e = *Engine::Create(o, **model, *tokenizer_);
-    auto s = e->Submit(r);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    alone[r.id] = Drain(**s);
-    ASSERT_TRUE(alone[r.id].done) << alone[r.id].error.ToString();
-    e->Shutdown();
-  }
   EngineOptions o = SmallOptions();
   o.max_num_batched_tokens = 24;
   o.max_num_seqs = 6;
   o.kv_blocks = 16;
-  Recorder rec;
-  rec.Attach(&o);
-  auto e = *Engine::Create(o, **model, *tokenizer_);
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const Request& r : reqs) {
-    auto s = e->Submit(r);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    streams.push_back(*s);
-  }
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    Result got = Drain(*streams[i]);
-    ASSERT_TRUE(got.done) << reqs[i].id << ": " << got.error.ToString();
-    EXPECT_EQ(got.tokens, alone[reqs[i].id].tokens) << reqs[i].id;
-    const std::string key = reqs[i].id + "/0";
-    std::lock_guard<std::mutex> lock(rec.mu);
-    ASSERT_EQ(rec.rows[key].size(), ref.rows[key].size()) << key;
-    for (size_t k = 0; k < rec.rows[key].size(); ++k)
-      EXPECT_TRUE(BitwiseEqual(rec.rows[key][k], ref.rows[key][k])) << key << " step " << k;
-  }
-  {
-    std::lock_guard<std::mutex> lock(rec.mu);
-    EXPECT_EQ(rec.bad_checks, 0) << rec.first_bad;
-  }
-  const EngineStats st = e->Stats();
+  InvarianceRun run;
+  RunAloneThenTogether(**model, *tokenizer_, SmallOptions(), reqs, o, [] {}, &run);
   // The global group got the bytes the sliding layers did not need: more
   // blocks than the 16 of every layer the budget names.
-  EXPECT_GT(st.blocks_total, 16);
-  ExpectAllReleased(*e);
-  e->Shutdown();
+  EXPECT_GT(run.stats.blocks_total, 16);
 }
 
 TEST_P(EngineFormatTest, PreemptionLosesNothing) {

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "engine/tiny_model_suite.h"
 #include "model/model.h"
 #include "model/model_test_util.h"
 #include "model/random_model.h"
@@ -91,32 +92,8 @@ bool SamePromptLogprobs(const std::vector<PromptTokenLogprob>& a,
   return true;
 }
 
-class GenerationTest : public ::testing::Test {
+class GenerationTest : public TinyModelSuite<11> {
  protected:
-  static void SetUpTestSuite() {
-    model_dir_ = new testing::TempDir();
-    const std::string dir = model_dir_->Sub("model");
-    RandomModelOptions o;
-    o.shape = "tiny";
-    o.seed = 11;
-    o.tokenizer_dir = testing::QwenTokenizerDir();
-    Status w = WriteRandomModel(o, dir);
-    ASSERT_TRUE(w.ok()) << w.ToString();
-    ModelLoadOptions lo;
-    lo.show_progress = false;
-    auto m = Model::Load(dir, lo);
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::move(m).value().release();
-    auto t = Tokenizer::Load(dir);
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    tokenizer_ = std::move(t).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete tokenizer_;
-    delete model_dir_;
-  }
-
   static EngineOptions Options() {
     EngineOptions o;
     o.threads = 2;
@@ -166,14 +143,7 @@ class GenerationTest : public ::testing::Test {
     return r;
   }
 
-  static testing::TempDir* model_dir_;
-  static Model* model_;
-  static Tokenizer* tokenizer_;
 };
-
-testing::TempDir* GenerationTest::model_dir_ = nullptr;
-Model* GenerationTest::model_ = nullptr;
-Tokenizer* GenerationTest::tokenizer_ = nullptr;
 
 TEST_F(GenerationTest, MinTokensHoldsBackEosAndStopTokenIds) {
   auto e = Make(Options());
