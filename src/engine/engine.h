@@ -12,6 +12,7 @@
 #include "core/status.h"
 #include "engine/request.h"
 #include "kv/disk_tier.h"
+#include "kv/kv_group_stats.h"
 #include "kv/kv_events.h"
 #include "kv/prefix_tree.h"
 
@@ -90,6 +91,9 @@ struct EngineStats {
   // TTL (nothing unpinned was left).
   int64_t kv_pinned_blocks = 0;
   int64_t kv_pinned_evictions = 0;
+  // A sliding-window model on the paged cache's layer groups: each sliding
+  // group's pool (the blocks_* above are then the global layers' pool).
+  std::vector<KvGroupStats> kv_sliding;
   // Where steps spent their wall-clock time (the scheduler's StepTimes):
   // every step that ran a forward, and the steps that only decoded.
   // other = step - forward - sample (scheduling, KV bookkeeping, stop

@@ -309,6 +309,7 @@ class EngineImpl final : public Engine {
     s.kv_disk_miss_lookups = k.disk_miss_lookups;
     s.kv_pinned_blocks = k.pinned_blocks;
     s.kv_pinned_evictions = k.pinned_evictions;
+    s.kv_sliding = k.sliding;
     s.steps = c.all_steps.steps;
     s.step_ns = c.all_steps.step_ns;
     s.forward_ns = c.all_steps.forward_ns;

@@ -40,6 +40,7 @@
 
 #include "core/status.h"
 #include "kernels/kv_group.h"
+#include "kv/kv_group_stats.h"
 #include "kernels/kv_layout.h"
 #include "kv/disk_tier.h"
 #include "kv/kv_events.h"
@@ -107,18 +108,6 @@ struct KvCacheOptions {
   // The most positions one Forward writes for a sequence (the engine's
   // --max-num-batched-tokens); sizes the sliding pools' floor. 0 = none.
   int64_t max_step_tokens = 0;
-};
-
-// One sliding group's blocks (paged with layer groups).
-struct KvGroupStats {
-  int64_t window = 0;
-  int64_t block_bytes = 0;
-  int64_t blocks_total = 0;
-  int64_t blocks_free = 0;    // now
-  int64_t blocks_used = 0;    // now: in a running sequence's table
-  int64_t blocks_cached = 0;  // now: attached to an index node, evictable
-  int64_t peak_used_blocks = 0;
-  int64_t evictions = 0;
 };
 
 // What the index holds for a prompt. Tokens [0, num_reused_tokens) need no

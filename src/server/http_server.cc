@@ -402,6 +402,19 @@ struct HttpServer::Impl {
                          {"evicted_blocks", s.kv_disk.evicted_blocks},
                          {"scanned_files", s.kv_disk.scanned_files}};
     }
+    if (!s.kv_sliding.empty()) {
+      json groups = json::array();
+      for (const KvGroupStats& g : s.kv_sliding)
+        groups.push_back({{"window", g.window},
+                          {"block_bytes", g.block_bytes},
+                          {"blocks_total", g.blocks_total},
+                          {"blocks_free", g.blocks_free},
+                          {"blocks_used", g.blocks_used},
+                          {"blocks_cached", g.blocks_cached},
+                          {"peak_used_blocks", g.peak_used_blocks},
+                          {"evictions", g.evictions}});
+      out["sliding_groups"] = std::move(groups);
+    }
     return out;
   }
 

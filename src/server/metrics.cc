@@ -221,6 +221,32 @@ std::string ServerMetrics::Render(const EngineStats& s, const std::string& model
     counter("kvfork_kv_disk_evictions_total", "Block files deleted to stay within --kv-disk-gib.",
             static_cast<double>(d.evicted_blocks));
   }
+  // A sliding-window model: one series per sliding group's pool, by window.
+  if (!s.kv_sliding.empty()) {
+    auto per_group = [&](const std::string& name, const char* type, const std::string& help,
+                         int64_t KvGroupStats::*field) {
+      w.Family(name, type, help);
+      for (const KvGroupStats& g : s.kv_sliding) {
+        PrometheusWriter::Labels l = m;
+        l.emplace_back("window", std::to_string(g.window));
+        w.Sample(name, l, static_cast<double>(g.*field));
+      }
+    };
+    per_group("kvfork_kv_sliding_blocks_total", "gauge",
+              "KV blocks in a sliding-window layer group's pool.", &KvGroupStats::blocks_total);
+    per_group("kvfork_kv_sliding_blocks_free", "gauge",
+              "Free KV blocks of a sliding-window layer group now.", &KvGroupStats::blocks_free);
+    per_group("kvfork_kv_sliding_blocks_used", "gauge",
+              "KV blocks of a sliding-window layer group in running sequences' windows now.",
+              &KvGroupStats::blocks_used);
+    per_group("kvfork_kv_sliding_blocks_cached", "gauge",
+              "KV blocks of a sliding-window layer group kept for prefix reuse now.",
+              &KvGroupStats::blocks_cached);
+    per_group("kvfork_kv_sliding_block_bytes", "gauge",
+              "Bytes of one KV block of a sliding-window layer group.", &KvGroupStats::block_bytes);
+    per_group("kvfork_kv_sliding_evictions_total", "counter",
+              "Cached KV blocks of a sliding-window layer group evicted.", &KvGroupStats::evictions);
+  }
   if (kv_events) {
     counter("kvfork_kv_events_published_total", "KV events sent on the --kv-events socket.",
             static_cast<double>(kv_events->events_published));

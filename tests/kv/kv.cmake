@@ -35,6 +35,12 @@ if(KVFORK_SYSTEM_PYTHON)
     COMMAND ${KVFORK_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tests/kv/kv_cache_control_e2e_test.py
     LABELS e2e TIMEOUT 300)
 endif()
+# A sliding-window model on the real server: its group in /v1/cache/stats and /metrics.
+if(KVFORK_SYSTEM_PYTHON)
+  kvfork_script_test(kv_sliding_e2e_test
+    COMMAND ${KVFORK_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tests/kv/kv_sliding_e2e_test.py
+    LABELS e2e TIMEOUT 300)
+endif()
 # The disk tier (issue 25): block file format, the tier, the paged cache on it.
 kvfork_test(disk_tier_test
   SOURCES disk_tier_test.cc

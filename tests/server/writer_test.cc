@@ -230,6 +230,42 @@ TEST(MetricsTest, DiskTierCounters) {
   EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_evictions_total" + m), 5);
 }
 
+// A sliding-window model's groups (issue 24): one series per group, labelled
+// by its window; none for a model without sliding groups.
+TEST(MetricsTest, SlidingGroupSeriesByWindow) {
+  ServerMetrics metrics;
+  EngineStats s;
+  EXPECT_EQ(metrics.Render(s, "m").find("kvfork_kv_sliding"), std::string::npos);
+  KvGroupStats a;
+  a.window = 32;
+  a.block_bytes = 4096;
+  a.blocks_total = 40;
+  a.blocks_free = 30;
+  a.blocks_used = 6;
+  a.blocks_cached = 4;
+  a.evictions = 11;
+  KvGroupStats b = a;
+  b.window = 1024;
+  b.blocks_total = 80;
+  b.blocks_free = 79;
+  b.blocks_used = 1;
+  b.blocks_cached = 0;
+  b.evictions = 0;
+  s.kv_sliding = {a, b};
+  std::map<std::string, double> samples;
+  CheckPrometheusText(metrics.Render(s, "m"), &samples);
+  const std::string w32 = "{model_name=\"m\",window=\"32\"}";
+  const std::string w1024 = "{model_name=\"m\",window=\"1024\"}";
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_sliding_blocks_total" + w32), 40);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_sliding_blocks_free" + w32), 30);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_sliding_blocks_used" + w32), 6);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_sliding_blocks_cached" + w32), 4);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_sliding_block_bytes" + w32), 4096);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_sliding_evictions_total" + w32), 11);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_sliding_blocks_total" + w1024), 80);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_sliding_blocks_used" + w1024), 1);
+}
+
 TEST(AuthTest, ConstantTimeCompareAndSalts) {
   EXPECT_TRUE(ConstantTimeEquals("secret", "secret"));
   EXPECT_FALSE(ConstantTimeEquals("secret", "secreT"));
