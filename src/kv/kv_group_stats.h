@@ -15,6 +15,7 @@ struct KvGroupStats {
   int64_t blocks_cached = 0;  // now: attached to an index node, evictable
   int64_t peak_used_blocks = 0;
   int64_t evictions = 0;
+  int64_t pinned_evictions = 0;  // of those, a pinned prefix's (all cached were pinned)
 };
 
 }  // namespace kvfork

@@ -282,7 +282,7 @@ void PagedKvCache::TakeBlocks(int64_t n, Sequence* s) {
   }
   for (size_t g = 0; g < sliding_.size(); ++g) {
     for (int64_t i = 0; i < n; ++i) {
-      const BlockId id = sliding_[g]->Take();
+      const BlockId id = sliding_[g]->Take(*index_);
       s->side[g].blocks.push_back(id);
       s->side[g].table.push_back(sliding_[g]->Data(id));
     }
@@ -619,6 +619,7 @@ KvCacheStats PagedKvCache::Stats() const {
     gs.blocks_cached = group.num_cached();
     gs.blocks_used = group.num_used();
     gs.evictions = group.evictions();
+    gs.pinned_evictions = group.pinned_evictions();
   }
   if (disk_ != nullptr) {
     st.disk_enabled = true;

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/logging.h"
 #include "kernels/ops.h"
 
 namespace kvfork {
@@ -30,13 +31,25 @@ int64_t SlidingKvGroup::FirstVisibleBlock(int64_t pos) const {
   return AttentionWindowStart(pos, window_) / pool_->layout().block_size;
 }
 
-BlockId SlidingKvGroup::Take() {
+BlockId SlidingKvGroup::Take(const PrefixIndex& index) {
   if (pool_->num_free() == 0) {
     KVFORK_CHECK_MSG(!lru_.empty(), "KV sliding group: no free block and no cached one");
-    const BlockId victim = lru_.begin()->second;
-    lru_.erase(lru_.begin());
-    Detach(victim);
-    pool_->Free(victim);
+    // The least recently cached block whose node is not pinned; the oldest
+    // pinned one only when every cached block is pinned (as the index does).
+    auto victim = lru_.begin();
+    while (victim != lru_.end() && index.IsPinned(node_of_[victim->second])) ++victim;
+    if (victim == lru_.end()) {
+      victim = lru_.begin();
+      ++pinned_evictions_;
+      KVFORK_LOG(kWarn) << "KV sliding group (window " << window_
+                        << "): evicting the block of a pinned prefix: every cached block of "
+                           "the group is pinned ("
+                        << lru_.size() << ")";
+    }
+    const BlockId id = victim->second;
+    lru_.erase(victim);
+    Detach(id);
+    pool_->Free(id);
     ++evictions_;
   }
   return pool_->Allocate();

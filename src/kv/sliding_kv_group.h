@@ -57,10 +57,15 @@ class SlidingKvGroup {
   // Blocks Take can still hand out: free + cached.
   int64_t Available() const { return num_free() + num_cached(); }
   int64_t evictions() const { return evictions_; }
+  // Evictions of a pinned prefix's block (every cached block was pinned).
+  int64_t pinned_evictions() const { return pinned_evictions_; }
 
   // A block with refcount 1: a free one, else the least recently cached one
-  // (detached from its node). The caller has checked Available() > 0.
-  BlockId Take();
+  // (detached from its node) whose node index has not pinned; a pinned one
+  // only when every cached block is (counted, logged). So a pinned prefix
+  // keeps every window it can be reused at (cache control, issue 25). Cost:
+  // O(pinned cached blocks skipped). The caller has checked Available() > 0.
+  BlockId Take(const PrefixIndex& index);
   // A table's reference; a cached block leaves the LRU.
   void Ref(BlockId id);
   // Drops a table's reference; at 0 the block is cached if attached, else free.
@@ -92,6 +97,7 @@ class SlidingKvGroup {
   std::vector<BlockId> node_of_;                // [num_blocks]: block -> its node, or kNoBlock
   std::set<std::pair<uint64_t, BlockId>> lru_;  // cached blocks by (tick when cached, id)
   int64_t evictions_ = 0;
+  int64_t pinned_evictions_ = 0;
 };
 
 }  // namespace kvfork

@@ -139,6 +139,47 @@ TEST(SlidingKvCache, ReuseNeedsEveryGroupsWindowBeforeTheReusePoint) {
   EXPECT_CHECK_OK(*c);
 }
 
+// A pinned prefix (cache control) keeps its sliding blocks: eviction takes
+// an unpinned prefix's blocks first, so every reuse point of the pinned one
+// keeps its window; only when every cached block is pinned does a pinned one
+// go (counted).
+void PinnedPrefixKeepsItsWindows(bool pin) {
+  // Window 8, block 4; 32 sliding blocks: two 60-token prefixes (15 blocks
+  // each, cached after release) and 2 free.
+  auto c = MakeGrouped(1, 8, 4, 128, /*sliding_blocks=*/32);
+  const auto a = Range(1, 60), b = Range(200, 60);
+  c->Release(Prefill(*c, a));
+  c->Release(Prefill(*c, b));
+  ASSERT_EQ(c->Stats().sliding[0].blocks_cached, 30);
+  if (pin) {
+    EXPECT_EQ(c->Pin(a, "", 60'000), 15);
+  }
+  // Eight sliding blocks: the 2 free and 6 evicted, the least recently
+  // cached first (a's blocks 0-5), or b's with a pinned.
+  auto hog = c->Admit(Range(900, 1), "other", 8 * 4, nullptr);
+  ASSERT_TRUE(hog.ok()) << hog.status().ToString();
+  EXPECT_EQ(c->Stats().sliding[0].evictions, 6);
+  EXPECT_EQ(c->Stats().sliding[0].pinned_evictions, 0);
+  c->Release(*hog);
+  EXPECT_CHECK_OK(*c);
+  // Diverging at 20 needs blocks 3 and 4 (the window [13, 20)).
+  EXPECT_EQ(c->Match(Concat(Range(1, 20), Range(700, 9)), "").num_reused_tokens, pin ? 20 : 0);
+  EXPECT_EQ(c->Match(Concat(Range(200, 20), Range(700, 9)), "").num_reused_tokens, pin ? 0 : 20);
+  if (!pin) return;
+  // Every cached sliding block pinned: the oldest pinned one goes, counted.
+  EXPECT_EQ(c->Pin(b, "", 60'000), 15);
+  auto hog2 = c->Admit(Range(950, 1), "other", 10 * 4, nullptr);
+  ASSERT_TRUE(hog2.ok()) << hog2.status().ToString();
+  EXPECT_GT(c->Stats().sliding[0].pinned_evictions, 0);
+  c->Release(*hog2);
+  EXPECT_CHECK_OK(*c);
+}
+
+TEST(SlidingKvCache, PinnedPrefixKeepsItsWindows) { PinnedPrefixKeepsItsWindows(true); }
+TEST(SlidingKvCache, UnpinnedPrefixLosesItsOldestWindowsFirst) {
+  PinnedPrefixKeepsItsWindows(false);
+}
+
 TEST(SlidingKvCache, ForkSharesTheWindowAndCopiesTheTail) {
   auto c = MakeGrouped(1, 8, 4, 64);
   SeqId a = Prefill(*c, Range(1, 30));
