@@ -412,7 +412,8 @@ struct HttpServer::Impl {
                           {"blocks_used", g.blocks_used},
                           {"blocks_cached", g.blocks_cached},
                           {"peak_used_blocks", g.peak_used_blocks},
-                          {"evictions", g.evictions}});
+                          {"evictions", g.evictions},
+                          {"pinned_evictions", g.pinned_evictions}});
       out["sliding_groups"] = std::move(groups);
     }
     return out;

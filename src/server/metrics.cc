@@ -246,6 +246,9 @@ std::string ServerMetrics::Render(const EngineStats& s, const std::string& model
               "Bytes of one KV block of a sliding-window layer group.", &KvGroupStats::block_bytes);
     per_group("kvfork_kv_sliding_evictions_total", "counter",
               "Cached KV blocks of a sliding-window layer group evicted.", &KvGroupStats::evictions);
+    per_group("kvfork_kv_sliding_pinned_evictions_total", "counter",
+              "Blocks of pinned prefixes a sliding-window layer group evicted (all cached were pinned).",
+              &KvGroupStats::pinned_evictions);
   }
   if (kv_events) {
     counter("kvfork_kv_events_published_total", "KV events sent on the --kv-events socket.",

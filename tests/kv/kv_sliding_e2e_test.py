@@ -91,8 +91,11 @@ def main():
                     fail(f"/v1/cache/stats {code}, /metrics {code_m}")
                 g = stats["sliding_groups"][0]
                 labels = f'window="{WINDOW}"'
-                for field in ["blocks_total", "blocks_free", "blocks_used", "blocks_cached"]:
-                    got = metric(text, "kvfork_kv_sliding_" + field, labels)
+                for field, name in [("blocks_total", "blocks_total"), ("blocks_free", "blocks_free"),
+                                    ("blocks_used", "blocks_used"), ("blocks_cached", "blocks_cached"),
+                                    ("evictions", "evictions_total"),
+                                    ("pinned_evictions", "pinned_evictions_total")]:
+                    got = metric(text, "kvfork_kv_sliding_" + name, labels)
                     if got != g[field]:
                         fail(f"kvfork_kv_sliding_{field} {got} != stats {g[field]}")
                 if metric(text, "kvfork_kv_sliding_block_bytes", labels) != g["block_bytes"]:

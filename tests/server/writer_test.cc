@@ -244,6 +244,7 @@ TEST(MetricsTest, SlidingGroupSeriesByWindow) {
   a.blocks_used = 6;
   a.blocks_cached = 4;
   a.evictions = 11;
+  a.pinned_evictions = 2;
   KvGroupStats b = a;
   b.window = 1024;
   b.blocks_total = 80;
@@ -262,6 +263,7 @@ TEST(MetricsTest, SlidingGroupSeriesByWindow) {
   EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_sliding_blocks_cached" + w32), 4);
   EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_sliding_block_bytes" + w32), 4096);
   EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_sliding_evictions_total" + w32), 11);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_sliding_pinned_evictions_total" + w32), 2);
   EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_sliding_blocks_total" + w1024), 80);
   EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_sliding_blocks_used" + w1024), 1);
 }
