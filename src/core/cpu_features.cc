@@ -59,6 +59,7 @@ CpuFeatures Detect() {
   if (tile_os && ((d >> 24) & 1) && ((d >> 22) & 1) && RequestAmxPermission()) {
     f.amx_tile = true;
     f.amx_bf16 = true;
+    f.amx_int8 = (d >> 25) & 1;
   }
   unsigned a1, b1, c1, d1;
   if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) {

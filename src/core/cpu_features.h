@@ -40,6 +40,10 @@ struct CpuFeatures {
   // (arch_prctl ARCH_REQ_XCOMP_PERM, asked once at detection): all three, or false.
   bool amx_tile = false;
   bool amx_bf16 = false;
+  // AMX-INT8 (TDPBSSD and kin), with the same OS conditions as amx_tile: the
+  // amx level runs the prefill of quantized weights on it where it is set
+  // (kernels/quant_matmul_amx.cc).
+  bool amx_int8 = false;
 };
 
 const CpuFeatures& DetectCpuFeatures();

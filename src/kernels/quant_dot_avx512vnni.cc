@@ -4,10 +4,12 @@
 // q - 32, ...) enters as the lane's starting value, offset * nsum4 (quant.h),
 // so each lane holds the exact sum of four (q - offset) * x; signed Q8_0
 // codes are biased by +128 the same way. Sub-block scales multiply the int32
-// lanes; a (super-)block's lanes then go to float once, times d_w * d_x, into
-// one float accumulator per row (two for the 32-blocks, even and odd blocks),
-// summed by halves at the end. The order depends on nothing but the row, so
-// every M, chunking and thread count gives the same bits.
+// lanes. K formats: a super-block's lanes go to float once, times d_w * d_x,
+// into a float accumulator per row, summed by halves at the end. 32-block
+// formats: a block's lanes are summed to one exact int32 first, which goes to
+// float times d_w * d_x into one float chain per output (Dot32Blocks), the
+// sequence the AMX-INT8 prefill reproduces. The order depends on nothing but
+// the row, so every M, chunking and thread count gives the same bits.
 // GCC 12 AVX-512 intrinsic headers build some results from _mm512_undefined_*
 // and warn about them (a known false positive, as in matmul_avx512.cc).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -38,17 +40,6 @@ template <int kBytes>
 inline void PrefetchAhead(const void* block) {
   const char* p = static_cast<const char*>(block) + kPrefetchBytes;
   for (int off = 0; off < kBytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
-
-inline float Hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-  return _mm_cvtss_f32(s);
-}
-inline float Hsum16(__m512 v) {
-  return Hsum8(_mm256_add_ps(_mm512_castps512_ps256(v),
-                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
 inline __m256i Load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
@@ -97,70 +88,67 @@ constexpr bool kHasMin = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Bloc
 // x[c] x row c, and y[c * ldy + r] their product.
 constexpr int kTileRows = 4;
 
-// Two 32-blocks per zmm (lanes 0-7 block i, 8-15 block i + 1), their two
-// scales side by side; an odd last block runs alone on a ymm accumulator.
+// Pair p's exact int32 sum over each of two 32-blocks, for up to four
+// (W row, x row) pairs: dots[p] holds pair p's vpdpbusd lanes, lanes 0-7
+// block i and 8-15 block i + 1. Lane p of *even is the block i sum, of *odd
+// the block i + 1 one (integer adds, so the order of the tree is immaterial).
+inline void BlockSums(const __m512i* dots, __m128i* even, __m128i* odd) {
+  // Per 128-bit quarter: lane p = dots[p]'s lanes 0 + 2 (p = 0, 1) then 1 + 3.
+  const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(dots[0], dots[1]),
+                                     _mm512_unpackhi_epi32(dots[0], dots[1]));
+  const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(dots[2], dots[3]),
+                                     _mm512_unpackhi_epi32(dots[2], dots[3]));
+  // Per quarter: lane p = the sum of dots[p]'s four lanes in that quarter.
+  const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+  // Quarters 0 + 1 (block i) and 2 + 3 (block i + 1).
+  const __m512i d = _mm512_add_epi32(c, _mm512_shuffle_i64x2(c, c, _MM_SHUFFLE(2, 3, 0, 1)));
+  *even = _mm512_castsi512_si128(d);
+  *odd = _mm512_extracti32x4_epi32(d, 2);
+}
+
+// Lane p: the sum of v[p]'s 16 int32 lanes, p < 4.
+inline __m128i LaneTotals(const __m512i* v) {
+  __m128i even, odd;
+  BlockSums(v, &even, &odd);
+  return _mm_add_epi32(even, odd);
+}
+
+// The 32-block formats. Each output is one float chain, blocks in order:
+// acc = fma(float(block's exact int32 sum), d_w * d_x, acc) from acc = 0,
+// then (the *_1 formats) + the min terms' own chain. The AMX-INT8 prefill
+// (quant_matmul_amx.cc) takes the same chain from its C tiles, so a row's
+// bits do not depend on which of the two ran it (invariant 1). The tile's
+// up to four (W row, x row) pairs share one xmm accumulator, a lane each.
+// Two blocks per zmm (lanes 0-7 block i, 8-15 block i + 1); an odd last
+// block runs alone.
 template <typename Block, int RW, int RX>
 void Dot32Blocks(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
+  static_assert(RW * RX <= 4, "one xmm lane per (W row, x row) pair");
   const int64_t nb = x[0]->cols / 32;
   constexpr int kShift = OffsetShift<Block>();
-  __m512 acc[RW][RX];
-  __m256 tail[RW][RX];
-  float mins[RW][RX];
-  for (int r = 0; r < RW; ++r) {
-    for (int c = 0; c < RX; ++c) {
-      acc[r][c] = _mm512_setzero_ps();
-      tail[r][c] = _mm256_setzero_ps();
-      mins[r][c] = 0.0f;
-    }
-  }
+  const Block* rows[RW];
+  for (int r = 0; r < RW; ++r) rows[r] = reinterpret_cast<const Block*>(w[r]);
+  __m128 acc = _mm_setzero_ps();
+  float mins[RW][RX] = {};
   auto add_mins = [&](const Block& b, int64_t i, int r, int c) {
     if constexpr (kHasMin<Block>) {
       mins[r][c] += F16(b.m) * x[c]->d[i] * static_cast<float>(x[c]->sum32[i]);
     }
   };
-  // x rows' four activation scales of blocks [i, i + 4) (times the weight
-  // scales below) go to their 8-lane halves by one permute each.
-  const __m512i lo_pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i hi_pair = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+  // Lane r * RX + c: d_w of W row r times d_x of x row c at block i.
+  auto scales = [&](int64_t i) {
+    if constexpr (RW == 1) {
+      alignas(16) float dx[4] = {};
+      for (int c = 0; c < RX; ++c) dx[c] = x[c]->d[i];
+      return _mm_mul_ps(_mm_set1_ps(F16(rows[0][i].d)), _mm_load_ps(dx));
+    } else {
+      alignas(16) uint16_t dw[8] = {};
+      for (int r = 0; r < RW; ++r) dw[r] = rows[r][i].d;
+      return _mm_mul_ps(_mm_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dw))),
+                        _mm_set1_ps(x[0]->d[i]));
+    }
+  };
   int64_t i = 0;
-  // Four blocks a step: the same operations per pair of blocks as the
-  // two-block step below, in the same order, but the four f16 weight scales
-  // of a row convert as one vector and multiply the x scales as one: per
-  // block, scalar f16 conversions and broadcasts cost more than its product.
-  for (; i + 3 < nb; i += 4) {
-    __m512i xv[RX][2], init[RX][2];
-    __m128 dx[RX];
-    for (int c = 0; c < RX; ++c) {
-      for (int p = 0; p < 2; ++p) {
-        xv[c][p] = Load512(x[c]->qs + 32 * (i + 2 * p));
-        init[c][p] = kShift < 0 ? _mm512_setzero_si512()
-                                : _mm512_slli_epi32(Load512(x[c]->nsum4 + 8 * (i + 2 * p)), kShift);
-      }
-      dx[c] = _mm_loadu_ps(x[c]->d + i);
-    }
-    for (int r = 0; r < RW; ++r) {
-      const Block* b = reinterpret_cast<const Block*>(w[r]) + i;
-      for (int j = 0; j < 4; ++j) PrefetchAhead<1>(&b[j]);
-      const __m512i q01 = _mm512_inserti64x4(_mm512_castsi256_si512(Codes(b[0])), Codes(b[1]), 1);
-      const __m512i q23 = _mm512_inserti64x4(_mm512_castsi256_si512(Codes(b[2])), Codes(b[3]), 1);
-      const uint64_t d16 = uint64_t{b[0].d} | uint64_t{b[1].d} << 16 | uint64_t{b[2].d} << 32 |
-                           uint64_t{b[3].d} << 48;
-      const __m128 dw = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(d16)));
-      for (int c = 0; c < RX; ++c) {
-        const __m512 s = _mm512_zextps128_ps512(_mm_mul_ps(dw, dx[c]));
-        const __m512i dot01 = _mm512_dpbusd_epi32(init[c][0], q01, xv[c][0]);
-        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot01), _mm512_permutexvar_ps(lo_pair, s),
-                                    acc[r][c]);
-        add_mins(b[0], i, r, c);
-        add_mins(b[1], i + 1, r, c);
-        const __m512i dot23 = _mm512_dpbusd_epi32(init[c][1], q23, xv[c][1]);
-        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot23), _mm512_permutexvar_ps(hi_pair, s),
-                                    acc[r][c]);
-        add_mins(b[2], i + 2, r, c);
-        add_mins(b[3], i + 3, r, c);
-      }
-    }
-  }
   for (; i + 1 < nb; i += 2) {
     __m512i xv[RX], init[RX];
     for (int c = 0; c < RX; ++c) {
@@ -168,41 +156,54 @@ void Dot32Blocks(const uint8_t* const* w, const Q8Row* const* x, float* y, int64
       init[c] = kShift < 0 ? _mm512_setzero_si512()
                            : _mm512_slli_epi32(Load512(x[c]->nsum4 + 8 * i), kShift);
     }
+    __m512i dots[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                       _mm512_setzero_si512()};
     for (int r = 0; r < RW; ++r) {
-      const Block& b0 = reinterpret_cast<const Block*>(w[r])[i];
-      const Block& b1 = reinterpret_cast<const Block*>(w[r])[i + 1];
+      const Block& b0 = rows[r][i];
+      const Block& b1 = rows[r][i + 1];
       PrefetchAhead<1>(&b0);  // one line: two blocks are at most 48 bytes past it
       PrefetchAhead<1>(&b1);
       const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(Codes(b0)), Codes(b1), 1);
-      const float dw0 = F16(b0.d), dw1 = F16(b1.d);
       for (int c = 0; c < RX; ++c) {
-        const __m512i dot = _mm512_dpbusd_epi32(init[c], q, xv[c]);
-        const __m512 scale =
-            _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(dw0 * x[c]->d[i])),
-                               _mm256_set1_ps(dw1 * x[c]->d[i + 1]), 1);
-        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[r][c]);
+        dots[r * RX + c] = _mm512_dpbusd_epi32(init[c], q, xv[c]);
         add_mins(b0, i, r, c);
         add_mins(b1, i + 1, r, c);
       }
     }
+    __m128i even, odd;
+    BlockSums(dots, &even, &odd);
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(even), scales(i), acc);
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(odd), scales(i + 1), acc);
   }
   if (i < nb) {
+    __m512i dots[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                       _mm512_setzero_si512()};
     for (int r = 0; r < RW; ++r) {
-      const Block& b = reinterpret_cast<const Block*>(w[r])[i];
+      const Block& b = rows[r][i];
       const __m256i q = Codes(b);
       for (int c = 0; c < RX; ++c) {
         const __m256i init = kShift < 0 ? _mm256_setzero_si256()
                                         : _mm256_slli_epi32(Load256(x[c]->nsum4 + 8 * i), kShift);
-        const __m256i dot = _mm256_dpbusd_epi32(init, q, Load256(x[c]->qs + 32 * i));
-        tail[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(F16(b.d) * x[c]->d[i]),
-                                     tail[r][c]);
+        dots[r * RX + c] =
+            _mm512_zextsi256_si512(_mm256_dpbusd_epi32(init, q, Load256(x[c]->qs + 32 * i)));
         add_mins(b, i, r, c);
       }
     }
+    __m128i even, odd;
+    BlockSums(dots, &even, &odd);
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(even), scales(i), acc);
   }
-  for (int r = 0; r < RW; ++r)
-    for (int c = 0; c < RX; ++c)
-      y[c * ldy + r] = Hsum16(acc[r][c]) + Hsum8(tail[r][c]) + mins[r][c];
+  alignas(16) float out[4];
+  _mm_store_ps(out, acc);
+  for (int r = 0; r < RW; ++r) {
+    for (int c = 0; c < RX; ++c) {
+      if constexpr (kHasMin<Block>) {
+        y[c * ldy + r] = out[r * RX + c] + mins[r][c];
+      } else {
+        y[c * ldy + r] = out[r * RX + c];
+      }
+    }
+  }
 }
 
 // Words of `words` (a zmm whose low 128 bits hold 8 16-bit scales) spread
@@ -219,8 +220,14 @@ inline __m512i SpreadWords(__m512i idx, __m128i words) {
 // 2 * 31 * 127, no saturation), vpdpwssd adds each pair times its sub-block's
 // scale into lane l (elements 4l..4l+3): the exact int32 of the scaled dot
 // the lane held when it was vpdpbusd then vpmulld, one multiply fewer.
+// Per output and super-block, the 16 lanes are summed to one exact int32
+// (sum_j scale_j <q, x>_j) and the mins' lanes to another (sum_j min_j
+// sum32_j); then acc = fma(float(sum), d * d_x, acc) and min_acc =
+// fma(float(mins), dmin * d_x, min_acc), super-blocks in order, and y =
+// acc - min_acc: the sequence the AMX-INT8 prefill reproduces.
 template <bool kQ5, int RW, int RX>
 void DotK45(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
+  static_assert(RW * RX <= 4, "one xmm lane per (W row, x row) pair");
   using Block = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   constexpr __mmask32 kHighHalf = 0xffff0000u;  // words 16-31: bytes 32-63
@@ -228,15 +235,12 @@ void DotK45(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ld
   for (int c = 0; c < 4; ++c)
     chunk_scale[c] = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * c)),
                                         _mm256_set1_epi16(static_cast<int16_t>(2 * c + 1)), 1);
-  __m512 acc[RW][RX];
-  __m256 min_acc[RW][RX];
-  for (int r = 0; r < RW; ++r) {
-    for (int c = 0; c < RX; ++c) {
-      acc[r][c] = _mm512_setzero_ps();
-      min_acc[r][c] = _mm256_setzero_ps();
-    }
-  }
+  // Lane r * RX + c: the (W row r, x row c) pair's chains (K45 order above).
+  __m128 acc = _mm_setzero_ps(), min_acc = _mm_setzero_ps();
   for (int64_t i = 0; i < x[0]->cols / kQK; ++i) {
+    __m512i sums[4], min_sums[4];
+    for (int p = 0; p < 4; ++p) sums[p] = min_sums[p] = _mm512_setzero_si512();
+    alignas(16) float d_dx[4] = {}, dmin_dx[4] = {};
     for (int r = 0; r < RW; ++r) {
       const Block& b = reinterpret_cast<const Block*>(w[r])[i];
       PrefetchAhead<sizeof(Block)>(&b);
@@ -266,16 +270,21 @@ void DotK45(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ld
         for (int j = 0; j < 4; ++j)
           sum =
               _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(q[j], Load512(xq + 64 * j)), spread[j]);
-        const float dx = x[c]->d[i];
-        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * dx), acc[r][c]);
-        const __m256i m = _mm256_mullo_epi32(mins, Load256(x[c]->sum32 + 8 * i));
-        min_acc[r][c] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin * dx), min_acc[r][c]);
+        sums[r * RX + c] = sum;
+        min_sums[r * RX + c] =
+            _mm512_zextsi256_si512(_mm256_mullo_epi32(mins, Load256(x[c]->sum32 + 8 * i)));
+        d_dx[r * RX + c] = d * x[c]->d[i];
+        dmin_dx[r * RX + c] = dmin * x[c]->d[i];
       }
     }
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(LaneTotals(sums)), _mm_load_ps(d_dx), acc);
+    min_acc = _mm_fmadd_ps(_mm_cvtepi32_ps(LaneTotals(min_sums)), _mm_load_ps(dmin_dx), min_acc);
   }
+  alignas(16) float out[4], out_min[4];
+  _mm_store_ps(out, acc);
+  _mm_store_ps(out_min, min_acc);
   for (int r = 0; r < RW; ++r)
-    for (int c = 0; c < RX; ++c) y[c * ldy + r] = Hsum16(acc[r][c]) - Hsum8(min_acc[r][c]);
+    for (int c = 0; c < RX; ++c) y[c * ldy + r] = out[r * RX + c] - out_min[r * RX + c];
 }
 
 // Q4_K / Q5_K at decode, the 4 x 1 tile: each W row takes DotK45's steps
@@ -313,14 +322,10 @@ void DotK45Rows4(const uint8_t* const* w, const Q8Row& x, float* y) {
   constexpr __mmask32 kEvenWords = 0x55555555u;
   // (d, dmin) of each row: int32 lane 0 of each 128-bit lane of the headers.
   const __m512i dd_idx = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
-  // Lanes of the eight d*dx, dmin*dx: row r's d is 2r; row pair p's dmins
-  // are 4p + 1 (lanes 0-7) and 4p + 3 (8-15).
-  const __m512i min_scale_idx[2] = {
-      _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
-      _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5)};
-  __m512 acc[4], min_acc[2];  // min_acc[p]: DotK45's min_acc of row 2p, then of 2p + 1
-  for (int r = 0; r < 4; ++r) acc[r] = _mm512_setzero_ps();
-  for (int p = 0; p < 2; ++p) min_acc[p] = _mm512_setzero_ps();
+  // d0 dmin0 d1 dmin1 ... to d0 d1 d2 d3 (low 128 bits), dmin0-3 (high).
+  const __m256i d_then_dmin = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  // Lane r: row r's chains (DotK45's order, one lane per row).
+  __m128 acc = _mm_setzero_ps(), min_acc = _mm_setzero_ps();
   for (int64_t i = 0; i < x.cols / kQK; ++i) {
     const Block* b[4];
     for (int r = 0; r < 4; ++r) {
@@ -339,15 +344,21 @@ void DotK45Rows4(const uint8_t* const* w, const Q8Row& x, float* y) {
     const __m256 d_dx = _mm256_mul_ps(
         _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(dd_idx, heads))),
         _mm256_set1_ps(x.d[i]));
-    const __m512 d_dx16 = _mm512_castps256_ps512(d_dx);
-    // The 32-sums in both halves: each row pair's mins times them.
+    const __m256 d4_dmin4 = _mm256_permutexvar_ps(d_then_dmin, d_dx);
+    // The 32-sums in both halves: each row pair's mins times them (lanes
+    // 0-7 row 2p, 8-15 row 2p + 1), summed per row.
     const __m512i sum32 = _mm512_broadcast_i64x4(Load256(x.sum32 + 8 * i));
+    __m512i min_pairs[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(),
+                            _mm512_setzero_si512(), _mm512_setzero_si512()};
     for (int p = 0; p < 2; ++p) {
       const __m512i mins = _mm512_maskz_permutexvar_epi16(kEvenWords, min_idx, words[p]);
-      const __m512i m = _mm512_madd_epi16(mins, sum32);
-      min_acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m),
-                                   _mm512_permutexvar_ps(min_scale_idx[p], d_dx16), min_acc[p]);
+      min_pairs[p] = _mm512_madd_epi16(mins, sum32);
     }
+    __m128i rows02, rows13;
+    BlockSums(min_pairs, &rows02, &rows13);
+    min_acc = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_unpacklo_epi32(rows02, rows13)),
+                           _mm256_extractf128_ps(d4_dmin4, 1), min_acc);
+    __m512i sums[4];
     __m512i xv[4];
     for (int c = 0; c < 4; ++c) xv[c] = Load512(x.qs + kQK * i + 64 * c);
     for (int r = 0; r < 4; ++r) {
@@ -366,17 +377,14 @@ void DotK45Rows4(const uint8_t* const* w, const Q8Row& x, float* y) {
         const __m512i spread = _mm512_permutexvar_epi16(spread_idx[r & 1][c], words[r >> 1]);
         sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(q, xv[c]), spread);
       }
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
-                               _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r), d_dx16), acc[r]);
+      sums[r] = sum;
     }
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(LaneTotals(sums)), _mm256_castps256_ps128(d4_dmin4), acc);
   }
-  for (int r = 0; r < 4; ++r) {
-    const __m512 mins = min_acc[r >> 1];
-    const __m256 row_mins = (r & 1) ? _mm256_castpd_ps(_mm512_extractf64x4_pd(
-                                          _mm512_castps_pd(mins), 1))
-                                    : _mm512_castps512_ps256(mins);
-    y[r] = Hsum16(acc[r]) - Hsum8(row_mins);
-  }
+  alignas(16) float out[4], out_min[4];
+  _mm_store_ps(out, acc);
+  _mm_store_ps(out_min, min_acc);
+  for (int r = 0; r < 4; ++r) y[r] = out[r] - out_min[r];
 }
 
 // Q6_K. Half h's 64 ql bytes give elements [0, 64) of the half as low
@@ -389,7 +397,10 @@ void DotK45Rows4(const uint8_t* const* w, const Q8Row& x, float* y) {
 // so vpdpwssd adds it times the sub-block's scale, held in the lane's low
 // word (high word 0). Each int32 lane holds exactly what it held when pairs
 // of q * x and of 32 * x were made by vpmaddubsw and subtracted (one
-// operation more per 64 elements), so the bits are those.
+// operation more per 64 elements), so the bits are those. Per output and
+// super-block the 16 lanes are summed to one exact int32, then acc =
+// fma(float(sum), d * d_x, acc), super-blocks in order: the sequence the
+// AMX-INT8 prefill reproduces.
 template <int RW, int RX>
 void DotQ6_K(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
   const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
@@ -404,10 +415,12 @@ void DotQ6_K(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t l
     group_scale[g] = _mm512_set_epi32(4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 2,
                                       4 * g + 2, 4 * g + 2, 4 * g + 2, 4 * g + 1, 4 * g + 1,
                                       4 * g + 1, 4 * g + 1, 4 * g, 4 * g, 4 * g, 4 * g);
-  __m512 acc[RW][RX];
-  for (int r = 0; r < RW; ++r)
-    for (int c = 0; c < RX; ++c) acc[r][c] = _mm512_setzero_ps();
+  static_assert(RW * RX <= 4, "one xmm lane per (W row, x row) pair");
+  __m128 acc = _mm_setzero_ps();  // lane r * RX + c: the pair's chain
   for (int64_t i = 0; i < x[0]->cols / kQK; ++i) {
+    __m512i sums[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                       _mm512_setzero_si512()};
+    alignas(16) float d_dx[4] = {};
     // -32 * each lane's x sum, per x row and group, shared by the tile's W rows.
     __m512i x_init[RX][4];
     for (int c = 0; c < RX; ++c)
@@ -453,20 +466,24 @@ void DotQ6_K(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t l
           }
         }
       }
-      if constexpr (RW == kTileRows && RX == 1) {
-        acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[0]),
-                                    _mm512_permutexvar_ps(_mm512_set1_epi32(r), d_dx4), acc[r][0]);
-      } else {
+      for (int c = 0; c < RX; ++c) sums[r * RX + c] = sum[c];
+      if constexpr (!(RW == kTileRows && RX == 1)) {
         const float d = F16(b.d);
-        for (int c = 0; c < RX; ++c) {
-          acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c]), _mm512_set1_ps(d * x[c]->d[i]),
-                                      acc[r][c]);
-        }
+        for (int c = 0; c < RX; ++c) d_dx[r * RX + c] = d * x[c]->d[i];
       }
     }
+    __m128 scale;
+    if constexpr (RW == kTileRows && RX == 1) {
+      scale = _mm512_castps512_ps128(d_dx4);
+    } else {
+      scale = _mm_load_ps(d_dx);
+    }
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(LaneTotals(sums)), scale, acc);
   }
+  alignas(16) float out[4];
+  _mm_store_ps(out, acc);
   for (int r = 0; r < RW; ++r)
-    for (int c = 0; c < RX; ++c) y[c * ldy + r] = Hsum16(acc[r][c]);
+    for (int c = 0; c < RX; ++c) y[c * ldy + r] = out[r * RX + c];
 }
 
 // x rows [c0, c0 + RX) against every W row, one W row at a time.

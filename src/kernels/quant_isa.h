@@ -9,6 +9,8 @@
 //   scalar  every format
 //   avx2    Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (vpmaddubsw)
 //   avx512  every format (AVX512-VNNI vpdpbusd; needs CpuFeatures::avx512_vnni)
+//   amx     prefill (QuantPanelFn) of Q8_0, Q4_K, Q5_K, Q6_K on AMX-INT8 tiles; needs
+//           CpuFeatures::amx_int8 and avx512_vnni (quant_matmul_amx.cc)
 #pragma once
 
 #include <cstddef>
@@ -31,5 +33,20 @@ QuantDotFn QuantDotKernel(DType weights);
 namespace avx512 {
 QuantDotFn QuantDotKernel(DType weights);
 }  // namespace avx512
+
+// A prefill kernel over one panel of W: y[c * ldy + r] = <W row r, x row c>
+// for r < rows (at most kQuantPanelRows) and c < m. x holds
+// RoundUp(m, kQuantPanelRows) activation rows, kept one after another
+// x_stride bytes apart (x[c].qs = x[0].qs + c * x_stride), the rows past m
+// zero. Each output takes exactly the float operations, in the same order,
+// as the avx512 kernel of its format, so the two are interchangeable.
+inline constexpr int64_t kQuantPanelRows = 16;
+using QuantPanelFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row* x,
+                              size_t x_stride, int64_t m, float* y, int64_t ldy);
+namespace amx {
+// The AMX-INT8 panel kernel of this format, or nullptr (no kernel for the
+// format, or the CPU lacks AMX-INT8 or AVX512-VNNI).
+QuantPanelFn QuantPanelKernel(DType weights);
+}  // namespace amx
 
 }  // namespace kvfork

@@ -1,6 +1,7 @@
 #include "kernels/quant_matmul.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/cpu_features.h"
 #include "kernels/quant.h"
@@ -21,7 +22,7 @@ constexpr int64_t kPrefillTaskRows = 16;
 QuantDotFn KernelFor(DType weights) {
   QuantDotFn fn = nullptr;
   switch (ActiveIsa()) {
-    case Isa::kAmx:  // AMX is bf16 tiles here: quantized weights run the AVX-512 kernels
+    case Isa::kAmx:  // AMX-INT8 takes prefill panels where it has them (PanelKernelFor)
     case Isa::kAvx512:
       fn = avx512::QuantDotKernel(weights);
       if (fn == nullptr) fn = avx2::QuantDotKernel(weights);
@@ -33,6 +34,11 @@ QuantDotFn KernelFor(DType weights) {
       break;
   }
   return fn != nullptr ? fn : reference::QuantDotKernel(weights);
+}
+
+// The AMX-INT8 prefill kernel for this format on the active level, or nullptr.
+QuantPanelFn PanelKernelFor(DType weights) {
+  return ActiveIsa() == Isa::kAmx ? amx::QuantPanelKernel(weights) : nullptr;
 }
 
 // W rows per decode task: about kGemvTaskBytes of consecutive rows, at least
@@ -54,41 +60,57 @@ int64_t DecodeTaskRows(std::span<const MatMulTarget> targets, int threads) {
 void QuantMatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,
                        ThreadPool& pool) {
   const int64_t k = targets[0].w.cols;
+  const bool prefill = m > kDecodeMaxRows;
+  static_assert(kPrefillTaskRows == kQuantPanelRows, "a prefill task is one panel");
+  // Prefill rows are padded with zero rows to whole panels of x rows, which
+  // the AMX-INT8 kernels read as tiles.
+  const int64_t rows_x = prefill ? (m + kQuantPanelRows - 1) / kQuantPanelRows * kQuantPanelRows : m;
   bool need[2] = {false, false};  // activation rows in blocks of 32, of 256
   for (const MatMulTarget& t : targets) need[ActivationBlockElems(t.w.dtype) == 256] = true;
   const size_t row_bytes[2] = {need[0] ? Q8RowBytes(k, 32) : 0, need[1] ? Q8RowBytes(k, 256) : 0};
   // One scratch block: the rows' views (per kind, for the kernels), then the
   // rows of 32-blocks, then those of 256-blocks.
-  const size_t views_bytes = (static_cast<size_t>(2 * m) * sizeof(Q8Row) + 63) & ~size_t{63};
+  const size_t views_bytes = (static_cast<size_t>(2 * rows_x) * sizeof(Q8Row) + 63) & ~size_t{63};
   uint8_t* scratch = static_cast<uint8_t*>(ThreadScratch(
-      kScratchCaller, views_bytes + static_cast<size_t>(m) * (row_bytes[0] + row_bytes[1])));
+      kScratchCaller, views_bytes + static_cast<size_t>(rows_x) * (row_bytes[0] + row_bytes[1])));
   Q8Row* views = reinterpret_cast<Q8Row*>(scratch);
   uint8_t* const xq_base[2] = {scratch + views_bytes,
-                               scratch + views_bytes + static_cast<size_t>(m) * row_bytes[0]};
+                               scratch + views_bytes + static_cast<size_t>(rows_x) * row_bytes[0]};
   pool.ParallelFor(m, [&](int64_t i) {
     if (need[0]) QuantizeQ8Row(x + i * k, k, 32, xq_base[0] + i * row_bytes[0]);
     if (need[1]) QuantizeQ8Row(x + i * k, k, 256, xq_base[1] + i * row_bytes[1]);
   });
   for (int kind = 0; kind < 2; ++kind) {
     if (!need[kind]) continue;
-    for (int64_t i = 0; i < m; ++i)
-      views[kind * m + i] = Q8RowAt(xq_base[kind] + i * row_bytes[kind], k, kind ? 256 : 32);
+    std::memset(xq_base[kind] + m * row_bytes[kind], 0,
+                static_cast<size_t>(rows_x - m) * row_bytes[kind]);
+    for (int64_t i = 0; i < rows_x; ++i)
+      views[kind * rows_x + i] = Q8RowAt(xq_base[kind] + i * row_bytes[kind], k, kind ? 256 : 32);
   }
 
   for (size_t first = 0; first < targets.size(); first += kMaxMatMulTargets) {
     const auto chunk =
         targets.subspan(first, std::min<size_t>(kMaxMatMulTargets, targets.size() - first));
     QuantDotFn kernels[kMaxMatMulTargets];
-    for (size_t i = 0; i < chunk.size(); ++i) kernels[i] = KernelFor(chunk[i].w.dtype);
+    QuantPanelFn panels[kMaxMatMulTargets];
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      kernels[i] = KernelFor(chunk[i].w.dtype);
+      panels[i] = prefill ? PanelKernelFor(chunk[i].w.dtype) : nullptr;
+    }
     const RowTasks tasks(
-        chunk, m <= kDecodeMaxRows ? DecodeTaskRows(chunk, pool.num_threads()) : kPrefillTaskRows);
+        chunk, prefill ? kPrefillTaskRows : DecodeTaskRows(chunk, pool.num_threads()));
     pool.ParallelFor(tasks.size(), [&](int64_t t) {
       const RowTasks::Task task = tasks[t];
       const MatrixView& w = task.target->w;
-      const QuantDotFn kernel = kernels[task.target - chunk.data()];
+      const size_t target = static_cast<size_t>(task.target - chunk.data());
       const int kind = ActivationBlockElems(w.dtype) == 256;
-      kernel(w.row(task.row0), w.row_bytes(), task.rows, views + kind * m, m,
-             task.target->y + task.row0, w.rows);
+      if (panels[target] != nullptr) {
+        panels[target](w.row(task.row0), w.row_bytes(), task.rows, views + kind * rows_x,
+                       row_bytes[kind], m, task.target->y + task.row0, w.rows);
+      } else {
+        kernels[target](w.row(task.row0), w.row_bytes(), task.rows, views + kind * rows_x, m,
+                        task.target->y + task.row0, w.rows);
+      }
     });
   }
 }

@@ -12,14 +12,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/cpu_features.h"
 #include "kernel_test_util.h"
 #include "kernels/ops.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/quant_isa.h"
 #include "kernels/quant_kscales_simd.h"
 
 namespace kvfork {
@@ -329,6 +332,47 @@ TEST_P(QuantTest, EmbeddingLookupDequantizesRows) {
     EmbeddingLookup(MatrixView{t, wq.data(), vocab, dim}, ids, 4, out.data());
     for (int r = 0; r < 4; ++r)
       ASSERT_TRUE(SameBits(out.data() + r * dim, wf.data() + ids[r] * dim, dim)) << IsaName(isa);
+  }
+}
+
+// The formats with an AMX-INT8 prefill kernel (quant_matmul_amx.cc).
+constexpr DType kAmxFormats[] = {DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+// On the amx level a call of more than four x rows runs the AMX-INT8 panel
+// kernels; each output must have the avx512 level's bits (which decode
+// calls run on amx too): invariant 1 across the prefill/decode split. W rows
+// not a multiple of 16 (a partial panel), M on both sides of tile edges.
+TEST_P(QuantTest, AmxPrefillEqualsAvx512BitForBit) {
+  const DType t = GetParam();
+  if (std::find(std::begin(kAmxFormats), std::end(kAmxFormats), t) == std::end(kAmxFormats))
+    GTEST_SKIP() << DTypeName(t) << " has no AMX-INT8 kernel";
+  if (!IsaSupported(Isa::kAmx) || !DetectCpuFeatures().amx_int8 ||
+      !DetectCpuFeatures().avx512_vnni)
+    GTEST_SKIP() << "this CPU lacks AMX-INT8 (or the OS does not grant AMX)";
+  ASSERT_NE(amx::QuantPanelKernel(t), nullptr) << DTypeName(t);
+  const int64_t n = 45;
+  ThreadPool pool(2);
+  for (int64_t k : {256, 1024, 3072}) {
+    const std::vector<uint8_t> wq = RandomBlocks(t, n, k, static_cast<uint32_t>(k));
+    const MatrixView w{t, wq.data(), n, k};
+    for (int64_t m : {5, 16, 17, 33, 100, 512}) {
+      const std::vector<float> x =
+          testing::RandomFloats(static_cast<size_t>(m * k), static_cast<uint32_t>(m + k));
+      std::vector<float> amx(static_cast<size_t>(m * n)), avx512(amx.size());
+      {
+        ScopedIsa scoped(Isa::kAmx);
+        MatMul(x.data(), m, w, amx.data(), pool);
+      }
+      {
+        ScopedIsa scoped(Isa::kAvx512);
+        MatMul(x.data(), m, w, avx512.data(), pool);
+      }
+      for (size_t e = 0; e < amx.size(); ++e) {
+        ASSERT_EQ(std::memcmp(&amx[e], &avx512[e], sizeof(float)), 0)
+            << DTypeName(t) << " k=" << k << " m=" << m << " y[" << e / n << "," << e % n
+            << "]: amx " << amx[e] << " avx512 " << avx512[e];
+      }
+    }
   }
 }
 
