@@ -30,13 +30,23 @@
 // are one key group's, reused by every tile of the span.
 //
 // q4 KV (q4r reads alike: ops.cc rotates its queries and outputs): a value
-// (c - 8) * d has at most 14 significant bits, so it is exactly the sum of
-// two bf16, hi = bf16(x) and lo = x - hi. A key group's K rows are packed
-// as hi rows and lo rows, its V rows as hi and lo B tiles, converted in
-// registers from the codes (a 16-entry table per 32-dim group, as the
-// avx512 kernel reads them); the tiles take both halves (S: K_hi and K_lo
-// each against Q_hi and Q_lo; O: P_hi and P_lo each against V_hi and V_lo),
-// so K and V enter exactly and no scale is left for the softmax side.
+// is (c - 8) * d with d the f16 scale of its row's 32-dim group, and a
+// 32-dim chunk of a tile is exactly one group. So the tiles take the codes
+// as the bf16 integers c - 8 (exact, one vpermw per 32 values from a
+// 16-entry table) and the scales go where they are constant:
+//
+//   S    chunk c's C tile is stored and each key row times its d_k of group
+//        c, summed over the chunks in order on AVX-512 (score = sum_c C_c *
+//        d_k[c], the first a multiply, then FMAs);
+//   O    P_c = p * d_v[c] (each key's column of P times its group-c V
+//        scale, after l took the sum of p), split hi and lo per group, meets
+//        the integer V codes of the group's two 16-dim B tiles.
+//
+// Per key group the codes are unpacked once for the span (K rows as they
+// are, V rows interleaved by key pairs) and nothing is multiplied on them,
+// so a decode step (one tile, G real rows) pays a few instructions per 32
+// values plus G rows of P per group, where splitting every dequantized K
+// and V value into bf16 hi and lo cost it 2x bf16 KV's attention time.
 //
 // Invariance (DESIGN.md invariant 1): every tile element depends only on its
 // own A row and B column, so a query row's scores, probabilities and output
@@ -93,18 +103,20 @@ struct alignas(64) QueryTile {
 // The V rows of one key group, packed for the whole span: B tile d (dims
 // [16 d, 16 d + 16)) row k = {V[2k][n], V[2k+1][n]} for n in the chunk.
 struct alignas(64) PackedV {
-  uint16_t tiles[kMaxHeadDim / 16][kRows * 32];
-  uint16_t lo_tiles[kMaxHeadDim / 16][kRows * 32];  // q4 KV: the lo halves, same order
+  uint16_t tiles[kMaxHeadDim / 16][kRows * 32];  // q4 KV: the integer codes c - 8
   float scale[kGroupKeys];  // int8 KV: each key's V scale (0 past the keys written)
+  // q4 KV: d_v of group g of key j at [g][j], keys in lanes for P (0 past
+  // the keys written).
+  float q4_scale[kMaxHeadDim / 32][kGroupKeys];
 };
 
-// int8 KV only: the K rows of one key group as bf16 in the block's row
+// int8 and q4 KV: the K rows of one key group as bf16 in the block's row
 // layout ([key][head_dim], stride head_dim * 2 bytes), and their scales (0
 // past the keys written, whose rows are zeros).
 struct alignas(64) PackedK {
-  uint16_t rows[kGroupKeys * kMaxHeadDim];  // key j at j * head_dim
-  uint16_t lo[kGroupKeys * kMaxHeadDim];    // q4 KV: the lo halves, same layout
+  uint16_t rows[kGroupKeys * kMaxHeadDim];  // key j at j * head_dim; q4: codes c - 8
   float scale[kGroupKeys];                  // int8 KV
+  float q4_scale[kGroupKeys * kMaxHeadDim / 32];  // q4 KV: d_k of key j, group g at j * groups + g
 };
 
 // 32 bf16 of x (f32, 32 values) as hi and lo = bf16(x - hi), in order.
@@ -196,42 +208,116 @@ inline const uint16_t* Q4Scales(const KvLayout& l, const AttentionSeq& s, int la
                                            static_cast<size_t>(pos % bs) * l.RowScaleBytes());
 }
 
-// Dims [32 c, 32 c + 32) of a q4 row as bf16 hi and lo halves whose sum is
-// the exact value (c - 8) * d: the group's 16 code bytes widened to 16
-// lanes, each nibble looked up in the table of (c - 8) * d (vpermps reads
-// the low 4 bits of an index), then split.
-inline void Q4ChunkBf16(const uint8_t* codes, const uint16_t* scales, int c, __m512i* hi,
-                        __m512i* lo) {
+// The bf16 integers c - 8 for the nibbles c = 0..15, twice (words c and
+// 16 + c): vpermw reads the low 5 bits of each word index, so a code byte
+// indexes its low nibble's level whatever its high nibble's lowest bit.
+inline __m512i Q4LevelsBf16() {
   const __m512 levels =
       _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-  const __m512i b =
-      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + c * 16)));
-  const __m512 table = _mm512_mul_ps(levels, _mm512_set1_ps(_cvtsh_ss(scales[c])));
-  SplitBf16(_mm512_permutexvar_ps(b, table),
-            _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), table), hi, lo);
+  const __m512bh b = _mm512_cvtne2ps_pbh(levels, levels);  // exact: small integers
+  __m512i out;
+  std::memcpy(&out, &b, sizeof(out));
+  return out;
 }
 
-// q4 KV: K rows [g0, g0 + 32) as bf16 hi and lo rows, zeros at or past n_keys.
+// Dims [32 c, 32 c + 32) of a q4 row (kv_layout.h) as 32 bf16 integers
+// c - 8 in dim order: the group's 16 code bytes widened to words, the low
+// nibbles (dims 32 c + i) then the high ones (32 c + 16 + i) looked up.
+inline __m512i Q4ChunkCodes(const uint8_t* codes, int c, __m512i levels) {
+  const __m256i b =
+      _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + c * 16)));
+  const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(b), _mm256_srli_epi16(b, 4), 1);
+  return _mm512_permutexvar_epi16(idx, levels);
+}
+
+// Dims [32 c, 32 c + 32) of the q4 V rows of keys a and b (nullptr: a key
+// not written, read as zeros) as one row of each of the group's two B tiles:
+// words 2i and 2i + 1 are a's and b's dim 32 c + i (*lo) and 32 c + 16 + i
+// (*hi). Interleaving the code bytes before widening gives the pair order.
+inline void Q4PairCodes(const uint8_t* a, const uint8_t* b, int c, __m512i levels, __m512i* lo,
+                        __m512i* hi) {
+  const __m128i zero_level = _mm_set1_epi8(static_cast<char>(0x88));  // both nibbles 8: 0
+  const __m128i x =
+      a ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + c * 16)) : zero_level;
+  const __m128i y =
+      b ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + c * 16)) : zero_level;
+  const __m512i w = _mm512_cvtepu8_epi16(
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(x, y)),
+                              _mm_unpackhi_epi8(x, y), 1));
+  *lo = _mm512_permutexvar_epi16(w, levels);
+  *hi = _mm512_permutexvar_epi16(_mm512_srli_epi16(w, 4), levels);
+}
+
+// The scales of q4 keys [g0, g0 + 32) of a K (kv = 0) or V plane as f32,
+// out[j * groups + g] for key j and 32-dim group g; zeros at or past n_keys.
+// Keys [g0, g0 + 16) and [g0 + 16, g0 + 32) each lie in one block
+// (block_size is a multiple of 16), their scales contiguous there.
+void Q4GroupScales(const KvLayout& l, const AttentionSeq& s, int layer, int kv, int kvh,
+                   int64_t g0, int n_keys, float* out) {
+  const int groups = l.head_dim / 32;
+  for (int h = 0; h < 2; ++h) {
+    float* dst = out + 16 * h * groups;
+    if (16 * h >= n_keys) {
+      std::memset(dst, 0, sizeof(float) * 16 * groups);
+      continue;
+    }
+    const uint16_t* src = Q4Scales(l, s, layer, kv, kvh, g0 + 16 * h);
+    for (int o = 0; o < 16 * groups; o += 16)
+      _mm512_storeu_ps(dst + o, _mm512_cvtph_ps(_mm256_loadu_si256(
+                                    reinterpret_cast<const __m256i*>(src + o))));
+  }
+  // Slots of the last block not written yet hold whatever was there.
+  for (int j = n_keys; j < kGroupKeys; ++j)
+    for (int g = 0; g < groups; ++g) out[j * groups + g] = 0.0f;
+}
+
+// q4 KV: K rows [g0, g0 + 32) as the bf16 integer codes c - 8 and their
+// scales, zeros at or past n_keys.
 void PackKQ4(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t g0, int n_keys,
              PackedK* pk) {
   const int hd = l.head_dim;
+  const __m512i levels = Q4LevelsBf16();
   for (int j = 0; j < kGroupKeys; ++j) {
-    uint16_t* hi = pk->rows + j * hd;
-    uint16_t* lo = pk->lo + j * hd;
+    uint16_t* dst = pk->rows + j * hd;
     if (j >= n_keys) {
-      std::memset(hi, 0, static_cast<size_t>(hd) * 2);
-      std::memset(lo, 0, static_cast<size_t>(hd) * 2);
+      std::memset(dst, 0, static_cast<size_t>(hd) * 2);
       continue;
     }
     const uint8_t* row = KvRow(l, s, layer, 0, kvh, g0 + j);
-    const uint16_t* scales = Q4Scales(l, s, layer, 0, kvh, g0 + j);
-    for (int c = 0; c < hd / 32; ++c) {
-      __m512i h, o;
-      Q4ChunkBf16(row, scales, c, &h, &o);
-      _mm512_storeu_si512(hi + c * 32, h);
-      _mm512_storeu_si512(lo + c * 32, o);
+    for (int c = 0; c < hd / 32; ++c) _mm512_storeu_si512(dst + c * 32, Q4ChunkCodes(row, c, levels));
+  }
+  Q4GroupScales(l, s, layer, 0, kvh, g0, n_keys, pk->q4_scale);
+}
+
+// q4 KV: V rows [g0, g0 + 32) as integer-code B tiles, interleaved by key
+// pairs, and their scales by group with keys in lanes; keys at or past
+// n_keys read as zeros (scale 0).
+void PackVQ4(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t g0, int n_keys,
+             PackedV* pv) {
+  const int hd = l.head_dim, groups = hd / 32;
+  const __m512i levels = Q4LevelsBf16();
+  for (int k = 0; k < kGroupKeys / 2; ++k) {
+    const int j = 2 * k;
+    const uint8_t* va = j < n_keys ? KvRow(l, s, layer, 1, kvh, g0 + j) : nullptr;
+    const uint8_t* vb = j + 1 < n_keys ? KvRow(l, s, layer, 1, kvh, g0 + j + 1) : nullptr;
+    for (int c = 0; c < groups; ++c) {
+      __m512i lo, hi;
+      Q4PairCodes(va, vb, c, levels, &lo, &hi);
+      _mm512_store_si512(pv->tiles[2 * c] + k * 32, lo);
+      _mm512_store_si512(pv->tiles[2 * c + 1] + k * 32, hi);
     }
   }
+  alignas(64) float by_key[kGroupKeys * kMaxHeadDim / 32];
+  Q4GroupScales(l, s, layer, 1, kvh, g0, n_keys, by_key);
+  const __m512i key_offsets =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(groups));
+  for (int g = 0; g < groups; ++g)
+    for (int h = 0; h < 2; ++h)
+      _mm512_store_ps(pv->q4_scale[g] + 16 * h,
+                      _mm512_i32gather_ps(
+                          _mm512_add_epi32(key_offsets, _mm512_set1_epi32(16 * h * groups + g)),
+                          by_key, 4));
 }
 
 // int8 KV: K rows [g0, g0 + 32) as bf16 rows, zeros (scale 0) at or past n_keys.
@@ -252,8 +338,8 @@ void PackK(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t
   }
 }
 
-// V rows [g0, g0 + 32) interleaved by key pairs; keys at or past n_keys
-// (not written yet) are zeros, so their p = 0 adds nothing.
+// bf16 and int8 KV: V rows [g0, g0 + 32) interleaved by key pairs; keys at
+// or past n_keys (not written yet) are zeros, so their p = 0 adds nothing.
 void PackV(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t g0, int n_keys,
            PackedV* pv) {
   const int hd = l.head_dim;
@@ -272,21 +358,6 @@ void PackV(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, int64_t
     if (l.dtype == KvDType::kInt8) {
       pv->scale[j] = va ? KvScale(l, s, layer, 1, kvh, g0 + j) : 0.0f;
       pv->scale[j + 1] = vb ? KvScale(l, s, layer, 1, kvh, g0 + j + 1) : 0.0f;
-    }
-    if (IsQ4(l.dtype)) {
-      const uint16_t* sa = va ? Q4Scales(l, s, layer, 1, kvh, g0 + j) : nullptr;
-      const uint16_t* sb = vb ? Q4Scales(l, s, layer, 1, kvh, g0 + j + 1) : nullptr;
-      for (int c = 0; c < hd / 32; ++c) {
-        __m512i ah = _mm512_setzero_si512(), al = ah, bh = ah, bl = ah;
-        if (va) Q4ChunkBf16(va, sa, c, &ah, &al);
-        if (vb) Q4ChunkBf16(vb, sb, c, &bh, &bl);
-        _mm512_store_si512(pv->tiles[2 * c] + k * 32, _mm512_permutex2var_epi16(ah, ilo, bh));
-        _mm512_store_si512(pv->tiles[2 * c + 1] + k * 32, _mm512_permutex2var_epi16(ah, ihi, bh));
-        _mm512_store_si512(pv->lo_tiles[2 * c] + k * 32, _mm512_permutex2var_epi16(al, ilo, bl));
-        _mm512_store_si512(pv->lo_tiles[2 * c + 1] + k * 32,
-                           _mm512_permutex2var_epi16(al, ihi, bl));
-      }
-      continue;
     }
     for (int c = 0; c < hd / 32; ++c) {
       const __m512i a = va ? RowChunkBf16(l.dtype, va, c) : _mm512_setzero_si512();
@@ -353,12 +424,97 @@ struct GroupPrefetch {
   }
 };
 
+// acc = acc * corr + O for dims [16 d, 16 d + 32) of the tile's real rows,
+// O in tmm0 (dims 16 d..) and tmm1 (16 d + 16..).
+inline void AddPv(int d, const float* corr_rows, QueryTile* tile) {
+  alignas(64) float o[2][kRows][16];
+  KVFORK_TILE_STORE(0, o[0], kTileStride);
+  KVFORK_TILE_STORE(1, o[1], kTileStride);
+  for (int i = 0; i < tile->rows; ++i) {
+    const __m512 c = _mm512_set1_ps(corr_rows[i]);
+    float* a = tile->acc[i] + d * 16;
+    _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_load_ps(a), c, _mm512_load_ps(o[0][i])));
+    _mm512_store_ps(a + 16, _mm512_fmadd_ps(_mm512_load_ps(a + 16), c, _mm512_load_ps(o[1][i])));
+  }
+}
+
+// q4 KV: S^T of one key group (keys in rows) into st. Per 16 keys and
+// 32-dim chunk c (q4 group c) the K codes meet Q_hi and Q_lo in a tile, then
+// each key's row is multiplied by its d_k of group c and the chunks summed
+// in order (the first a multiply, then one FMA each) in registers: per
+// element a fixed sequence, whatever else shares the tile.
+void ScoresQ4(int hd, bool second, const PackedK& pk, const QueryTile& tile, GroupPrefetch& pf,
+              float (*st)[kRows]) {
+  const int groups = hd / 32;
+  const int64_t row_bytes = int64_t{hd} * 2;
+  alignas(64) float part[16][kRows];
+  for (int h = 0; h < (second ? 2 : 1); ++h) {
+    __m512 acc[16];
+    for (int c = 0; c < groups; ++c) {
+      if (h == 0) pf.Step(16);
+      KVFORK_TILE_ZERO(0);
+      KVFORK_TILE_LOAD(4, tile.qt[c][0], kTileStride);
+      KVFORK_TILE_LOAD(5, tile.qt[c][1], kTileStride);
+      KVFORK_TILE_LOAD(2, pk.rows + 16 * h * hd + c * 32, row_bytes);
+      KVFORK_TILE_DP(0, 2, 4);
+      KVFORK_TILE_DP(0, 2, 5);
+      KVFORK_TILE_STORE(0, part[0], kTileStride);
+      const float* dk = pk.q4_scale + 16 * h * groups + c;
+      for (int j = 0; j < 16; ++j) {
+        const __m512 d = _mm512_set1_ps(dk[j * groups]);
+        const __m512 p = _mm512_load_ps(part[j]);
+        acc[j] = c == 0 ? _mm512_mul_ps(p, d) : _mm512_fmadd_ps(p, d, acc[j]);
+      }
+    }
+    for (int j = 0; j < 16; ++j) _mm512_store_ps(st[16 * h + j], acc[j]);
+  }
+  if (!second)  // keys 16-31 not written: masked below
+    for (int j = 16; j < kGroupKeys; ++j) _mm512_store_ps(st[j], _mm512_setzero_ps());
+}
+
+// q4 KV: acc = acc * corr + P_g * V_g for each 32-dim group g (two 16-dim
+// chunks): P_g is P (sc[i], sc[16 + i]: row i's keys 0-15 and 16-31) times
+// each key's d_v of group g, split into hi and lo A tiles for the tile's
+// real rows only; V_g the group's two integer-code B tiles.
+void AccumulatePvQ4(int hd, const __m512* sc, const PackedV& pv, const float* corr_rows,
+                    QueryTile* tile, GroupPrefetch& pf) {
+  const int rows = tile->rows;
+  alignas(64) uint16_t p_hi[kRows * 32], p_lo[kRows * 32];
+  // Padding rows: zeros once (their O is never read).
+  for (int i = rows; i < kRows; ++i) {
+    _mm512_store_si512(p_hi + i * 32, _mm512_setzero_si512());
+    _mm512_store_si512(p_lo + i * 32, _mm512_setzero_si512());
+  }
+  for (int d = 0; d < hd / 16; d += 2) {
+    pf.Step(16);
+    const float* dv = pv.q4_scale[d / 2];
+    const __m512 dv0 = _mm512_load_ps(dv), dv1 = _mm512_load_ps(dv + 16);
+    for (int i = 0; i < rows; ++i) {
+      __m512i h, o;
+      SplitBf16(_mm512_mul_ps(sc[i], dv0), _mm512_mul_ps(sc[16 + i], dv1), &h, &o);
+      _mm512_store_si512(p_hi + i * 32, h);
+      _mm512_store_si512(p_lo + i * 32, o);
+    }
+    KVFORK_TILE_ZERO(0);
+    KVFORK_TILE_ZERO(1);
+    KVFORK_TILE_LOAD(2, p_hi, kTileStride);
+    KVFORK_TILE_LOAD(3, p_lo, kTileStride);
+    KVFORK_TILE_LOAD(4, pv.tiles[d], kTileStride);
+    KVFORK_TILE_LOAD(5, pv.tiles[d + 1], kTileStride);
+    KVFORK_TILE_DP(0, 2, 4);
+    KVFORK_TILE_DP(0, 3, 4);
+    KVFORK_TILE_DP(1, 2, 5);
+    KVFORK_TILE_DP(1, 3, 5);
+    AddPv(d, corr_rows, tile);
+  }
+}
+
 // One key group [g0, g0 + 32) for one tile (g0 < tile->ctx_end); span_end:
 // keys written for the span (positions below it exist in the block table).
 // pf takes 16 steps per S and per PV chunk and head_dim / 32 per key: 2 *
 // head_dim lines in all, the whole next group.
-// pk: the group's K rows as bf16 (int8 KV; q4 KV: hi and lo rows; nullptr
-// for bf16 KV, read in place).
+// pk: the group's K rows as bf16 (int8 KV; q4 KV: the integer codes;
+// nullptr for bf16 KV, read in place).
 void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, float scale,
                int64_t g0, int64_t span_end, const PackedK* pk, const PackedV& pv,
                QueryTile* tile, GroupPrefetch& pf) {
@@ -370,38 +526,32 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
 
   // S^T: keys in rows, query rows in columns (tmm0: keys 0-15, tmm1: 16-31).
   alignas(64) float st[kGroupKeys][kRows];
-  const uint8_t* k0 = pk ? reinterpret_cast<const uint8_t*>(pk->rows)
-                         : KvRow(l, s, layer, 0, kvh, g0);
-  const uint8_t* k1 = !second ? nullptr
-                      : pk    ? reinterpret_cast<const uint8_t*>(pk->rows + 16 * hd)
-                              : KvRow(l, s, layer, 0, kvh, g0 + 16);
-  KVFORK_TILE_ZERO(0);
-  KVFORK_TILE_ZERO(1);
-  for (int c = 0; c < hd / 32; ++c) {
-    pf.Step(16);
-    KVFORK_TILE_LOAD(4, tile->qt[c][0], kTileStride);
-    KVFORK_TILE_LOAD(5, tile->qt[c][1], kTileStride);
-    KVFORK_TILE_LOAD(2, k0 + c * 64, row_bytes);
-    KVFORK_TILE_DP(0, 2, 4);
-    KVFORK_TILE_DP(0, 2, 5);
-    if (second) {
-      KVFORK_TILE_LOAD(3, k1 + c * 64, row_bytes);
-      KVFORK_TILE_DP(1, 3, 4);
-      KVFORK_TILE_DP(1, 3, 5);
-    }
-    if (q4) {  // K_lo against Q_hi and Q_lo
-      KVFORK_TILE_LOAD(2, pk->lo + c * 32, row_bytes);
+  if (q4) {
+    ScoresQ4(hd, second, *pk, *tile, pf, st);
+  } else {
+    const uint8_t* k0 = pk ? reinterpret_cast<const uint8_t*>(pk->rows)
+                           : KvRow(l, s, layer, 0, kvh, g0);
+    const uint8_t* k1 = !second ? nullptr
+                        : pk    ? reinterpret_cast<const uint8_t*>(pk->rows + 16 * hd)
+                                : KvRow(l, s, layer, 0, kvh, g0 + 16);
+    KVFORK_TILE_ZERO(0);
+    KVFORK_TILE_ZERO(1);
+    for (int c = 0; c < hd / 32; ++c) {
+      pf.Step(16);
+      KVFORK_TILE_LOAD(4, tile->qt[c][0], kTileStride);
+      KVFORK_TILE_LOAD(5, tile->qt[c][1], kTileStride);
+      KVFORK_TILE_LOAD(2, k0 + c * 64, row_bytes);
       KVFORK_TILE_DP(0, 2, 4);
       KVFORK_TILE_DP(0, 2, 5);
       if (second) {
-        KVFORK_TILE_LOAD(3, pk->lo + 16 * hd + c * 32, row_bytes);
+        KVFORK_TILE_LOAD(3, k1 + c * 64, row_bytes);
         KVFORK_TILE_DP(1, 3, 4);
         KVFORK_TILE_DP(1, 3, 5);
       }
     }
+    KVFORK_TILE_STORE(0, st[0], kTileStride);
+    KVFORK_TILE_STORE(1, st[16], kTileStride);  // zeros when !second: masked below
   }
-  KVFORK_TILE_STORE(0, st[0], kTileStride);
-  KVFORK_TILE_STORE(1, st[16], kTileStride);  // zeros when !second: masked below
 
   // Online softmax, lanes = query rows, keys in position order.
   const __m512i ctx = _mm512_load_si512(tile->ctx);
@@ -436,13 +586,17 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
   if (int8)
     for (int j = 0; j < kGroupKeys; ++j) sc[j] = _mm512_mul_ps(sc[j], _mm512_set1_ps(pv.scale[j]));
 
+  alignas(64) float corr_rows[kRows];
+  _mm512_store_ps(corr_rows, corr);
+  Transpose16x16(sc);       // sc[i] = keys 0-15 of row i
+  Transpose16x16(sc + 16);  // sc[16 + i] = keys 16-31 of row i
+  if (q4) return AccumulatePvQ4(hd, sc, pv, corr_rows, tile, pf);
+
   // P rows (query row, 32 keys) as hi and lo A tiles. Only the tile's real
   // rows are split and, below, accumulated (a decode step has G of 16):
   // padding rows of P are zeros and their O is never read.
   const int rows = tile->rows;
   alignas(64) uint16_t p_hi[kRows * 32], p_lo[kRows * 32];
-  Transpose16x16(sc);       // sc[i] = keys 0-15 of row i
-  Transpose16x16(sc + 16);  // sc[16 + i] = keys 16-31 of row i
   for (int i = 0; i < kRows; ++i) {
     __m512i h = _mm512_setzero_si512(), o = h;
     if (i < rows) SplitBf16(sc[i], sc[16 + i], &h, &o);
@@ -451,9 +605,6 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
   }
 
   // O chunk = P * V, two 16-dim chunks at a time; then acc = acc * corr + O.
-  alignas(64) float corr_rows[kRows];
-  _mm512_store_ps(corr_rows, corr);
-  alignas(64) float o[2][kRows][16];
   KVFORK_TILE_LOAD(2, p_hi, kTileStride);
   KVFORK_TILE_LOAD(3, p_lo, kTileStride);
   for (int d = 0; d < hd / 16; d += 2) {
@@ -466,22 +617,7 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
     KVFORK_TILE_DP(0, 3, 4);
     KVFORK_TILE_DP(1, 2, 5);
     KVFORK_TILE_DP(1, 3, 5);
-    if (q4) {  // P_hi and P_lo against V_lo
-      KVFORK_TILE_LOAD(4, pv.lo_tiles[d], kTileStride);
-      KVFORK_TILE_LOAD(5, pv.lo_tiles[d + 1], kTileStride);
-      KVFORK_TILE_DP(0, 2, 4);
-      KVFORK_TILE_DP(0, 3, 4);
-      KVFORK_TILE_DP(1, 2, 5);
-      KVFORK_TILE_DP(1, 3, 5);
-    }
-    KVFORK_TILE_STORE(0, o[0], kTileStride);
-    KVFORK_TILE_STORE(1, o[1], kTileStride);
-    for (int i = 0; i < rows; ++i) {
-      const __m512 c = _mm512_set1_ps(corr_rows[i]);
-      float* a = tile->acc[i] + d * 16;
-      _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_load_ps(a), c, _mm512_load_ps(o[0][i])));
-      _mm512_store_ps(a + 16, _mm512_fmadd_ps(_mm512_load_ps(a + 16), c, _mm512_load_ps(o[1][i])));
-    }
+    AddPv(d, corr_rows, tile);
   }
 }
 
@@ -527,8 +663,12 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
   const int64_t first_key = AttentionWindowStart(s.start_pos + task.t0, s.window);
   for (int64_t g0 = first_key / kGroupKeys * kGroupKeys; g0 < span_end; g0 += kGroupKeys) {
     const int n_keys = static_cast<int>(span_end - g0 < kGroupKeys ? span_end - g0 : kGroupKeys);
-    PackV(l, s, layer, task.kvh, g0, n_keys, pv);
-    if (q4) PackKQ4(l, s, layer, task.kvh, g0, n_keys, pk);
+    if (q4) {
+      PackVQ4(l, s, layer, task.kvh, g0, n_keys, pv);
+      PackKQ4(l, s, layer, task.kvh, g0, n_keys, pk);
+    } else {
+      PackV(l, s, layer, task.kvh, g0, n_keys, pv);
+    }
     if (int8) PackK(l, s, layer, task.kvh, g0, n_keys, pk);
     GroupPrefetch pf(l, s, layer, task.kvh, g0 + kGroupKeys, span_end);
     for (int k = 0; k < ntiles; ++k)

@@ -104,11 +104,14 @@ Case MakeCase(KvDType dtype, int shape_dim, int64_t tokens, uint32_t seed, int n
   return c;
 }
 
-// Runs a sequence through WriteKv + PagedAttention in chunks of `chunk` tokens.
-std::vector<float> RunChunked(const Case& c, int64_t chunk, ThreadPool& pool) {
+// Runs a sequence through WriteKv + PagedAttention in chunks of `chunk` tokens,
+// on blocks whose every byte is `fill` before the first write.
+std::vector<float> RunChunked(const Case& c, int64_t chunk, ThreadPool& pool,
+                              uint8_t fill = 0) {
   const KvLayout& l = c.layout;
   const float scale = 1.0f / std::sqrt(static_cast<float>(l.head_dim));
   Blocks blocks(l, c.tokens);
+  for (uint8_t* b : blocks.ptrs) std::memset(b, fill, l.BlockBytes());
   std::vector<float> out(c.q.size(), -7.0f);
   const int64_t qrow = c.num_heads * l.head_dim, kvrow = l.num_kv_heads * l.head_dim;
   for (int64_t p = 0; p < c.tokens; p += chunk) {
@@ -187,6 +190,34 @@ TEST_P(AttentionTest, ChunkingThreadsAndBatchingDoNotChangeBits) {
       ASSERT_TRUE(SameBits(out_a.data(), whole.data() + (c.tokens - 1) * qrow, qrow))
           << IsaName(isa);
       ASSERT_TRUE(SameBits(out_b.data(), whole.data() + 20 * qrow, 10 * qrow)) << IsaName(isa);
+    }
+  }
+}
+
+// The slots of a block not written yet hold whatever the pool left there
+// (another sequence's K and V, or bytes that read as NaN scales and codes).
+// A call reads its last block, and the amx level converts whole 16-key
+// halves of it, scales included: those slots must change no bit of the
+// output. Every level, chunks of 1 and 7 (so most calls end inside a
+// block), blocks of 16 and 48, against the same run on zeroed blocks.
+TEST_P(AttentionTest, UnwrittenSlotsChangeNoBit) {
+  ThreadPool pool(2);
+  for (auto [head_dim, num_heads, block_size, tokens] :
+       {std::tuple{128, 16, 16, 45}, {64, 4, 48, 70}, {96, 6, 16, 37}}) {
+    const Case c = MakeCase(GetParam(), head_dim, tokens, 50, num_heads, block_size);
+    for (Isa isa : SupportedIsas()) {
+      ScopedIsa scoped(isa);
+      for (int64_t chunk : {1, 7}) {
+        const std::vector<float> want = RunChunked(c, chunk, pool, 0x00);
+        for (uint8_t fill : {0xff, 0x7c, 0x5a}) {  // all NaN; NaN f16, huge bf16; finite
+          const std::vector<float> got = RunChunked(c, chunk, pool, fill);
+          size_t at = 0;
+          ASSERT_TRUE(SameBits(want.data(), got.data(), got.size(), &at))
+              << IsaName(isa) << " " << KvDTypeName(GetParam()) << " head_dim=" << head_dim
+              << " block=" << block_size << " chunk=" << chunk << " fill=" << int{fill}
+              << " at " << at;
+        }
+      }
     }
   }
 }
