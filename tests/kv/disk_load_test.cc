@@ -294,5 +294,51 @@ TEST(DiskLoad, ReadOrRecomputeFollowsTheMeasuredCosts) {
   EXPECT_CHECK_OK(*c);
 }
 
+// Every KV format round-trips through the disk tier (the fingerprint names
+// the format; the tier moves the pool block's bytes, scales included): the
+// bytes read back into a new process's pool equal the ones written.
+TEST(DiskLoad, EveryKvFormatComesBackByteForByte) {
+  for (KvDType dtype :
+       {KvDType::kF32, KvDType::kBf16, KvDType::kInt8, KvDType::kQ4, KvDType::kQ4r}) {
+    ScratchDir dir;
+    KvCacheOptions o;
+    o.layout = TinyLayout(4, dtype);
+    o.layout.head_dim = 32;  // q4's group
+    o.num_blocks = 32;
+    o.disk_dir = dir.path();
+    o.disk_capacity_bytes = int64_t{1} << 30;
+    o.model_fingerprint = 42;
+    o.disk_async_reads = true;
+    const std::vector<int32_t> prompt = Range(10, 4 * 5 + 1);
+    std::vector<std::vector<uint8_t>> written;
+    {
+      auto c = PagedKvCache::Create(o);
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      StatusOr<SeqId> s = (*c)->Admit(prompt, "", static_cast<int64_t>(prompt.size()), nullptr);
+      ASSERT_TRUE(s.ok());
+      const size_t bytes = (*c)->pool().block_bytes();
+      for (int b = 0; b < 5; ++b) {
+        std::vector<uint8_t> v = RandomBytes(bytes, static_cast<uint32_t>(b + 7));
+        std::memcpy((*c)->BlockTable(*s)[b], v.data(), bytes);
+        written.push_back(std::move(v));
+      }
+      ASSERT_TRUE((*c)->Append(*s, prompt).ok());
+      (*c)->Release(*s);
+    }  // writes the 5 full blocks
+    auto c = PagedKvCache::Create(o);
+    ASSERT_TRUE(c.ok());
+    PrefixMatch m;
+    StatusOr<SeqId> s = (*c)->Admit(prompt, "", static_cast<int64_t>(prompt.size()), &m);
+    ASSERT_TRUE(s.ok());
+    while (!(*c)->FinishLoad(*s, &m)) (*c)->WaitForLoads(100);
+    EXPECT_EQ(m.num_reused_tokens, 20) << KvDTypeName(dtype);
+    for (int b = 0; b < 5; ++b)
+      EXPECT_EQ(std::memcmp((*c)->BlockTable(*s)[b], written[b].data(), written[b].size()), 0)
+          << KvDTypeName(dtype) << " block " << b;
+    (*c)->Release(*s);
+    EXPECT_CHECK_OK(**c);
+  }
+}
+
 }  // namespace
 }  // namespace kvfork
