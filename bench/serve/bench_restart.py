@@ -476,6 +476,10 @@ def main(argv):
             except (RuntimeError, OSError) as e:
                 rows[name] = {"variant": name, "error": str(e)[:2000]}
                 print(f" failed: {str(e)[:500]}", flush=True)
+            # Each finished variant is kept at once: a 16k run on loaded cores takes an
+            # hour, and one stopped part way still has its rows.
+            with open(os.path.join(a.out, "restart.json"), "w") as f:
+                json.dump({"meta": meta, "rows": rows, "partial": True}, f, indent=1)
     finally:
         if not a.work_dir:
             shutil.rmtree(work, ignore_errors=True)
