@@ -9,7 +9,7 @@
 //   g++ -O2 -std=c++20 -Isrc bench/disk/disk_read_profile.cc build/release/src/kv/libkvfork_kv.a \
 //     build/release/src/kernels/libkvfork_kernels.a build/release/src/core/libkvfork_core.a \
 //     -lzmq -lpthread -o /tmp/disk_read_profile
-//   /tmp/disk_read_profile write DIR 300; /tmp/disk_read_profile read DIR 300
+//   /tmp/disk_read_profile write DIR 300 [int8|q4]; /tmp/disk_read_profile read DIR 300 [int8|q4]
 //   KVFORK_DISK_PREFAULT=0 /tmp/disk_read_profile read DIR 300   # without the prefault
 //
 // -DOLD builds the `write` and `read` modes against a checkout before the
@@ -42,7 +42,9 @@ int main(int argc, char** argv) {
   int64_t n = std::stoll(argv[3]);
   KvCacheOptions o;
   o.layout.num_layers = 28; o.layout.num_kv_heads = 8; o.layout.head_dim = 128; o.layout.block_size = 16;
-  o.layout.dtype = KvDType::kBf16;
+  o.layout.dtype = KvDType::kBf16;  // argv[4]: bf16 (default), int8, q4
+  if (argc > 4 && std::string(argv[4]) == "int8") o.layout.dtype = KvDType::kInt8;
+  if (argc > 4 && std::string(argv[4]) == "q4") o.layout.dtype = KvDType::kQ4;
   o.num_blocks = n + 4; o.disk_dir = dir; o.disk_capacity_bytes = int64_t{8} << 30;
   o.model_fingerprint = 7;
 #ifndef OLD
