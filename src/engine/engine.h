@@ -91,6 +91,9 @@ struct EngineStats {
   int64_t kv_disk_miss_lookups = 0;
   // Disk blocks computed instead (read or recompute, docs/kv_cache.md).
   int64_t kv_disk_recomputed_blocks = 0;
+  // The read-or-recompute rule's estimates now, ns (0 = not measured yet).
+  double kv_disk_read_ns_per_block = 0;
+  double kv_prefill_ns_per_token = 0;
   // Cache control: blocks pinned now, and pinned blocks evicted before their
   // TTL (nothing unpinned was left).
   int64_t kv_pinned_blocks = 0;

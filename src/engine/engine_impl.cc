@@ -308,6 +308,8 @@ class EngineImpl final : public Engine {
     s.kv_disk_hit_blocks = k.disk_hit_blocks;
     s.kv_disk_miss_lookups = k.disk_miss_lookups;
     s.kv_disk_recomputed_blocks = k.disk_recomputed_blocks;
+    s.kv_disk_read_ns_per_block = k.disk_read_ns_per_block;
+    s.kv_prefill_ns_per_token = k.prefill_ns_per_token;
     s.kv_pinned_blocks = k.pinned_blocks;
     s.kv_pinned_evictions = k.pinned_evictions;
     s.steps = c.all_steps.steps;
