@@ -73,6 +73,9 @@ def parse_args(argv):
     ap.add_argument("--threads", type=int, default=2, help="compute threads of every server (default 2)")
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help="comma-separated variants (default all): " + ", ".join(VARIANTS))
+    ap.add_argument("--kv-dtype", default="bf16",
+                    help="--kv-dtype of every kvfork server (default bf16; int8, q4, ...: the disk "
+                         "tier's files then hold that format)")
     ap.add_argument("--settle-seconds", type=float, default=1.0,
                     help="kill9: the disk counters must stand still this long before SIGKILL (default 1)")
     ap.add_argument("--warmup", action="store_true",
@@ -279,7 +282,7 @@ def run_variant(name, a, model, conv, work, max_model_len, pool_blocks, log_dir)
         row["saved_bytes"] = sum(os.path.getsize(os.path.join(disk, f)) for f in os.listdir(disk))
         return row
 
-    base = ["--kv-backend", "paged", "--kv-disk-dir", disk, "--kv-disk-gib", "4"]
+    base = ["--kv-backend", "paged", "--kv-disk-dir", disk, "--kv-disk-gib", "4", "--kv-dtype", a.kv_dtype]
     if name == "kill9":
         base += ["--kv-blocks", str(pool_blocks)]
     first = Server("kvfork-paged", model, a, log + ".1.log", base, max_model_len)
@@ -347,10 +350,12 @@ def break_even(rows, model):
     cold, restart = rows.get("cold"), rows.get("restart")
     if not cold or not restart or not restart.get("read_rates"):
         return None
-    block_bytes = model["kv_bytes_per_token"] * BLOCK_TOKENS
+    rr = restart["read_rates"]
+    # The files' own size: the KV format (--kv-dtype) sets it, not the shape alone.
+    pc = rr["page_cache"]
+    block_bytes = pc["bytes"] // pc["blocks"] if pc["blocks"] else model["kv_bytes_per_token"] * BLOCK_TOKENS
     prefill_tps = cold["prompt_tokens"] / cold["ttft_s"]
     compute_block_s = BLOCK_TOKENS / prefill_tps
-    rr = restart["read_rates"]
     out = {"block_tokens": BLOCK_TOKENS, "block_payload_bytes": block_bytes,
            "prefill_tokens": cold["prompt_tokens"],
            "prefill_tokens_per_s": prefill_tps, "compute_s_per_block": compute_block_s}
@@ -380,7 +385,8 @@ def ratio(num, den, digits):
 
 def table(rows, be, meta):
     lines = [f"restart benchmark: {meta['shape']}, {meta['context_tokens']}-word first message, "
-             f"{meta['turns']} turns before the timed one, {meta['threads']} threads"
+             f"{meta['turns']} turns before the timed one, {meta['threads']} threads, "
+             f"{meta['kv_dtype']} KV"
              + (", a warm-up request on each new server" if meta["warmup"] else "") + "; "
              f"machine: {meta['cores']} cores, load {meta['load_before']} -> {meta['load_after']} "
              "(shared and loaded: compare ratios from this run, not absolute times)", "",
@@ -445,7 +451,7 @@ def main(argv):
             "mem_gib": mem, "load_before": bench_serve.load_avg(), "shape": a.shape,
             "kv_bytes_per_token": model["kv_bytes_per_token"], "context_tokens": a.context_tokens,
             "turns": a.turns, "user_words": a.user_words, "max_tokens": a.max_tokens, "threads": a.threads,
-            "warmup": a.warmup, "max_model_len": max_model_len, "kill9_pool_blocks": pool_blocks,
+            "kv_dtype": a.kv_dtype, "warmup": a.warmup, "max_model_len": max_model_len, "kill9_pool_blocks": pool_blocks,
             "variants": a.variants,
             "kvfork_commit": bench_serve.git_rev(ROOT), "notes": notes}
     os.makedirs(a.out, exist_ok=True)
@@ -470,6 +476,10 @@ def main(argv):
             except (RuntimeError, OSError) as e:
                 rows[name] = {"variant": name, "error": str(e)[:2000]}
                 print(f" failed: {str(e)[:500]}", flush=True)
+            # Each finished variant is kept at once: a 16k run on loaded cores takes an
+            # hour, and one stopped part way still has its rows.
+            with open(os.path.join(a.out, "restart.json"), "w") as f:
+                json.dump({"meta": meta, "rows": rows, "partial": True}, f, indent=1)
     finally:
         if not a.work_dir:
             shutil.rmtree(work, ignore_errors=True)

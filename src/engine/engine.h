@@ -38,6 +38,9 @@ struct EngineOptions {
   // The model weights' identity in the tier's fingerprint
   // (kv/model_files_fingerprint.h); required with kv_disk_dir.
   uint64_t kv_model_fingerprint = 0;
+  // Tests: called before each disk block read, on an I/O thread (a slow
+  // disk). Empty in production.
+  std::function<void(uint64_t hash)> kv_disk_read_hook_for_testing;
   bool prefix_cache = true;              // --no-prefix-cache turns it off
   bool prefix_tail_copy = true;          // copy matched tokens of a partial block
   std::string schedule = "fcfs";         // fcfs | longest-prefix
@@ -87,6 +90,11 @@ struct EngineStats {
   DiskTierStats kv_disk;
   int64_t kv_disk_hit_blocks = 0;
   int64_t kv_disk_miss_lookups = 0;
+  // Disk blocks computed instead (read or recompute, docs/kv_cache.md).
+  int64_t kv_disk_recomputed_blocks = 0;
+  // The read-or-recompute rule's estimates now, ns (0 = not measured yet).
+  double kv_disk_read_ns_per_block = 0;
+  double kv_prefill_ns_per_token = 0;
   // Cache control: blocks pinned now, and pinned blocks evicted before their
   // TTL (nothing unpinned was left).
   int64_t kv_pinned_blocks = 0;

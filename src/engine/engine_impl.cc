@@ -307,6 +307,9 @@ class EngineImpl final : public Engine {
     s.kv_disk = k.disk;
     s.kv_disk_hit_blocks = k.disk_hit_blocks;
     s.kv_disk_miss_lookups = k.disk_miss_lookups;
+    s.kv_disk_recomputed_blocks = k.disk_recomputed_blocks;
+    s.kv_disk_read_ns_per_block = k.disk_read_ns_per_block;
+    s.kv_prefill_ns_per_token = k.prefill_ns_per_token;
     s.kv_pinned_blocks = k.pinned_blocks;
     s.kv_pinned_evictions = k.pinned_evictions;
     s.kv_sliding = k.sliding;
@@ -403,6 +406,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, M
     ko.disk_dir = options.kv_disk_dir;
     ko.disk_capacity_bytes = options.kv_disk_gib << 30;
     ko.model_fingerprint = options.kv_model_fingerprint;
+    // Prefixes read back on the cache's I/O threads while others decode.
+    ko.disk_async_reads = true;
+    ko.disk_read_hook = options.kv_disk_read_hook_for_testing;
   }
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv, KvCache::Create(backend, ko));
   if (options.kv_event_sink != nullptr)

@@ -15,6 +15,10 @@ namespace {
 // this bounds the step's logits buffer. Chunking never changes bits.
 constexpr int64_t kMaxPromptLogitsRows = 64;
 
+// With nothing to compute but prefixes loading from disk, a step waits this
+// long for a load to finish before the engine looks at its inbox again.
+constexpr int64_t kLoadWaitMs = 2;
+
 int64_t ChunkLimit(const ChoiceState& c, int64_t budget) {
   return c.WantsPromptLogits() ? std::min(budget, kMaxPromptLogitsRows) : budget;
 }
@@ -90,6 +94,12 @@ void Scheduler::Add(Request request, std::shared_ptr<RequestStream> stream, uint
     return;
   }
   waiting_.push_back(raw->choices[0].get());
+}
+
+void Scheduler::SetCachedTokens(ChoiceState* c, int64_t reused) {
+  if (!c->fresh || c->request->cached_tokens_set) return;
+  c->request->usage.cached_tokens = reused;
+  c->request->cached_tokens_set = true;
 }
 
 void Scheduler::RemoveActive(ChoiceState* c) {
@@ -197,7 +207,8 @@ bool Scheduler::WaitsForPrefilling(const ChoiceState& c, std::span<const int32_t
                                    int64_t reused) const {
   const int64_t bs = kv_.layout().block_size;
   for (const ChoiceState* other : active_) {
-    if (other->phase != SeqPhase::kPrefill) continue;
+    // A loading prefix registers its disk blocks too, once read.
+    if (other->phase != SeqPhase::kPrefill && other->phase != SeqPhase::kLoading) continue;
     if (other->request->request.cache_salt != c.request->request.cache_salt) continue;
     const std::vector<int32_t>& o = other->request->request.prompt_tokens;
     const size_t n = std::min(o.size(), history.size());
@@ -389,6 +400,16 @@ bool Scheduler::Step() {
   std::vector<Item> items;
   int64_t budget = options_.max_num_batched_tokens;
 
+  // Prefixes read from disk: a finished load prefills from this step on.
+  // The cache's read-or-recompute rule weighs reads against this rate.
+  kv_.SetPrefillCost(step_budget_.prefill_token_ns());
+  for (ChoiceState* c : active_) {
+    PrefixMatch loaded;
+    if (c->phase != SeqPhase::kLoading || !kv_.FinishLoad(*c->seq, &loaded)) continue;
+    c->phase = SeqPhase::kPrefill;
+    SetCachedTokens(c, loaded.num_reused_tokens);
+  }
+
   // 1. Decode, oldest first; preempt the newest when the pool runs short.
   std::vector<ChoiceState*> decoding;
   for (ChoiceState* c : active_)
@@ -465,13 +486,16 @@ bool Scheduler::Step() {
     waiting_.erase(waiting_.begin() + idx);
     skipped.erase(skipped.begin() + idx);
     c->seq = *seq;
-    c->phase = SeqPhase::kPrefill;
     c->admit_order = ++admit_counter_;
     active_.push_back(c);
-    if (c->fresh && !c->request->cached_tokens_set) {
-      c->request->usage.cached_tokens = match.num_reused_tokens;
-      c->request->cached_tokens_set = true;
+    if (kv_.Loading(*c->seq)) {
+      // Its prefix continues on disk: the I/O threads read it while this
+      // step (and the next ones) run the others; a later step collects it.
+      c->phase = SeqPhase::kLoading;
+      continue;
     }
+    c->phase = SeqPhase::kPrefill;
+    SetCachedTokens(c, match.num_reused_tokens);
     const int64_t done = kv_.NumTokens(*c->seq);
     const int64_t chunk = std::min(static_cast<int64_t>(h.size()) - done, ChunkLimit(*c, budget));
     if (!kv_.Reserve(*c->seq, done + chunk).ok()) break;  // admitted; continues next step
@@ -481,6 +505,11 @@ bool Scheduler::Step() {
 
   if (items.empty()) {
     ReapDone();
+    // Only loads in flight: wait for one (briefly, so new requests and
+    // cancellations still get in), rather than spin.
+    if (std::any_of(active_.begin(), active_.end(),
+                    [](const ChoiceState* c) { return c->phase == SeqPhase::kLoading; }))
+      kv_.WaitForLoads(kLoadWaitMs);
     return !active_.empty() || !waiting_.empty();
   }
 

@@ -2,7 +2,10 @@
 // sample, stream, release.
 //
 // Each Step():
-//   1. drop cancelled requests (their blocks go back to the cache),
+//   1. drop cancelled requests (their blocks go back to the cache); collect
+//      prefixes read from disk (a request whose cached prefix continues on
+//      disk waits in kLoading while the cache's I/O threads read it, and the
+//      steps go on without it; docs/engine.md),
 //   2. decode: one token for every running choice, oldest admitted first;
 //      when the pool is short, preempt the most recently admitted sequence
 //      (its full blocks stay cached, it requeues at the front),
@@ -112,6 +115,8 @@ class Scheduler {
   // Chooses the next waiting choice to admit (index into waiting_), -1 if none.
   int64_t PickWaiting(const std::vector<bool>& skipped) const;
   void RemoveActive(ChoiceState* c);
+  // usage.cached_tokens: the first admission of a fresh prompt decides it.
+  void SetCachedTokens(ChoiceState* c, int64_t reused);
   // A choice to sample this step and the logits row it samples from.
   struct SampleJob {
     ChoiceState* choice;

@@ -28,6 +28,8 @@ namespace kvfork {
 enum class SeqPhase {
   kUnforked,  // a choice > 0 before its parent's prompt is done
   kWaiting,   // needs Admit (new, or preempted)
+  kLoading,   // admitted; its cached prefix is being read from disk (I/O
+              // threads), then it prefills; others keep stepping meanwhile
   kPrefill,   // admitted; computing its history in chunks
   kDecode,    // feeds its last generated token each step
   kDone,

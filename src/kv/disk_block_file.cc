@@ -23,22 +23,6 @@ T Get(std::span<const uint8_t> in, size_t at) {
 
 }  // namespace
 
-uint64_t DiskChecksum(const uint8_t* data, size_t n) {
-  // Four independent lanes so the multiplies overlap; then the tail bytes.
-  uint64_t lane[4] = {0x6b766631, 0x6b766632, 0x6b766633, 0x6b766634};
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    for (int l = 0; l < 4; ++l) {
-      uint64_t w;
-      std::memcpy(&w, data + i + 8 * l, 8);
-      lane[l] = BlockHashMix(lane[l] ^ w);
-    }
-  }
-  uint64_t h = BlockHashMix(lane[0] ^ BlockHashMix(lane[1] ^ BlockHashMix(lane[2] ^ lane[3])));
-  for (; i < n; ++i) h = BlockHashMix(h ^ data[i]);
-  return BlockHashMix(h ^ n);
-}
-
 uint64_t DiskFingerprint(uint64_t model_fingerprint, const KvLayout& layout,
                          const std::string& isa_name) {
   uint64_t h = BlockHashMix(0xd15c ^ model_fingerprint);

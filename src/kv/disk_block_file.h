@@ -3,7 +3,7 @@
 //
 //   offset  field
 //   0       magic "KVFBLK01" (8 bytes)
-//   8       version (u32, 1), header_bytes (u32: 72 + 4 * num_tokens)
+//   8       version (u32, 2), header_bytes (u32: 72 + 4 * num_tokens)
 //   16      fingerprint (u64): everything that changes the bits (DiskFingerprint)
 //   24      block hash (u64), 32 parent hash (u64), 40 has_parent (u32)
 //   44      num_tokens (u32), 48 payload_bytes (u64), 56 payload checksum (u64)
@@ -14,8 +14,14 @@
 // only if every field checks: magic, version, sizes, both checksums, and the
 // fingerprint, hash, parent and tokens the reader expects. A torn, truncated
 // or foreign file therefore never passes (DecodeDiskBlockHeader,
-// VerifyDiskPayload). Checksum: 4-lane splitmix64 over 8-byte words, about
-// memory speed; it detects corruption, it is not a MAC.
+// VerifyDiskPayload). Checksum: disk_checksum.h (four CRC32C lanes, at about
+// memory speed); it detects corruption, it is not a MAC.
+//
+// Version 2 (2026-12-06) changed only the checksum (version 1: a splitmix64
+// mix per 8-byte word, a third of the speed). The version enters the
+// fingerprint, so a version-1 directory is another subdirectory this
+// version never opens; a version-1 file found in this version's directory
+// fails the version check and is counted corrupt and deleted.
 //
 // Pure functions; thread-safe.
 #pragma once
@@ -29,14 +35,12 @@
 
 #include "core/status.h"
 #include "kernels/kv_layout.h"
+#include "kv/disk_checksum.h"
 
 namespace kvfork {
 
-inline constexpr uint32_t kDiskBlockVersion = 1;
+inline constexpr uint32_t kDiskBlockVersion = 2;
 inline constexpr size_t kDiskBlockFixedHeaderBytes = 72;
-
-// A 64-bit checksum of bytes (any length).
-uint64_t DiskChecksum(const uint8_t* data, size_t n);
 
 // The fingerprint of everything that changes a block's bits: the model's
 // weights (model_fingerprint, from the caller), the KV layout (dtype, block

@@ -9,10 +9,14 @@
 // temp file + fsync + rename, so a reader or a later process sees either
 // the whole file or none: kill -9 loses at most the blocks being written.
 // WriteNow writes on the caller's thread (clean shutdown).
-// Reads: Read checks the header (magic, version, sizes, checksums) and the
-// identity the caller expects (fingerprint, hash, parent, tokens), then the
-// payload's checksum; a file that fails is counted, deleted and reported
-// as a miss, so the caller recomputes the block. Never served.
+// Reads: Read takes the header and the payload in one readv, the payload
+// straight into the caller's pool block (no bounce buffer), then checks the
+// header (magic, version, sizes, checksums), the identity the caller expects
+// (fingerprint, hash, parent, tokens) and the payload's checksum; a file that
+// fails is counted, deleted and reported as a miss, so the caller recomputes
+// the block. Never served. Reads run on any thread (disk_loader.h's I/O
+// threads); the tier times them (DiskTierStats::read_*) and logs a block's
+// average cost when it closes.
 // Bounded: LRU (by last write or read; at start by mtime) within
 // capacity_bytes; the writer deletes the oldest files when over.
 // Start: the index is rebuilt from the directory listing (one readdir and
@@ -59,6 +63,9 @@ struct DiskTierOptions {
   uint64_t fingerprint = 0;     // DiskFingerprint(...), never 0
   int64_t queue_blocks = 64;    // writes waiting at most; more are dropped
   bool fsync = true;            // fsync each file before its rename
+  // Tests: called at the start of every Read (on the reading thread) with the
+  // block's hash, e.g. to sleep like a slow disk. Empty in production.
+  std::function<void(uint64_t hash)> read_hook;
 };
 
 // Counters, cumulative since Open unless "now".
@@ -75,6 +82,15 @@ struct DiskTierStats {
   int64_t corrupt_blocks = 0;     // failed a check on read; deleted
   int64_t evicted_blocks = 0;     // deleted to stay within capacity
   int64_t scanned_files = 0;      // at Open
+  // Where the valid reads' time went, wall-clock ns summed over reads (each
+  // read runs on one thread; several run at once): open + fstat, the one
+  // readv of header and payload into the pool block (page-cache copy and
+  // first-touch page faults of the block), the checks and the payload
+  // checksum. read_ns is all of it; read_ns / hits_blocks is a block's cost.
+  int64_t read_ns = 0;
+  int64_t read_open_ns = 0;
+  int64_t read_io_ns = 0;
+  int64_t read_check_ns = 0;
 };
 
 // A block the tier gained (stored: identity from the write or the file's

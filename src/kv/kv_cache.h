@@ -82,6 +82,13 @@ struct KvCacheOptions {
   std::string disk_dir;
   int64_t disk_capacity_bytes = 0;  // --kv-disk-gib
   int64_t disk_queue_blocks = 64;   // evicted blocks waiting to be written
+  // false: Admit reads the prompt's disk run before it returns. true: Admit
+  // starts the reads on the cache's I/O threads (disk_loader.h) and returns
+  // a loading sequence (Loading, FinishLoad) that the engine steps around,
+  // so other sequences keep decoding while it loads.
+  bool disk_async_reads = false;
+  // Tests: DiskTierOptions::read_hook (a slow disk, say).
+  std::function<void(uint64_t hash)> disk_read_hook;
   // The model weights' identity for the disk tier's fingerprint (the caller
   // computes it, e.g. ModelFilesFingerprint); the KV layout and the ISA level
   // are added by the cache. Required with disk_dir.
@@ -117,6 +124,9 @@ struct PrefixMatch {
   int64_t num_reused_tokens = 0;  // = shared_blocks * block_size + tail_tokens
   int64_t num_shared_blocks = 0;  // full blocks shared in place (paged only)
   int64_t num_tail_tokens = 0;    // tokens copied into a fresh private block
+  // Admit with async disk reads: tokens after num_reused_tokens whose blocks
+  // are being read from disk; FinishLoad tells how many came back.
+  int64_t num_loading_tokens = 0;
 };
 
 // Counters; "now" marks a gauge, the rest are cumulative since creation.
@@ -143,6 +153,13 @@ struct KvCacheStats {
   DiskTierStats disk;
   int64_t disk_hit_blocks = 0;
   int64_t disk_miss_lookups = 0;
+  // Read or recompute (docs/kv_cache.md): blocks of admitted prompts that were
+  // on disk but computed, because reading them was estimated to take longer;
+  // the estimates now, in ns (0 = not measured yet): a disk block's read (wall
+  // time of the last loads per block) and a prefill token (the engine's).
+  int64_t disk_recomputed_blocks = 0;
+  double disk_read_ns_per_block = 0;
+  double prefill_ns_per_token = 0;
   // Every layer group together (the blocks_* above and block_bytes are the
   // primary pool's: with sliding groups, the global layers' only): the most
   // bytes of KV blocks held by running sequences, and held or cached.
@@ -260,6 +277,27 @@ class KvCache {
   // Called (from the tier's writer thread or any other) when disk changes
   // wait for EmitDiskEvents; nullptr stops it and waits for a running call.
   virtual void SetDiskEventWake(std::function<void()> wake) { (void)wake; }
+  // Async disk reads (KvCacheOptions::disk_async_reads): whether seq's disk
+  // run is still being read. A loading sequence holds its reserved blocks,
+  // NumTokens() counts only the pool part of its match, and it may be
+  // released (the reads are cancelled) but not appended to or forked.
+  virtual bool Loading(SeqId seq) const {
+    (void)seq;
+    return false;
+  }
+  // Once seq's reads have all finished: registers the blocks that came back
+  // (chain order, up to the first that failed; the rest is computed), counts
+  // them as reused (NumTokens grows), fills match and returns true. False
+  // while reads run. True, match untouched, for a sequence not loading.
+  virtual bool FinishLoad(SeqId seq, PrefixMatch* match) {
+    (void)seq, (void)match;
+    return true;
+  }
+  // Waits at most timeout_ms until some loading sequence's reads finish.
+  virtual void WaitForLoads(int64_t timeout_ms) { (void)timeout_ms; }
+  // The engine's measured cost of prefilling a token, ns (0 = unknown): the
+  // read-or-recompute rule compares a block's read with block_size of them.
+  virtual void SetPrefillCost(double ns_per_token) { (void)ns_per_token; }
   // The disk tier (nullptr when off or dense). Unlike the cache, it is
   // thread-safe: its Stats() may be read from any thread.
   virtual DiskTier* disk_tier() const { return nullptr; }

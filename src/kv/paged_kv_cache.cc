@@ -1,10 +1,12 @@
 #include "kv/paged_kv_cache.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <thread>
 
 #include "core/cpu_features.h"
+#include "core/logging.h"
 #include "kv/disk_block_file.h"
 #include "kv/kv_group_split.h"
 
@@ -34,6 +36,7 @@ StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const KvCacheOption
     d.dir = options.disk_dir;
     d.capacity_bytes = options.disk_capacity_bytes;
     d.queue_blocks = options.disk_queue_blocks;
+    d.read_hook = options.disk_read_hook;
     d.fingerprint =
         DiskFingerprint(options.model_fingerprint, options.layout, IsaName(ActiveIsa()));
     KVFORK_ASSIGN_OR_RETURN(disk, DiskTier::Open(d));
@@ -66,10 +69,19 @@ PagedKvCache::PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockP
   stats_.blocks_total = pool_->num_blocks();
   stats_.block_bytes = static_cast<int64_t>(pool_->block_bytes());
   if (options_.clock_ms) index_->set_clock(options_.clock_ms);
-  if (disk_ != nullptr) index_->set_eviction_hook([this](BlockId id) { SpillToDisk(id); });
+  if (disk_ != nullptr) {
+    index_->set_eviction_hook([this](BlockId id) { SpillToDisk(id); });
+    const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 2,
+                                                kMaxDiskReadThreads);
+    loader_ = std::make_unique<DiskLoader>(disk_.get(), pool_->block_bytes(),
+                                           static_cast<int>(threads));
+  }
 }
 
 PagedKvCache::~PagedKvCache() {
+  // Reads still running write into blocks about to go: stop them first.
+  for (auto& [id, s] : seqs_)
+    if (s.load != nullptr) loader_->Cancel(s.load);
   // A clean shutdown keeps the whole cache; disk_'s destructor then finishes
   // the queued writes.
   if (disk_ != nullptr) WriteAllToDisk();
@@ -116,7 +128,16 @@ PagedKvCache::Sequence& PagedKvCache::Get(SeqId seq) {
   return it->second;
 }
 
-PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, uint64_t salt_key) const {
+bool PagedKvCache::ReadBeatsCompute() const {
+  // Unmeasured: read (on every machine measured so far a block read back in
+  // 1-6 ms against 50-130 ms to compute it; docs/kv_cache.md).
+  if (disk_ns_per_block_ <= 0 || prefill_ns_per_token_ <= 0) return true;
+  return disk_ns_per_block_ <
+         prefill_ns_per_token_ * static_cast<double>(pool_->layout().block_size);
+}
+
+PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, uint64_t salt_key,
+                                          bool force_read) const {
   Plan plan;
   const int64_t bs = pool_->layout().block_size;
   // The last prompt token is always recomputed so its logits exist.
@@ -140,6 +161,13 @@ PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, uint6
       ++k;
     }
     plan.disk_miss = (k + 1) * bs <= limit;
+    // Read or recompute: one estimate of each side for every block of the
+    // run, so the choice is the run's (docs/kv_cache.md says why). A run
+    // computed goes on like a miss: the pool's partial tail may still match.
+    if (!plan.disk.empty() && !force_read && !ReadBeatsCompute()) {
+      plan.disk_recomputed = static_cast<int64_t>(plan.disk.size());
+      plan.disk.clear();
+    }
     // Partial blocks never go to disk, so there is no tail after a disk run.
     if (!plan.disk.empty()) return plan;
   }
@@ -289,40 +317,77 @@ void PagedKvCache::TakeBlocks(int64_t n, Sequence* s) {
   }
 }
 
-std::vector<bool> PagedKvCache::ReadDiskRun(const std::vector<uint64_t>& hashes, int64_t shared,
-                                            std::span<const int32_t> prompt,
-                                            const Sequence& s) {
-  const int64_t n = static_cast<int64_t>(hashes.size());
+std::shared_ptr<DiskLoad> PagedKvCache::StartLoad(const std::vector<uint64_t>& hashes,
+                                                  int64_t shared, std::span<const int32_t> prompt,
+                                                  const Sequence& s) {
   const int64_t bs = pool_->layout().block_size;
-  std::vector<char> ok(n, 0);  // not vector<bool>: threads write neighbours
-  auto read = [&](int64_t j) {
-    const int64_t i = shared + j;
-    std::optional<uint64_t> parent_hash;
+  std::vector<DiskReadJob> jobs(hashes.size());
+  for (size_t j = 0; j < hashes.size(); ++j) {
+    const int64_t i = shared + static_cast<int64_t>(j);
+    DiskReadJob& job = jobs[j];
+    job.hash = hashes[j];
     if (j > 0) {
-      parent_hash = hashes[j - 1];
+      job.parent_hash = hashes[j - 1];
     } else if (i > 0) {
-      parent_hash = index_->hash(s.blocks[i - 1]);
+      job.parent_hash = index_->hash(s.blocks[i - 1]);
     }
-    ok[j] = disk_->Read(hashes[j], parent_hash, prompt.subspan(i * bs, bs),
-                        pool_->Data(s.blocks[i]), pool_->block_bytes())
-                .ok();
-  };
-  // A block is a file read, two checksums and a copy (~1 ms for 1.8 MB from
-  // the page cache, bound by one core), so a long run is read by several
-  // threads at once, block j by thread j % threads: the compute threads are
-  // idle while the engine thread admits. A block after one that fails is
-  // read in vain, never used.
-  const int64_t threads =
-      std::min<int64_t>({n, kMaxDiskReadThreads,
-                         std::max<int64_t>(1, std::thread::hardware_concurrency())});
-  std::vector<std::thread> helpers;
-  for (int64_t t = 1; t < threads; ++t)
-    helpers.emplace_back([&, t] {
-      for (int64_t j = t; j < n; j += threads) read(j);
-    });
-  for (int64_t j = 0; j < n; j += threads) read(j);
-  for (std::thread& h : helpers) h.join();
-  return std::vector<bool>(ok.begin(), ok.end());
+    job.tokens.assign(prompt.begin() + i * bs, prompt.begin() + (i + 1) * bs);
+    job.dst = pool_->Data(s.blocks[i]);
+  }
+  return loader_->Start(std::move(jobs));
+}
+
+void PagedKvCache::ApplyLoad(Sequence* s) {
+  const int64_t bs = pool_->layout().block_size;
+  DiskLoad& load = *s->load;
+  loader_->Forget(s->load);
+  const int64_t n = static_cast<int64_t>(load.jobs.size());
+  const int64_t ok = static_cast<int64_t>(load.LeadingOk());
+  // Chain order; a block another sequence registered meanwhile is shared
+  // (same bits) and ours freed, as when a computed block fills.
+  s->tokens.assign(s->load_tokens.begin(), s->load_tokens.begin() + (s->registered + ok) * bs);
+  RegisterFilled(s);
+  s->reused = static_cast<int64_t>(s->tokens.size());
+  stats_.disk_hit_blocks += ok;
+  stats_.hits_tokens += ok * bs;
+  if (s->load_miss || ok < n) ++stats_.disk_miss_lookups;
+  // The read side of the rule: a load's wall time per block, as the
+  // request waits for it (reads in parallel, beside the engine's compute).
+  const double per_block = static_cast<double>(load.end_ns - load.start_ns) / static_cast<double>(n);
+  if (ok > 0) {
+    constexpr double kAlpha = 0.35;  // as StepBudget: recent loads dominate
+    disk_ns_per_block_ = disk_ns_per_block_ <= 0
+                             ? per_block
+                             : disk_ns_per_block_ + kAlpha * (per_block - disk_ns_per_block_);
+  }
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "KV disk: read %lld of %lld blocks in %.1f ms (%.3f ms a block, %d I/O threads)",
+                static_cast<long long>(ok), static_cast<long long>(n),
+                static_cast<double>(load.end_ns - load.start_ns) * 1e-6, per_block * 1e-6,
+                loader_->threads());
+  KVFORK_LOG(kInfo) << line;
+  s->load.reset();
+  std::vector<int32_t>().swap(s->load_tokens);
+}
+
+bool PagedKvCache::FinishLoad(SeqId seq, PrefixMatch* match) {
+  Sequence& s = Get(seq);
+  if (s.load == nullptr) return true;
+  if (!loader_->Done(*s.load)) return false;
+  ApplyLoad(&s);
+  if (match != nullptr) {
+    match->num_reused_tokens = s.reused;
+    match->num_shared_blocks = s.registered;
+    match->num_tail_tokens = 0;
+    match->num_loading_tokens = 0;
+  }
+  UpdatePeaks();
+  return true;
+}
+
+void PagedKvCache::WaitForLoads(int64_t timeout_ms) {
+  if (loader_ != nullptr) loader_->WaitAnyDone(timeout_ms);
 }
 
 StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string_view salt,
@@ -331,7 +396,12 @@ StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string
   const int64_t bs = pool_->layout().block_size;
   const uint64_t salt_key = options_.prefix_cache ? PrefixIndex::SaltKeyOf(salt) : 0;
   Plan plan;
-  if (options_.prefix_cache) plan = MakePlan(prompt, salt_key);
+  if (options_.prefix_cache) {
+    plan = MakePlan(prompt, salt_key);
+    // A run the rule computes is read now and then anyway (kProbeEvery).
+    if (plan.disk_recomputed > 0 && ++runs_recomputed_ % kProbeEvery == 0)
+      plan = MakePlan(prompt, salt_key, /*force_read=*/true);
+  }
   const int64_t shared = static_cast<int64_t>(plan.shared.size());
   // Reserve as if every disk block reads back; a failed read only means
   // those positions get computed instead.
@@ -400,33 +470,39 @@ StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string
     }
     Unref(plan.tail_src);
   }
-  // Disk blocks: read into the first new blocks, then registered in chain
-  // order; the first that fails its checks ends the run (recomputed).
-  const std::vector<bool> read_ok = ReadDiskRun(plan.disk, shared, prompt, s);
-  int64_t from_disk = 0;
-  while (from_disk < static_cast<int64_t>(read_ok.size()) && read_ok[from_disk]) {
-    const int64_t i = shared + from_disk;
-    BlockId parent = i > 0 ? s.blocks[i - 1] : kNoBlock;
-    index_->Register(s.blocks[i], parent, salt_key,
-                     std::span<const int32_t>(prompt.data() + i * bs, bs));
-    ++from_disk;
-  }
-  stats_.disk_hit_blocks += from_disk;
-  if (plan.disk_miss || from_disk < static_cast<int64_t>(plan.disk.size())) ++stats_.disk_miss_lookups;
-  const int64_t reused = (shared + from_disk) * bs + plan.tail_tokens;
+  // Disk blocks: read into the first new blocks by the I/O threads, then
+  // registered in chain order (ApplyLoad); the first that fails its checks
+  // ends the run (the rest is computed).
+  std::shared_ptr<DiskLoad> load;
+  if (!plan.disk.empty()) load = StartLoad(plan.disk, shared, prompt, s);
+  const int64_t reused = shared * bs + plan.tail_tokens;
   s.tokens.assign(prompt.begin(), prompt.begin() + reused);
   s.reused = reused;
-  s.registered = shared + from_disk;
+  s.registered = shared;
   stats_.queries_tokens += static_cast<int64_t>(prompt.size());
   stats_.hits_tokens += reused;
   stats_.tail_copied_tokens += plan.tail_tokens;
-  if (match != nullptr) {
-    match->num_reused_tokens = reused;
-    match->num_shared_blocks = shared + from_disk;
-    match->num_tail_tokens = plan.tail_tokens;
-  }
+  stats_.disk_recomputed_blocks += plan.disk_recomputed;
+  if (load == nullptr && plan.disk_miss) ++stats_.disk_miss_lookups;
   SeqId id = next_seq_++;
-  seqs_.emplace(id, std::move(s));
+  Sequence& q = seqs_.emplace(id, std::move(s)).first->second;
+  if (load != nullptr) {
+    q.load = std::move(load);
+    q.load_tokens.assign(prompt.begin(),
+                         prompt.begin() + (shared + static_cast<int64_t>(plan.disk.size())) * bs);
+    q.load_miss = plan.disk_miss;
+    if (!options_.disk_async_reads) {
+      loader_->Wait(*q.load);
+      ApplyLoad(&q);
+    }
+  }
+  if (match != nullptr) {
+    match->num_reused_tokens = q.reused;
+    match->num_shared_blocks = q.registered;
+    match->num_tail_tokens = plan.tail_tokens;
+    match->num_loading_tokens =
+        q.load != nullptr ? static_cast<int64_t>(plan.disk.size()) * bs : 0;
+  }
   UpdatePeaks();
   return id;
 }
@@ -490,6 +566,9 @@ void PagedKvCache::RegisterFilled(Sequence* s) {
 
 Status PagedKvCache::Append(SeqId seq, std::span<const int32_t> tokens) {
   Sequence& s = Get(seq);
+  if (s.load != nullptr)
+    return FailedPreconditionError("KV append: sequence " + std::to_string(seq) +
+                                   " is still reading its prefix from disk");
   const int64_t capacity = static_cast<int64_t>(s.blocks.size()) * pool_->layout().block_size;
   const int64_t after = static_cast<int64_t>(s.tokens.size() + tokens.size());
   if (after > capacity) {
@@ -506,6 +585,9 @@ Status PagedKvCache::Append(SeqId seq, std::span<const int32_t> tokens) {
 
 StatusOr<SeqId> PagedKvCache::Fork(SeqId seq) {
   const Sequence& src = Get(seq);
+  if (src.load != nullptr)
+    return FailedPreconditionError("KV fork: sequence " + std::to_string(seq) +
+                                   " is still reading its prefix from disk");
   const int64_t bs = pool_->layout().block_size;
   const int64_t n = static_cast<int64_t>(src.tokens.size());
   const int64_t full = n / bs;
@@ -551,6 +633,12 @@ StatusOr<SeqId> PagedKvCache::Fork(SeqId seq) {
 void PagedKvCache::Release(SeqId seq) {
   index_->ExpirePins();  // keeps the pinned count current, step by step
   Sequence& s = Get(seq);
+  if (s.load != nullptr) {
+    // Cancelled or preempted while loading: what was read is dropped (its
+    // blocks were never registered) once no reader writes into them.
+    loader_->Cancel(s.load);
+    s.load.reset();
+  }
   const int64_t bs = pool_->layout().block_size;
   const int64_t n = static_cast<int64_t>(s.tokens.size());
   const int64_t full = n / bs;
@@ -624,6 +712,8 @@ KvCacheStats PagedKvCache::Stats() const {
   if (disk_ != nullptr) {
     st.disk_enabled = true;
     st.disk = disk_->Stats();
+    st.disk_read_ns_per_block = disk_ns_per_block_;
+    st.prefill_ns_per_token = prefill_ns_per_token_;
   }
   return st;
 }

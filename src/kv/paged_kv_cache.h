@@ -9,9 +9,12 @@
 //
 // With a disk tier (options.disk_dir): a full block PopLru evicts is copied
 // to the tier's write queue; a prefix match continues past the pool into
-// blocks on disk (by the chained hash), which Admit reads into the
-// sequence's new blocks and registers; the destructor (a clean shutdown)
-// writes every registered full block not yet on disk.
+// blocks on disk (by the chained hash), which Admit has the I/O threads
+// (disk_loader.h) read into the sequence's new blocks, where reading beats
+// recomputing (docs/kv_cache.md, "Read or recompute"); they are registered
+// when the load is collected (at once, or by FinishLoad with async reads);
+// the destructor (a clean shutdown) writes every registered full block not
+// yet on disk.
 //
 // With sliding-window layer groups (options.groups, issue 24): the primary
 // pool holds the global group's layers and its blocks are the prefix index's
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "kv/block_pool.h"
+#include "kv/disk_loader.h"
 #include "kv/kv_cache.h"
 #include "kv/prefix_index.h"
 #include "kv/sliding_kv_group.h"
@@ -90,6 +94,10 @@ class PagedKvCache final : public KvCache {
   std::vector<uint64_t> DiskBlockHashes() const override;
   void EmitDiskEvents() override;
   void SetDiskEventWake(std::function<void()> wake) override;
+  bool Loading(SeqId seq) const override { return Get(seq).load != nullptr; }
+  bool FinishLoad(SeqId seq, PrefixMatch* match) override;
+  void WaitForLoads(int64_t timeout_ms) override;
+  void SetPrefillCost(double ns_per_token) override { prefill_ns_per_token_ = ns_per_token; }
   Status Check() const override;
 
   const BlockPool& pool() const { return *pool_; }
@@ -116,6 +124,11 @@ class PagedKvCache final : public KvCache {
     int64_t registered = 0;       // blocks[0, registered) are in the index
     uint64_t salt_key = 0;  // PrefixIndex::SaltKeyOf
     std::vector<SideTable> side;  // [sliding groups]
+    // While its disk run is read: the load, the prompt up to the run's end,
+    // and whether the chain went on past the run on neither tier.
+    std::shared_ptr<DiskLoad> load;
+    std::vector<int32_t> load_tokens;
+    bool load_miss = false;
   };
   // What Match found: the shared chain and the tail source.
   struct Plan {
@@ -125,6 +138,8 @@ class PagedKvCache final : public KvCache {
     // Full blocks after `shared` found on disk, by hash (tail is then off).
     std::vector<uint64_t> disk;
     bool disk_miss = false;  // the next full block was on neither tier
+    // Blocks on disk that will be computed: reading was judged slower.
+    int64_t disk_recomputed = 0;
   };
 
   PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockPool> pool,
@@ -133,12 +148,24 @@ class PagedKvCache final : public KvCache {
   // The eviction hook: queues a full victim's copy for the disk tier.
   void SpillToDisk(BlockId id);
   DiskBlockWrite DiskCopyOf(BlockId id) const;
-  // Reads the disk run `hashes` (the chain after s's first `shared` blocks)
-  // into s's next blocks, several at once; whether each passed its checks.
-  std::vector<bool> ReadDiskRun(const std::vector<uint64_t>& hashes, int64_t shared,
-                                std::span<const int32_t> prompt, const Sequence& s);
+  // Starts reading the disk run `hashes` (the chain after s's first `shared`
+  // blocks) into s's next blocks on the I/O threads.
+  std::shared_ptr<DiskLoad> StartLoad(const std::vector<uint64_t>& hashes, int64_t shared,
+                                      std::span<const int32_t> prompt, const Sequence& s);
+  // Registers what a finished load read back and counts it (FinishLoad).
+  void ApplyLoad(Sequence* s);
+  // The read-or-recompute rule: whether reading a disk block is estimated
+  // to take less time than computing it (true while either is unmeasured).
+  bool ReadBeatsCompute() const;
+  // Readers of a disk run: page-cache copies are CPU-bound, so about the
+  // cores, and at least 2 so a cold-cache read waits beside another.
   static constexpr int64_t kMaxDiskReadThreads = 4;
-  Plan MakePlan(std::span<const int32_t> prompt, uint64_t salt_key) const;
+  // Every kProbeEvery-th run judged slower to read is read anyway, so the
+  // estimate follows a disk that got faster (or a page cache that warmed).
+  static constexpr int64_t kProbeEvery = 16;
+  // force_read: skip the read-or-recompute rule (a probe).
+  Plan MakePlan(std::span<const int32_t> prompt, uint64_t salt_key,
+                bool force_read = false) const;
   const Sequence& Get(SeqId seq) const;
   Sequence& Get(SeqId seq);
   // Takes n blocks off the free list, evicting LRU cached leaves as needed;
@@ -176,6 +203,11 @@ class PagedKvCache final : public KvCache {
   std::unique_ptr<DiskTier> disk_;
   bool resetting_ = false;  // ResetPrefixCache: evictions are not spilled
   std::vector<std::unique_ptr<SlidingKvGroup>> sliding_;  // options.groups[1..]
+  double prefill_ns_per_token_ = 0;  // SetPrefillCost
+  double disk_ns_per_block_ = 0;     // moving average of loads' wall time per block
+  int64_t runs_recomputed_ = 0;      // disk runs the rule chose to compute
+  // Last: its threads write into pool_'s blocks and read disk_, so it stops first.
+  std::unique_ptr<DiskLoader> loader_;
 };
 
 }  // namespace kvfork

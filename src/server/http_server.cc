@@ -400,7 +400,12 @@ struct HttpServer::Impl {
                          {"write_errors", s.kv_disk.write_errors},
                          {"corrupt_blocks", s.kv_disk.corrupt_blocks},
                          {"evicted_blocks", s.kv_disk.evicted_blocks},
-                         {"scanned_files", s.kv_disk.scanned_files}};
+                         {"scanned_files", s.kv_disk.scanned_files},
+                         {"recomputed_blocks", s.kv_disk_recomputed_blocks},
+                         {"read_ns", s.kv_disk.read_ns},
+                         {"read_open_ns", s.kv_disk.read_open_ns},
+                         {"read_io_ns", s.kv_disk.read_io_ns},
+                         {"read_check_ns", s.kv_disk.read_check_ns}};
     }
     if (!s.kv_sliding.empty()) {
       json groups = json::array();

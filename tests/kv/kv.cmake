@@ -55,3 +55,8 @@ endif()
 kvfork_test(kv_sliding_test
   SOURCES kv_sliding_test.cc
   LABELS unit LIBS kvfork_kv)
+# Reading the disk tier back: checksum, format version, async loads on I/O
+# threads, read or recompute.
+kvfork_test(disk_load_test
+  SOURCES disk_load_test.cc
+  LABELS unit LIBS kvfork_kv)
