@@ -15,6 +15,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -45,6 +46,26 @@ inline void PrefetchAhead(const void* block) {
 inline __m256i Load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m512i Load512(const void* p) { return _mm512_loadu_si512(p); }
 
+// Where the CPU has GFNI (HasGfni below), the 4- and 6-bit kernels unpack
+// codes with vgf2p8affineqb: each byte of x times the 8 x 8 bit matrix of its
+// qword's lane in m (result bit i = parity(m.byte[7 - i] & x)), so one op
+// moves and masks a byte's bits where a shift and an and took two. Written
+// as asm, not the intrinsic: the intrinsic needs the gfni target on every
+// function it is inlined into, and the same kernels must also run (and be
+// compiled) for AVX512-VNNI CPUs without GFNI (Cascade Lake). The codes are
+// the same bytes either way, so the outputs' bits do not depend on it.
+inline __m512i Gf2p8Affine(__m512i x, __m512i m) {
+  __m512i r;
+  __asm__("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(m));
+  return r;
+}
+// Bit matrices (one per qword) for Gf2p8Affine.
+constexpr int64_t kLowNibble = 0x0102040800000000;       // bits 0-3 stay, 4-7 cleared
+constexpr int64_t kHighNibbleDown = 0x1020408000000000;  // bits 4-7 to 0-3, 4-7 cleared
+// Bits (2s, 2s + 1) of a Q6_K qh byte to bits 4 and 5, the rest cleared.
+constexpr int64_t kQ6HighBits[4] = {0x0000000001020000, 0x0000000004080000,
+                                    0x0000000010200000, 0x0000000040800000};
+
 // The 32 codes of a 4-bit block, element order: low nibbles then high ones.
 inline __m256i Nibbles32(const uint8_t* qs) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
@@ -68,6 +89,19 @@ inline __m256i Codes(const Block& b) {
     return Nibbles32(b.qs);
   } else {
     return AddHighBits(Nibbles32(b.qs), b.qh);
+  }
+}
+// Codes of blocks b0 (lanes 0-7) and b1 (8-15) in one zmm. Q8_0 biases its
+// codes after joining the two halves: one 512-bit xor where two 256-bit ones
+// took a vector ALU op each (the same bytes).
+template <typename Block>
+inline __m512i Codes2(const Block& b0, const Block& b1) {
+  if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+    return _mm512_xor_si512(
+        _mm512_inserti64x4(_mm512_castsi256_si512(Load256(b0.qs)), Load256(b1.qs), 1),
+        _mm512_set1_epi8(static_cast<char>(0x80)));
+  } else {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(Codes(b0)), Codes(b1), 1);
   }
 }
 template <typename Block>
@@ -163,7 +197,7 @@ void Dot32Blocks(const uint8_t* const* w, const Q8Row* const* x, float* y, int64
       const Block& b1 = rows[r][i + 1];
       PrefetchAhead<1>(&b0);  // one line: two blocks are at most 48 bytes past it
       PrefetchAhead<1>(&b1);
-      const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(Codes(b0)), Codes(b1), 1);
+      const __m512i q = Codes2(b0, b1);
       for (int c = 0; c < RX; ++c) {
         dots[r * RX + c] = _mm512_dpbusd_epi32(init[c], q, xv[c]);
         add_mins(b0, i, r, c);
@@ -225,12 +259,15 @@ inline __m512i SpreadWords(__m512i idx, __m128i words) {
 // sum32_j); then acc = fma(float(sum), d * d_x, acc) and min_acc =
 // fma(float(mins), dmin * d_x, min_acc), super-blocks in order, and y =
 // acc - min_acc: the sequence the AMX-INT8 prefill reproduces.
-template <bool kQ5, int RW, int RX>
+template <bool kQ5, bool kGfni, int RW, int RX>
 void DotK45(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
   static_assert(RW * RX <= 4, "one xmm lane per (W row, x row) pair");
   using Block = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   constexpr __mmask32 kHighHalf = 0xffff0000u;  // words 16-31: bytes 32-63
+  // GFNI: bytes 0-31 keep their low nibble, bytes 32-63 take their high one.
+  const __m512i nibbles = _mm512_inserti64x4(_mm512_set1_epi64(kLowNibble),
+                                             _mm256_set1_epi64x(kHighNibbleDown), 1);
   __m512i chunk_scale[4];                       // words 0-15: scale 2c, 16-31: scale 2c + 1
   for (int c = 0; c < 4; ++c)
     chunk_scale[c] = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * c)),
@@ -252,7 +289,8 @@ void DotK45(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ld
       __m512i q[4], spread[4];  // chunk c's codes in element order; their scales per word
       for (int c = 0; c < 4; ++c) {
         const __m512i v = _mm512_broadcast_i64x4(Load256(b.qs + 32 * c));
-        q[c] = _mm512_and_si512(_mm512_mask_srli_epi16(v, kHighHalf, v, 4), m4);
+        q[c] = kGfni ? Gf2p8Affine(v, nibbles)
+                     : _mm512_and_si512(_mm512_mask_srli_epi16(v, kHighHalf, v, 4), m4);
         if constexpr (kQ5) {
           // Bit 2c of qh[l] tops bytes 0-31, bit 2c + 1 bytes 32-63.
           const __m512i bit = _mm512_inserti64x4(
@@ -300,11 +338,13 @@ void DotK45(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ld
 // 32-sum is exact in 16-bit factors), and each row's scale words spread
 // straight from the decoded bytes widened once per two rows. About 30 vector
 // ops per row and super-block where DotK45<4, 1> took about 50.
-template <bool kQ5>
+template <bool kQ5, bool kGfni>
 void DotK45Rows4(const uint8_t* const* w, const Q8Row& x, float* y) {
   using Block = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   constexpr __mmask32 kHighHalf = 0xffff0000u;  // words 16-31: bytes 32-63
+  const __m512i nibbles = _mm512_inserti64x4(_mm512_set1_epi64(kLowNibble),
+                                             _mm256_set1_epi64x(kHighNibbleDown), 1);
   // Two rows' decoded bytes widened to words: row 2p + q's scales are words
   // 16q..16q+7 of words[p], its mins 16q+8..16q+15. Chunk c of row 2p + q
   // takes scale 2c (words 0-15) and 2c + 1 (16-31): spread_idx[q][c].
@@ -367,7 +407,8 @@ void DotK45Rows4(const uint8_t* const* w, const Q8Row& x, float* y) {
       __m512i sum = _mm512_setzero_si512();
       for (int c = 0; c < 4; ++c) {
         const __m512i v = _mm512_broadcast_i64x4(Load256(b[r]->qs + 32 * c));
-        __m512i q = _mm512_and_si512(_mm512_mask_srli_epi16(v, kHighHalf, v, 4), m4);
+        __m512i q = kGfni ? Gf2p8Affine(v, nibbles)
+                          : _mm512_and_si512(_mm512_mask_srli_epi16(v, kHighHalf, v, 4), m4);
         if constexpr (kQ5) {
           const __m512i bit = _mm512_inserti64x4(
               _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * c)))),
@@ -401,12 +442,17 @@ void DotK45Rows4(const uint8_t* const* w, const Q8Row& x, float* y) {
 // super-block the 16 lanes are summed to one exact int32, then acc =
 // fma(float(sum), d * d_x, acc), super-blocks in order: the sequence the
 // AMX-INT8 prefill reproduces.
-template <int RW, int RX>
+template <bool kGfni, int RW, int RX>
 void DotQ6_K(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
   const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
   const __m512i shift_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
   const __m512i shift_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
   constexpr int kOr = 0xea;  // vpternlog: (a & b) | c
+  // GFNI: the high bits of quarters 0, 1 (lo) and 2, 3 (hi) of a half, one op each.
+  const __m512i high_bits_lo = _mm512_inserti64x4(_mm512_set1_epi64(kQ6HighBits[0]),
+                                                  _mm256_set1_epi64x(kQ6HighBits[1]), 1);
+  const __m512i high_bits_hi = _mm512_inserti64x4(_mm512_set1_epi64(kQ6HighBits[2]),
+                                                  _mm256_set1_epi64x(kQ6HighBits[3]), 1);
   // Group g (elements [64 g, 64 g + 64)): int32 lane l takes the scale of
   // sub-block 4 g + l / 4 in its low word; the high words are zeroed.
   constexpr __mmask32 kEvenWords = 0x55555555u;
@@ -449,12 +495,13 @@ void DotQ6_K(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t l
       for (int h = 0; h < 2; ++h) {
         const __m512i v = Load512(b.ql + 64 * h);
         const __m512i qh = _mm512_broadcast_i64x4(Load256(b.qh + 32 * h));
-        const __m512i q[2] = {
-            _mm512_ternarylogic_epi64(
-                v, m4, _mm512_and_si512(_mm512_sllv_epi16(qh, shift_lo), m30), kOr),
-            _mm512_ternarylogic_epi64(
-                _mm512_srli_epi16(v, 4), m4,
-                _mm512_and_si512(_mm512_srlv_epi16(qh, shift_hi), m30), kOr)};
+        const __m512i hb[2] = {
+            kGfni ? Gf2p8Affine(qh, high_bits_lo)
+                  : _mm512_and_si512(_mm512_sllv_epi16(qh, shift_lo), m30),
+            kGfni ? Gf2p8Affine(qh, high_bits_hi)
+                  : _mm512_and_si512(_mm512_srlv_epi16(qh, shift_hi), m30)};
+        const __m512i q[2] = {_mm512_ternarylogic_epi64(v, m4, hb[0], kOr),
+                              _mm512_ternarylogic_epi64(_mm512_srli_epi16(v, 4), m4, hb[1], kOr)};
         for (int s = 0; s < 2; ++s) {  // elements [64 s, 64 s + 64) of half h
           const int g = 2 * h + s;
           const __m512i spread =
@@ -543,30 +590,46 @@ struct Blocks32 {
     }
   };
 };
-template <bool kQ5>
+template <bool kQ5, bool kGfni>
 struct K45 {
   template <int RW, int RX>
   struct K {
     static void Run(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
       if constexpr (RW == kTileRows && RX == 1) {
-        DotK45Rows4<kQ5>(w, *x[0], y);  // one x row: y[r] for W row r
+        DotK45Rows4<kQ5, kGfni>(w, *x[0], y);  // one x row: y[r] for W row r
       } else {
-        DotK45<kQ5, RW, RX>(w, x, y, ldy);
+        DotK45<kQ5, kGfni, RW, RX>(w, x, y, ldy);
       }
     }
   };
 };
-template <int RW, int RX>
+template <bool kGfni>
 struct Q6K {
-  static void Run(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
-    DotQ6_K<RW, RX>(w, x, y, ldy);
-  }
+  template <int RW, int RX>
+  struct K {
+    static void Run(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
+      DotQ6_K<kGfni, RW, RX>(w, x, y, ldy);
+    }
+  };
 };
+
+// CPUID leaf 7, ECX bit 8. Read here rather than in CpuFeatures: only these
+// kernels use it, and only on the AVX512-VNNI level, whose zmm state the
+// caller has already checked.
+bool HasGfni() {
+  static const bool gfni = [] {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((c >> 8) & 1) != 0;
+  }();
+  return gfni;
+}
 
 }  // namespace
 
-QuantDotFn QuantDotKernel(DType weights) {
-  if (!DetectCpuFeatures().avx512_vnni) return nullptr;
+QuantDotFn QuantDotKernel(DType weights) { return QuantDotKernel(weights, HasGfni()); }
+
+QuantDotFn QuantDotKernel(DType weights, bool gfni) {
+  if (!DetectCpuFeatures().avx512_vnni || (gfni && !HasGfni())) return nullptr;
   switch (weights) {
     case DType::kQ8_0:
       return Tiles<Blocks32<BlockQ8_0>::K>;
@@ -579,11 +642,11 @@ QuantDotFn QuantDotKernel(DType weights) {
     case DType::kQ5_1:
       return Tiles<Blocks32<BlockQ5_1>::K>;
     case DType::kQ4_K:
-      return Tiles<K45<false>::K>;
+      return gfni ? Tiles<K45<false, true>::K> : Tiles<K45<false, false>::K>;
     case DType::kQ5_K:
-      return Tiles<K45<true>::K>;
+      return gfni ? Tiles<K45<true, true>::K> : Tiles<K45<true, false>::K>;
     case DType::kQ6_K:
-      return Tiles<Q6K>;
+      return gfni ? Tiles<Q6K<true>::K> : Tiles<Q6K<false>::K>;
     default:
       return nullptr;
   }

@@ -9,6 +9,7 @@
 //   scalar  every format
 //   avx2    Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (vpmaddubsw)
 //   avx512  every format (AVX512-VNNI vpdpbusd; needs CpuFeatures::avx512_vnni)
+//           Q4_K, Q5_K and Q6_K unpack codes with GFNI where the CPU has it
 //   amx     prefill (QuantPanelFn) of Q8_0, Q4_K, Q5_K, Q6_K on AMX-INT8 tiles; needs
 //           CpuFeatures::amx_int8 and avx512_vnni (quant_matmul_amx.cc)
 #pragma once
@@ -31,7 +32,11 @@ namespace avx2 {
 QuantDotFn QuantDotKernel(DType weights);
 }  // namespace avx2
 namespace avx512 {
+// gfni: Q4_K, Q5_K and Q6_K unpack their codes with GF2P8AFFINEQB (the same
+// bits; nullptr where the CPU lacks GFNI). The one-argument form takes it
+// where the CPU has it.
 QuantDotFn QuantDotKernel(DType weights);
+QuantDotFn QuantDotKernel(DType weights, bool gfni);
 }  // namespace avx512
 
 // A prefill kernel over one panel of W: y[c * ldy + r] = <W row r, x row c>

@@ -381,6 +381,38 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantTest, ::testing::ValuesIn(kFormats),
                            return std::string(DTypeName(p.param));
                          });
 
+// The avx512 kernels that unpack 4- and 6-bit codes with GFNI give the bits
+// of the ones with shifts and masks, in every tile (4 x 1 at one x row, 1 x 4
+// and its 2- and 3-row forms above) and for the rows past the last 4 x 1
+// tile. MatMul runs the GFNI ones where the CPU has them, so the tests above
+// check those against the dequantized weights; this keeps the other ones
+// checked on such a CPU too.
+TEST(QuantGfniTest, GfniUnpackGivesTheSameBits) {
+  if (avx512::QuantDotKernel(DType::kQ4_K, true) == nullptr)
+    GTEST_SKIP() << "no AVX512-VNNI with GFNI on this CPU";
+  const int64_t n = 13, k = 768;
+  const std::vector<float> x = testing::RandomFloats(static_cast<size_t>(5 * k), 6);
+  std::vector<std::vector<uint8_t>> mem(5, std::vector<uint8_t>(Q8RowBytes(k, 256)));
+  std::vector<Q8Row> rows;
+  for (int i = 0; i < 5; ++i) {
+    QuantizeQ8Row(x.data() + i * k, k, 256, mem[i].data());
+    rows.push_back(Q8RowAt(mem[i].data(), k, 256));
+  }
+  for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    const std::vector<uint8_t> wq = RandomBlocks(t, n, k, 40);
+    const QuantDotFn plain = avx512::QuantDotKernel(t, false), gfni = avx512::QuantDotKernel(t, true);
+    ASSERT_NE(plain, nullptr);
+    ASSERT_NE(gfni, nullptr);
+    for (int64_t nx = 1; nx <= 5; ++nx) {
+      std::vector<float> want(static_cast<size_t>(nx * n)), got(want.size());
+      plain(wq.data(), RowBytes(t, k), n, rows.data(), nx, want.data(), n);
+      gfni(wq.data(), RowBytes(t, k), n, rows.data(), nx, got.data(), n);
+      EXPECT_TRUE(SameBits(got.data(), want.data(), want.size()))
+          << DTypeName(t) << ", " << nx << " x rows";
+    }
+  }
+}
+
 // One MatMulShared call over mixed formats (more targets than one ISA-level
 // pass takes), MatMulSiluMul and MatMulAddTo give the bits of MatMul per
 // matrix followed by SiluMul / AddInPlace, on every ISA.
