@@ -82,6 +82,9 @@ def make_file(shape, fmt, work):
     """The shape's GGUF in `fmt`: the random bf16 weights exported as BF16
     (exact: the weights are bf16), quantized from it by llama-quantize."""
     arch, tokenizer, flags, _ = SHAPES[shape]
+    out = os.path.join(work, f"{shape}-{fmt}.gguf")
+    if os.path.exists(out):
+        return out  # the BF16 file it came from may be gone: only disk
     bf16 = os.path.join(work, f"{shape}-BF16.gguf")
     if not os.path.exists(bf16):
         model = os.path.join(work, shape)
@@ -95,11 +98,9 @@ def make_file(shape, fmt, work):
         os.replace(bf16 + ".tmp", bf16)
         # The BF16 GGUF holds the same weights: the directory only costs disk.
         shutil.rmtree(model)
-    out = os.path.join(work, f"{shape}-{fmt}.gguf")
-    if not os.path.exists(out):
-        subprocess.run([os.path.join(LLAMA_BIN, "llama-quantize"), bf16, out + ".tmp", fmt],
-                       check=True, capture_output=True)
-        os.replace(out + ".tmp", out)
+    subprocess.run([os.path.join(LLAMA_BIN, "llama-quantize"), bf16, out + ".tmp", fmt],
+                   check=True, capture_output=True)
+    os.replace(out + ".tmp", out)
     return out
 
 
