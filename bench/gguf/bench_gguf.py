@@ -4,11 +4,15 @@ in rounds within one run (issue 22, section 5).
 For each shape (random bf16 weights in a real shape, `kvfork make-model`, exported
 to BF16 GGUF by `kvfork export-gguf` and quantized by llama.cpp's own
 `llama-quantize`) and each format, every round runs
-  kvfork bench model --model FILE.gguf --prompt-tokens 512 --decode-tokens 128
+  kvfork bench model --model FILE.gguf --prompt-tokens P --decode-tokens D
 and then
-  llama-bench -m FILE.gguf -p 512 -n 128 -t THREADS -r 1 -o json
+  llama-bench -m FILE.gguf -p P -n D -t THREADS -r 1 -o json
+(P = --prompt-tokens, 512, and D = --decode-tokens, 128, by default)
 so both engines see the same minutes of this VM's memory bandwidth. Prints a
-table per round and the medians, and writes bench/results/gguf.json.
+table per round and the medians, and writes bench/results/gguf.json. SHAPES
+has one shape per architecture kvfork runs (some cut in layers, which the
+JSON's "cut" says); an engine that refuses or fails on a file is reported
+with its error and the other engine's numbers are kept.
 kvfork's row also carries its decode limit (read bandwidth measured in the
 same run / bytes of quantized weights read per token) and its fraction.
 
@@ -23,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -32,15 +37,35 @@ SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CACHE = os.path.join(SRC, ".cache")
 KVFORK = os.environ.get("KVFORK_BIN", os.path.join(SRC, "build/release/src/cli/kvfork"))
 LLAMA_BIN = os.environ.get("LLAMA_BIN_DIR", os.path.join(CACHE, "llama-server/build/bin"))
-TOKENIZERS = {"qwen3": "tokenizer-qwen3", "llama": "tokenizer-llama3", "qwen3_moe": "tokenizer-qwen3"}
-# shape -> (architecture, make-model flags). The MoE is Qwen3-30B-A3B's shape
-# proportionally shrunk (issue 24, section 4: its 61 GB of bf16 do not fit
-# beside a build): 8 of its 48 layers and 16 of its 128 experts, 8 per
-# token as the real one, so each token reads half of a layer's experts.
-SHAPES = {"qwen3-0.6b": ("qwen3", ["--shape", "qwen3-0.6b"]),
-          "llama-3.2-1b": ("llama", ["--shape", "llama-3.2-1b"]),
-          "qwen3-30b-a3b-e16-l8": ("qwen3_moe", ["--shape", "qwen3-30b-a3b", "--experts", "16",
-                                                  "--layers", "8"])}
+# shape -> (architecture, tokenizer, make-model flags, what differs from the
+# released model). The tokenizer is one the cache holds whose vocabulary fits
+# the shape's (make-model pads the rest); the benchmark feeds random ids, so
+# its pieces do not matter, only the vocabulary size (the lm_head's rows).
+# Shapes cut in layers keep every dimension of a layer and the vocabulary:
+# their full files would not fit beside a build (mistral-7b: 14 GB bf16) or
+# take minutes per round on a shared 2-core VM.
+# The MoE is Qwen3-30B-A3B's shape proportionally shrunk (issue 24, section
+# 4: its 61 GB of bf16 do not fit beside a build): 8 of its 48 layers and 16
+# of its 128 experts, 8 per token as the real one, so each token reads half
+# of a layer's experts.
+SHAPES = {
+    "qwen3-0.6b": ("qwen3", "tokenizer-qwen3", ["--shape", "qwen3-0.6b"], ""),
+    "llama-3.2-1b": ("llama", "tokenizer-llama3", ["--shape", "llama-3.2-1b"], ""),
+    "qwen2.5-0.5b": ("qwen2", "tokenizer-qwen3", ["--shape", "qwen2.5-0.5b"], ""),
+    "gemma-3-1b": ("gemma3", "tokenizer-qwen3", ["--shape", "gemma-3-1b"], ""),
+    "smollm3-3b-l12": ("smollm3", "tokenizer-llama3", ["--shape", "smollm3-3b", "--layers", "12"],
+                       "12 of 36 layers"),
+    "phi-4-mini-l8": ("phi3", "tokenizer-qwen3", ["--shape", "phi-4-mini", "--layers", "8"],
+                      "8 of 32 layers"),
+    # Mistral-7B's 32000-token vocabulary is smaller than either cached
+    # tokenizer's; 128256 is the Llama 3 tokenizer's (Ministral's is 131072).
+    "mistral-7b-l4": ("mistral", "tokenizer-llama3",
+                      ["--shape", "mistral-7b", "--layers", "4", "--vocab-size", "128256"],
+                      "4 of 32 layers, vocab 128256 (not 32000)"),
+    "qwen3-30b-a3b-e16-l8": ("qwen3_moe", "tokenizer-qwen3",
+                             ["--shape", "qwen3-30b-a3b", "--experts", "16", "--layers", "8"],
+                             "8 of 48 layers, 16 of 128 experts (8 per token)"),
+}
 
 
 def cpu_name():
@@ -56,33 +81,45 @@ def cpu_name():
 def make_file(shape, fmt, work):
     """The shape's GGUF in `fmt`: the random bf16 weights exported as BF16
     (exact: the weights are bf16), quantized from it by llama-quantize."""
-    arch, flags = SHAPES[shape]
+    arch, tokenizer, flags, _ = SHAPES[shape]
+    out = os.path.join(work, f"{shape}-{fmt}.gguf")
+    if os.path.exists(out):
+        return out  # the BF16 file it came from may be gone: only disk
     bf16 = os.path.join(work, f"{shape}-BF16.gguf")
     if not os.path.exists(bf16):
         model = os.path.join(work, shape)
-        tok = os.path.join(CACHE, "npm", TOKENIZERS[arch], "package", "models")
+        tok = os.path.join(CACHE, "npm", tokenizer, "package", "models")
         if not os.path.exists(os.path.join(model, "config.json")):
             subprocess.run([KVFORK, "make-model", "--arch", arch, "--seed", "1",
                             "--dtype", "bf16", "--tokenizer", tok, "--out", model] + flags,
                            check=True)
-        subprocess.run([KVFORK, "export-gguf", "--model", model, "--out", bf16, "--dtype", "bf16"],
-                       check=True)
-    out = os.path.join(work, f"{shape}-{fmt}.gguf")
-    if not os.path.exists(out):
-        subprocess.run([os.path.join(LLAMA_BIN, "llama-quantize"), bf16, out, fmt], check=True,
-                       capture_output=True)
+        subprocess.run([KVFORK, "export-gguf", "--model", model, "--out", bf16 + ".tmp",
+                        "--dtype", "bf16"], check=True)
+        os.replace(bf16 + ".tmp", bf16)
+        # The BF16 GGUF holds the same weights: the directory only costs disk.
+        shutil.rmtree(model)
+    subprocess.run([os.path.join(LLAMA_BIN, "llama-quantize"), bf16, out + ".tmp", fmt],
+                   check=True, capture_output=True)
+    os.replace(out + ".tmp", out)
     return out
 
 
-def run_kvfork(path, threads, tmp):
+def failure(e):
+    """What a benchmark run that failed said: its exit and last stderr line."""
+    err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+    lines = err.strip().splitlines()
+    return f"exit {e.returncode}: {lines[-1] if lines else '(no stderr)'}"
+
+
+def run_kvfork(path, threads, tmp, pp, tg):
     js = os.path.join(tmp, "kvfork.json")
     subprocess.run([KVFORK, "bench", "model", "--model", path, "--threads", str(threads),
-                    "--prompt-tokens", "512", "--decode-tokens", "128", "--prefill-runs", "1",
+                    "--prompt-tokens", str(pp), "--decode-tokens", str(tg), "--prefill-runs", "1",
                     "--json", js], check=True, capture_output=True)
     j = json.load(open(js))
     rows = {(r["metric"], r["unit"]): r for r in j["rows"]}
     d = rows[("decode", "tok/s")]
-    return {"pp512": rows[("prefill", "tok/s")]["value"], "tg128": d["value"],
+    return {f"pp{pp}": rows[("prefill", "tok/s")]["value"], f"tg{tg}": d["value"],
             "decode_limit": d["limit"], "decode_fraction": d["fraction"],
             "read_bandwidth_gbps": j["read_bandwidth_gbps"]}
 
@@ -103,26 +140,29 @@ def no_amx_preload(work):
     return lib
 
 
-def run_llama(path, threads, preload):
+def run_llama(path, threads, preload, pp, tg):
     env = dict(os.environ)
     if preload:
         env["LD_PRELOAD"] = preload
-    p = subprocess.run([os.path.join(LLAMA_BIN, "llama-bench"), "-m", path, "-p", "512", "-n",
-                        "128", "-t", str(threads), "-r", "1", "-o", "json"], check=True,
+    p = subprocess.run([os.path.join(LLAMA_BIN, "llama-bench"), "-m", path, "-p", str(pp), "-n",
+                        str(tg), "-t", str(threads), "-r", "1", "-o", "json"], check=True,
                        capture_output=True, text=True, env=env)
     out = {}
     for t in json.loads(p.stdout):
-        key = "pp512" if t["n_prompt"] > 0 else "tg128"
+        key = f"pp{pp}" if t["n_prompt"] > 0 else f"tg{tg}"
         out[key] = t["avg_ts"]
     return out
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shapes", default="qwen3-0.6b,llama-3.2-1b")
+    ap.add_argument("--shapes", default="qwen3-0.6b,llama-3.2-1b",
+                    help="comma-separated names of SHAPES, or all")
     ap.add_argument("--formats", default="Q8_0,Q4_K_M,BF16")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prompt-tokens", type=int, default=512, help="prompt tokens of the prefill (pp)")
+    ap.add_argument("--decode-tokens", type=int, default=128, help="decode tokens (tg)")
     ap.add_argument("--work", default=os.path.join(CACHE, "bench-gguf"),
                     help="where the model files are made and kept between runs")
     ap.add_argument("--json", default=os.path.join(SRC, "bench/results/gguf.json"))
@@ -130,45 +170,76 @@ def main():
     for tool in ["llama-bench", "llama-quantize"]:
         if not os.access(os.path.join(LLAMA_BIN, tool), os.X_OK):
             sys.exit(f"{LLAMA_BIN}/{tool} is not built: run scripts/setup-llama-tools.sh")
+    shapes = list(SHAPES) if a.shapes == "all" else a.shapes.split(",")
+    for shape in shapes:
+        if shape not in SHAPES:
+            sys.exit(f"--shapes: unknown shape {shape!r}; known: {', '.join(SHAPES)}")
     os.makedirs(a.work, exist_ok=True)
     preload = no_amx_preload(a.work) if cpu_has_amx() else None
     llama_mode = ("AMX buffers off (no_amx_preload.c), repacked AVX-512 kernels" if preload
                   else "default")
+    pp, tg = a.prompt_tokens, a.decode_tokens
+    PP, TG = f"pp{pp}", f"tg{tg}"
     results = []
     print(f"machine: {cpu_name()}, {a.threads} threads; llama.cpp: {llama_mode}")
     with tempfile.TemporaryDirectory() as tmp:
-        for shape in a.shapes.split(","):
+        for shape in shapes:
             for fmt in a.formats.split(","):
                 path = make_file(shape, fmt, a.work)
                 rounds = []
+                errors = {}
                 for r in range(a.rounds):
-                    k = run_kvfork(path, a.threads, tmp)
-                    l = run_llama(path, a.threads, preload)
-                    rounds.append({"kvfork": k, "llama.cpp": l})
-                    print(f"{shape:13} {fmt:7} round {r + 1}: kvfork pp512 {k['pp512']:7.1f} "
-                          f"tg128 {k['tg128']:6.1f} ({100 * k['decode_fraction']:.0f}% of "
-                          f"{k['decode_limit']:.1f}) | llama.cpp pp512 {l['pp512']:7.1f} "
-                          f"tg128 {l['tg128']:6.1f}", flush=True)
-                med = lambda eng, key: statistics.median(x[eng][key] for x in rounds)
-                row = {"shape": shape, "format": fmt, "rounds": rounds,
-                       "median": {e: {k: med(e, k) for k in ("pp512", "tg128")}
-                                  for e in ("kvfork", "llama.cpp")}}
+                    res = {}
+                    for engine, run in (
+                            ("kvfork", lambda: run_kvfork(path, a.threads, tmp, pp, tg)),
+                            ("llama.cpp", lambda: run_llama(path, a.threads, preload, pp, tg))):
+                        if engine in errors:
+                            continue
+                        try:
+                            res[engine] = run()
+                        except subprocess.CalledProcessError as e:
+                            errors[engine] = failure(e)
+                            print(f"{shape} {fmt}: {engine} failed: {errors[engine]}", flush=True)
+                    rounds.append(res)
+                    k, l = res.get("kvfork"), res.get("llama.cpp")
+                    kv = (f"kvfork {PP} {k[PP]:7.1f} {TG} {k[TG]:6.1f} "
+                          f"({100 * k['decode_fraction']:.0f}% of {k['decode_limit']:.1f})"
+                          if k else "kvfork failed")
+                    ll = (f"llama.cpp {PP} {l[PP]:7.1f} {TG} {l[TG]:6.1f}" if l
+                          else "llama.cpp failed")
+                    print(f"{shape:20} {fmt:7} round {r + 1}: {kv} | {ll}", flush=True)
+                row = {"shape": shape, "architecture": SHAPES[shape][0], "cut": SHAPES[shape][3],
+                       "format": fmt, "rounds": rounds, "errors": errors, "median": {}}
+                for e in ("kvfork", "llama.cpp"):
+                    got = [x[e] for x in rounds if e in x]
+                    if got:
+                        row["median"][e] = {key: statistics.median(g[key] for g in got)
+                                            for key in (PP, TG)}
                 m = row["median"]
-                row["decode_ratio"] = m["kvfork"]["tg128"] / m["llama.cpp"]["tg128"]
-                row["prefill_ratio"] = m["kvfork"]["pp512"] / m["llama.cpp"]["pp512"]
-                row["decode_fraction_median"] = statistics.median(
-                    x["kvfork"]["decode_fraction"] for x in rounds)
+                if len(m) == 2:
+                    row["decode_ratio"] = m["kvfork"][TG] / m["llama.cpp"][TG]
+                    row["prefill_ratio"] = m["kvfork"][PP] / m["llama.cpp"][PP]
+                if "kvfork" in m:
+                    row["decode_fraction_median"] = statistics.median(
+                        x["kvfork"]["decode_fraction"] for x in rounds if "kvfork" in x)
                 results.append(row)
-    print(f"\n{'shape':13} {'format':7} {'kvfork pp512':>12} {'llama pp512':>12} {'ratio':>6} "
-          f"{'kvfork tg128':>12} {'llama tg128':>12} {'ratio':>6} {'of limit':>8}")
+    print(f"\n{'shape':20} {'format':7} {'kvfork ' + PP:>12} {'llama ' + PP:>12} {'ratio':>6} "
+          f"{'kvfork ' + TG:>12} {'llama ' + TG:>12} {'ratio':>6} {'of limit':>8}")
+    cell = lambda row, e, key: (f"{row['median'][e][key]:12.1f}" if e in row["median"]
+                                else f"{'failed':>12}")
+    ratio = lambda row, key: f"{row[key]:6.2f}" if key in row else f"{'-':>6}"
     for row in results:
-        m = row["median"]
-        print(f"{row['shape']:13} {row['format']:7} {m['kvfork']['pp512']:12.1f} "
-              f"{m['llama.cpp']['pp512']:12.1f} {row['prefill_ratio']:6.2f} "
-              f"{m['kvfork']['tg128']:12.1f} {m['llama.cpp']['tg128']:12.1f} "
-              f"{row['decode_ratio']:6.2f} {100 * row['decode_fraction_median']:7.0f}%")
-    os.makedirs(os.path.dirname(a.json), exist_ok=True)
+        frac = row.get("decode_fraction_median")
+        print(f"{row['shape']:20} {row['format']:7} {cell(row, 'kvfork', PP)} "
+              f"{cell(row, 'llama.cpp', PP)} {ratio(row, 'prefill_ratio')} "
+              f"{cell(row, 'kvfork', TG)} {cell(row, 'llama.cpp', TG)} "
+              f"{ratio(row, 'decode_ratio')} "
+              f"{(f'{100 * frac:7.0f}%') if frac is not None else '-':>8}")
+        for e, msg in row["errors"].items():
+            print(f"  {e} failed: {msg}")
+    os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
     json.dump({"machine": cpu_name(), "threads": a.threads, "rounds": a.rounds,
+               "prompt_tokens": pp, "decode_tokens": tg,
                "llama_cpp_mode": llama_mode,
                "results": results}, open(a.json, "w"), indent=2)
     print(f"wrote {a.json}")

@@ -6,7 +6,8 @@
 //             sized after its first request; that first call's time, with its
 //             page faults, is printed too), --prefill-runs timed calls, the
 //             median reported; achieved FLOP/s =
-//             (2 * matmul params * tokens + the lm head for the last token +
+//             (2 * matmul params * tokens (a mixture of experts' router
+//             and active experts) + the lm head for the last token +
 //             causal attention 2 * layers * heads * head_dim * T * (T + 1))
 //             / seconds, against the machine's best bf16 FLOP rate
 //             (bench_limits.h: AMX where present, else vdpbf16ps, else f32 FMA)
@@ -275,8 +276,15 @@ Status BenchModel(int argc, char** argv) {
   const double H = static_cast<double>(c.hidden_size), I = static_cast<double>(c.intermediate_size);
   const double qd = static_cast<double>(c.num_heads * c.head_dim);
   const double kvd = static_cast<double>(c.num_kv_heads * c.head_dim);
-  const double layer_params =
-      static_cast<double>(c.num_layers) * (2 * H * qd + 2 * H * kvd + 3 * H * I);
+  // A mixture-of-experts layer multiplies each token by its router and its
+  // num_experts_per_tok experts' three matrices, not by a dense MLP.
+  double layer_params = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    layer_params += 2 * H * qd + 2 * H * kvd +
+                    (c.LayerIsMoe(l) ? H * static_cast<double>(c.num_experts) +
+                                           static_cast<double>(c.num_experts_per_tok) * 3 * H *
+                                               static_cast<double>(c.moe_intermediate_size)
+                                     : 3 * H * I);
   const double lm_head_params = static_cast<double>(c.vocab_size) * H;
   const double T = static_cast<double>(o.prompt_tokens);
   const double attn_flops = 2.0 * static_cast<double>(c.num_layers) * qd * T * (T + 1);

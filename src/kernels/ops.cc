@@ -134,6 +134,28 @@ void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targe
     i = j;
   }
 }
+void MatMulGrouped(std::span<const MatMulGroup> groups, ThreadPool& pool) {
+  // The groups outside the quantized pass: each run of consecutive ones with
+  // one x (an expert's gate and up; every expert of one token at decode) as
+  // one MatMulShared, as the model would call it without grouping.
+  size_t i = 0;
+  while (i < groups.size()) {
+    const MatMulGroup& first = groups[i];
+    if (InQuantGroupedPass(first)) {
+      ++i;
+      continue;
+    }
+    MatMulTarget run[kMaxMatMulTargets];
+    size_t count = 0;
+    while (i < groups.size() && count < static_cast<size_t>(kMaxMatMulTargets) &&
+           !InQuantGroupedPass(groups[i]) && groups[i].x == first.x && groups[i].m == first.m &&
+           groups[i].target.w.cols == first.target.w.cols) {
+      run[count++] = groups[i++].target;
+    }
+    MatMulShared(first.x, first.m, std::span<const MatMulTarget>(run, count), pool);
+  }
+  QuantMatMulGrouped(groups, pool);
+}
 void MatMulSiluMul(const float* x, int64_t m, const MatMulTarget& gate, const MatMulTarget& up,
                    ThreadPool& pool) {
   if (m <= 0) return;

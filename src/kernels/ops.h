@@ -60,6 +60,26 @@ struct MatMulTarget {
 void MatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> targets,
                   ThreadPool& pool);
 
+// One product of a MatMulGrouped call: its own input rows and its matrix.
+struct MatMulGroup {
+  const float* x = nullptr;  // [m, target.w.cols]
+  int64_t m = 0;
+  MatMulTarget target;
+};
+
+// Rows up to which a group of block-quantized weights joins MatMulGrouped's
+// one shared pass (a decode step's few rows, whose products stream W).
+inline constexpr int64_t kMatMulGroupedMaxRows = 4;
+
+// MatMul(g.x, g.m, g.target.w, g.target.y) for every group g, with the same
+// bits (invariant 1). A mixture of experts' decode multiplies each active
+// expert's matrices by that expert's few rows; the groups of block-quantized
+// weights with m <= kMatMulGroupedMaxRows share one ParallelFor over all
+// their W rows (one sync for every expert instead of one per expert), and
+// groups with the same x and m quantize it once. Every other group runs as
+// its own MatMul.
+void MatMulGrouped(std::span<const MatMulGroup> groups, ThreadPool& pool);
+
 // The MLP's first half: gate.y = silu(x * gate.w^T) * (x * up.w^T), with the
 // bits of MatMulShared over {gate, up} followed by SiluMul. up.y is scratch the
 // call may overwrite: levels that run it as those two steps keep up's product

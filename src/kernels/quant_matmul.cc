@@ -115,4 +115,105 @@ void QuantMatMulShared(const float* x, int64_t m, std::span<const MatMulTarget> 
   }
 }
 
+namespace {
+
+// One task of QuantMatMulGrouped: W rows [row0, row0 + rows) of one group.
+struct GroupTask {
+  int64_t group;
+  int64_t row0;
+  int64_t rows;
+};
+
+}  // namespace
+
+void QuantMatMulGrouped(std::span<const MatMulGroup> groups, ThreadPool& pool) {
+  const int64_t n = static_cast<int64_t>(groups.size());
+  // Bounds for the scratch: every group's x quantized as if none shared it.
+  int64_t max_views = 0;
+  size_t max_act_bytes = 0;
+  int64_t pass_bytes = 0;
+  for (const MatMulGroup& g : groups) {
+    if (!InQuantGroupedPass(g)) continue;
+    const MatrixView& w = g.target.w;
+    max_views += g.m;
+    max_act_bytes += static_cast<size_t>(g.m) * Q8RowBytes(w.cols, ActivationBlockElems(w.dtype));
+    pass_bytes += w.rows * static_cast<int64_t>(w.row_bytes());
+  }
+  if (max_views == 0) return;
+  // Tasks of about kGemvTaskBytes of one group's consecutive rows (so each
+  // thread streams long runs), smaller where the whole pass would give fewer
+  // than four per thread: the pool hands tasks out as threads free up, so
+  // many even tasks let both threads finish together.
+  const int64_t task_bytes =
+      std::max<int64_t>(1, std::min(kGemvTaskBytes, pass_bytes / (4 * int64_t{pool.num_threads()})));
+  auto rows_per_task = [&](const MatrixView& w) {
+    const int64_t bytes = w.rows * static_cast<int64_t>(w.row_bytes());
+    const int64_t parts = std::max<int64_t>(1, (bytes + task_bytes - 1) / task_bytes);
+    return std::max<int64_t>(8, ((w.rows + parts - 1) / parts + 7) / 8 * 8);
+  };
+  int64_t num_tasks = 0;
+  for (const MatMulGroup& g : groups) {
+    if (!InQuantGroupedPass(g)) continue;
+    const int64_t step = rows_per_task(g.target.w);
+    num_tasks += (g.target.w.rows + step - 1) / step;
+  }
+
+  // One scratch block: the activation rows, then each group's first view
+  // (-1: not in the pass) and kernel, the views, the tasks.
+  const auto align = [](size_t b) { return (b + 63) & ~size_t{63}; };
+  const size_t first_off = align(max_act_bytes);
+  const size_t kernel_off = first_off + align(static_cast<size_t>(n) * sizeof(int64_t));
+  const size_t views_off = kernel_off + align(static_cast<size_t>(n) * sizeof(QuantDotFn));
+  const size_t tasks_off = views_off + align(static_cast<size_t>(max_views) * sizeof(Q8Row));
+  uint8_t* scratch = static_cast<uint8_t*>(ThreadScratch(
+      kScratchCaller, tasks_off + static_cast<size_t>(num_tasks) * sizeof(GroupTask)));
+  int64_t* first_view = reinterpret_cast<int64_t*>(scratch + first_off);
+  QuantDotFn* kernels = reinterpret_cast<QuantDotFn*>(scratch + kernel_off);
+  Q8Row* views = reinterpret_cast<Q8Row*>(scratch + views_off);
+  GroupTask* tasks = reinterpret_cast<GroupTask*>(scratch + tasks_off);
+
+  // Quantize each distinct (x, m, cols, block size) once, on this thread: a
+  // few rows, cheaper than a sync.
+  int64_t num_views = 0;
+  size_t act_bytes = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    first_view[i] = -1;
+    const MatMulGroup& g = groups[i];
+    if (!InQuantGroupedPass(g)) continue;
+    const MatrixView& w = g.target.w;
+    const int elems = ActivationBlockElems(w.dtype);
+    kernels[i] = KernelFor(w.dtype);
+    for (int64_t j = 0; j < i && first_view[i] < 0; ++j) {
+      const MatMulGroup& h = groups[j];
+      if (first_view[j] >= 0 && h.x == g.x && h.m == g.m && h.target.w.cols == w.cols &&
+          ActivationBlockElems(h.target.w.dtype) == elems)
+        first_view[i] = first_view[j];
+    }
+    if (first_view[i] >= 0) continue;
+    first_view[i] = num_views;
+    const size_t row_bytes = Q8RowBytes(w.cols, elems);
+    for (int64_t r = 0; r < g.m; ++r) {
+      uint8_t* mem = scratch + act_bytes;
+      QuantizeQ8Row(g.x + r * w.cols, w.cols, elems, mem);
+      views[num_views++] = Q8RowAt(mem, w.cols, elems);
+      act_bytes += row_bytes;
+    }
+  }
+  int64_t t = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (first_view[i] < 0) continue;
+    const MatrixView& w = groups[i].target.w;
+    const int64_t step = rows_per_task(w);
+    for (int64_t r = 0; r < w.rows; r += step) tasks[t++] = {i, r, std::min(step, w.rows - r)};
+  }
+
+  pool.ParallelFor(num_tasks, [&](int64_t task_index) {
+    const GroupTask task = tasks[task_index];
+    const MatMulGroup& g = groups[task.group];
+    const MatrixView& w = g.target.w;
+    kernels[task.group](w.row(task.row0), w.row_bytes(), task.rows, views + first_view[task.group],
+                        g.m, g.target.y + task.row0, w.rows);
+  });
+}
+
 }  // namespace kvfork

@@ -46,6 +46,7 @@ void MoeMlp::Add(const ModelConfig& c, const LayerWeights& L, const float* h, in
   experts_.resize(T * k);
   weights_.resize(T * k);
   slot_.resize(T * k);
+  row_token_.resize(T * k);
   first_.assign(E + 1, 0);
   in_.resize(T * k * H);
   gate_.resize(T * k * I);
@@ -64,34 +65,50 @@ void MoeMlp::Add(const ModelConfig& c, const LayerWeights& L, const float* h, in
   std::partial_sum(first_.begin(), first_.end(), first_.begin());
   {
     std::vector<int64_t> next(first_.begin(), first_.end() - 1);
-    for (int64_t i = 0; i < T * k; ++i) slot_[i] = next[experts_[i]]++;
+    for (int64_t i = 0; i < T * k; ++i) {
+      slot_[i] = next[experts_[i]]++;
+      row_token_[slot_[i]] = i / k;
+    }
   }
   pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0 * k; i < r1 * k; ++i)
       std::memcpy(in_.data() + slot_[i] * H, h + (i / k) * H, H * sizeof(float));
   });
-  if (T == 1) {
-    // Decode of one token: its k experts' gate and up products share the
-    // input row, so they stream as one MatMulShared pass (one sync instead
-    // of k); MatMulShared + SiluMul has MatMulSiluMul's bits.
-    targets_.clear();
-    for (int64_t j = 0; j < k; ++j) {
-      const int32_t e = experts_[j];
-      const int64_t r = slot_[j];
-      targets_.push_back({L.expert_gate[e], gate_.data() + r * I});
-      targets_.push_back({L.expert_up[e], up_.data() + r * I});
-    }
-    MatMulShared(h, 1, targets_, pool);
-    SiluMul(gate_.data(), up_.data(), k * I, gate_.data());
-  }
+  // An expert's input rows: a lone token's row of h itself (so at decode
+  // every expert of the token shares one x, quantized once), else its
+  // gathered rows.
+  auto expert_x = [&](int64_t e) {
+    const int64_t r = first_[e];
+    return first_[e + 1] - r == 1 ? h + row_token_[r] * H : in_.data() + r * H;
+  };
+  // gate and up: experts with few rows (every expert at decode) in one
+  // MatMulGrouped, so the quantized ones stream as one pass with one sync;
+  // those with more rows (prefill) one MatMulSiluMul each. Both have the
+  // bits of MatMulShared + SiluMul per expert (ops.h).
+  groups_.clear();
   for (int64_t e = 0; e < E; ++e) {
     const int64_t r = first_[e], n = first_[e + 1] - first_[e];
     if (n == 0) continue;
-    if (T > 1)
-      MatMulSiluMul(in_.data() + r * H, n, {L.expert_gate[e], gate_.data() + r * I},
+    if (n <= kMatMulGroupedMaxRows) {
+      groups_.push_back({expert_x(e), n, {L.expert_gate[e], gate_.data() + r * I}});
+      groups_.push_back({expert_x(e), n, {L.expert_up[e], up_.data() + r * I}});
+    } else {
+      MatMulSiluMul(expert_x(e), n, {L.expert_gate[e], gate_.data() + r * I},
                     {L.expert_up[e], up_.data() + r * I}, pool);
-    MatMul(gate_.data() + r * I, n, L.expert_down[e], out_.data() + r * H, pool);
+    }
   }
+  MatMulGrouped(groups_, pool);
+  for (size_t i = 0; i < groups_.size(); i += 2) {
+    float* g = groups_[i].target.y;
+    SiluMul(g, groups_[i + 1].target.y, groups_[i].m * I, g);
+  }
+  // down: every expert's rows in one MatMulGrouped.
+  groups_.clear();
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r = first_[e], n = first_[e + 1] - first_[e];
+    if (n > 0) groups_.push_back({gate_.data() + r * I, n, {L.expert_down[e], out_.data() + r * H}});
+  }
+  MatMulGrouped(groups_, pool);
   // Per token: sum of weight * output over its experts in ascending index
   // order, then the residual add (Hugging Face's index_add_ into zeros).
   pool.ParallelForRows(T, [&](int64_t r0, int64_t r1) {

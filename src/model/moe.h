@@ -15,7 +15,9 @@
 // runs inside the kernels. Owns scratch sized by the largest batch seen.
 // Cost: the router GEMM, then num_experts_per_tok experts' three matrices per
 // token; each expert's weights are read once per call however many of the
-// batch's tokens chose it.
+// batch's tokens chose it. At decode (quantized experts of few rows) every
+// active expert's gate and up run as one parallel region and every down as
+// another (MatMulGrouped), not one region per expert and matrix.
 #pragma once
 
 #include <cstdint>
@@ -51,12 +53,13 @@ class MoeMlp {
   std::vector<int32_t> experts_;  // [tokens, k] chosen experts, ascending
   std::vector<float> weights_;    // [tokens, k] their weights
   std::vector<int64_t> slot_;     // [tokens, k] row of (token, j) in the grouped batch
+  std::vector<int64_t> row_token_;  // [tokens * k] the token of each grouped row
   std::vector<int64_t> first_;    // [num_experts + 1] first grouped row of each expert
   std::vector<float> in_;         // [tokens * k, hidden] h rows grouped by expert
   std::vector<float> gate_;       // [tokens * k, moe_intermediate]
   std::vector<float> up_;         // [tokens * k, moe_intermediate]
   std::vector<float> out_;        // [tokens * k, hidden] expert outputs
-  std::vector<MatMulTarget> targets_;  // [2k] one token's gate and up products
+  std::vector<MatMulGroup> groups_;  // one MatMulGrouped call's experts
 };
 
 }  // namespace kvfork

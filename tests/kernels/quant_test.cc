@@ -3,7 +3,8 @@
 //  - the int8 activation rows (q8_0 / q8_K),
 //  - MatMul with quantized weights on every ISA, every format: against the
 //    dequantized weights, and bit for bit across M, threads, MatMulShared
-//    runs, MatMulSiluMul and MatMulAddTo (DESIGN.md invariant 1).
+//    runs, MatMulSiluMul, MatMulAddTo and MatMulGrouped (DESIGN.md
+//    invariant 1).
 // Weights are random valid blocks: random code bytes, small finite scales.
 #include "kernels/quant.h"
 
@@ -467,6 +468,65 @@ TEST(QuantFusedTest, SharedSiluAndAddToMatchMatMul) {
       MatMulAddTo(x.data(), m, {gate, scratch.data()}, sum.data(), pool);
       EXPECT_TRUE(SameBits(sum.data(), sum_want.data(), sum.size()))
           << "add m=" << m << IsaName(isa);
+    }
+  }
+}
+
+// MatMulGrouped gives every group the bits of its own MatMul, on every ISA
+// and thread count: groups in the shared quantized pass (mixed formats and
+// cols; x shared by pointer, by pointer with another m, or not at all; one
+// group of many tasks), and the ones it runs apart (f32 weights, more rows
+// than kMatMulGroupedMaxRows). Outputs start as NaN, so a row left unwritten
+// fails too.
+TEST(QuantFusedTest, GroupedMatchesMatMul) {
+  struct Spec {
+    DType type;
+    int64_t rows, cols;
+    int x;  // which input
+    int64_t m;
+  };
+  const Spec specs[] = {
+      {DType::kQ4_K, 40, 512, 0, 1},   {DType::kQ6_K, 24, 512, 0, 1},
+      {DType::kQ8_0, 16, 512, 1, 3},   {DType::kQ4_K, 64, 512, 1, 3},
+      {DType::kQ4_K, 48, 512, 1, 1},   {DType::kQ4_0, 8, 256, 2, 2},
+      {DType::kF32, 8, 512, 0, 1},     {DType::kF32, 16, 512, 0, 1},
+      {DType::kQ4_K, 40, 512, 3, 6},   {DType::kQ5_K, 1000, 512, 4, 4},
+      {DType::kQ6_K, 24, 512, 0, 1},
+  };
+  constexpr int kGroups = sizeof(specs) / sizeof(specs[0]);
+  std::vector<std::vector<uint8_t>> data;
+  for (int i = 0; i < kGroups; ++i) {
+    const Spec& s = specs[i];
+    if (s.type == DType::kF32) {
+      const std::vector<float> f =
+          testing::RandomFloats(static_cast<size_t>(s.rows * s.cols), 60 + i);
+      data.emplace_back(reinterpret_cast<const uint8_t*>(f.data()),
+                        reinterpret_cast<const uint8_t*>(f.data() + f.size()));
+    } else {
+      data.push_back(RandomBlocks(s.type, s.rows, s.cols, 40 + i));
+    }
+  }
+  std::vector<std::vector<float>> inputs;
+  for (int x = 0; x < 5; ++x) inputs.push_back(testing::RandomFloats(6 * 512, 80 + x));
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (Isa isa : SupportedIsas()) {
+      ScopedIsa scoped(isa);
+      std::vector<std::vector<float>> grouped(kGroups), alone(kGroups);
+      std::vector<MatMulGroup> groups;
+      for (int i = 0; i < kGroups; ++i) {
+        const Spec& s = specs[i];
+        grouped[i].assign(static_cast<size_t>(s.m * s.rows), std::nanf(""));
+        alone[i].resize(grouped[i].size());
+        const MatrixView w{s.type, data[i].data(), s.rows, s.cols};
+        MatMul(inputs[s.x].data(), s.m, w, alone[i].data(), pool);
+        groups.push_back({inputs[s.x].data(), s.m, {w, grouped[i].data()}});
+      }
+      MatMulGrouped(groups, pool);
+      for (int i = 0; i < kGroups; ++i)
+        EXPECT_TRUE(SameBits(grouped[i].data(), alone[i].data(), alone[i].size()))
+            << "group " << i << " (" << DTypeName(specs[i].type) << ", m=" << specs[i].m
+            << ") on " << IsaName(isa) << ", " << threads << " threads";
     }
   }
 }

@@ -2,12 +2,16 @@
 // equal alone vs in a batch with 7 others, in one prefill chunk vs chunks of
 // 1, 3 and 16, and at 1 vs 2 threads, on every ISA this CPU supports; for
 // the mixture of experts too, whose experts see different token batches in
-// each of those runs.
+// each of those runs, with bf16 experts and with Q4_K_M ones (whose experts
+// of few rows share one MatMulGrouped pass while those of many run alone).
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "core/cpu_features.h"
+#include "model/gguf_quantize.h"
 #include "model_test_util.h"
 
 namespace kvfork {
@@ -134,6 +138,59 @@ TEST(ModelBatchInvariance, AloneBatchedChunkedThreads) {
     }
     SetActiveIsaForTesting(BestSupportedIsa());
   }
+}
+
+// The chunkings, batch and threads of AloneBatchedChunkedThreads on every
+// ISA, for one model and KV dtype.
+void ExpectInvariant(Model& m, KvDType kv) {
+  const std::vector<int32_t> ids = Tokens(40, 1);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+    if (!IsaSupported(isa)) continue;
+    SetActiveIsaForTesting(isa);
+    const KvLayout layout = m.MakeKvLayout(kv, 16);
+    const std::vector<float> base = RunChunked(m, layout, ids, 0, 1);
+    ASSERT_EQ(base.size(), ids.size() * kVocab);
+    const std::string where = IsaName(isa);
+    EXPECT_TRUE(BitEqual(base, RunChunked(m, layout, ids, 0, 2))) << where << " 2 threads";
+    for (int64_t chunk : {1, 3, 16})
+      for (int threads : {1, 2})
+        EXPECT_TRUE(BitEqual(base, RunChunked(m, layout, ids, chunk, threads)))
+            << where << " chunk " << chunk << " threads " << threads;
+    for (int threads : {1, 2})
+      EXPECT_TRUE(BitEqual(base, RunInBatch(m, layout, ids, threads)))
+          << where << " in a batch of 8, threads " << threads;
+  }
+  SetActiveIsaForTesting(BestSupportedIsa());
+}
+
+// Quantized experts: 256 wide so Q4_K_M gives them Q4_K and Q6_K. One chunk
+// puts about 10 tokens on each expert (one MatMulSiluMul per expert), chunks
+// of 1 and 3 and the decode-like batch mates put 1-3 (the grouped pass).
+TEST(ModelBatchInvariance, QuantizedMoe) {
+  testing::TempDir tmp;
+  RandomModelOptions options =
+      testing::TinyOptions(Architecture::kQwen3Moe, DType::kBf16, false, false, kVocab, 5);
+  options.hidden_size = 256;
+  options.moe_intermediate_size = 256;
+  ASSERT_TRUE(WriteRandomModel(options, tmp.Sub("m")).ok());
+  {
+    // export needs a tokenizer.json: a BPE vocabulary "t0".."t255", no merges.
+    std::ostringstream j;
+    j << R"({"model": {"type": "BPE", "vocab": {)";
+    for (int64_t i = 0; i < kVocab; ++i) j << (i ? ", " : "") << "\"t" << i << "\": " << i;
+    j << R"(}, "merges": []}})";
+    std::ofstream(tmp.Sub("m") + "/tokenizer.json") << j.str();
+  }
+  QuantizeOptions q;
+  q.mix = QuantizeMix::kQ4_K_M;
+  auto summary = QuantizeModel(tmp.Sub("m"), tmp.Sub("q.gguf"), q);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  ASSERT_GT(summary->tensors_by_type["Q4_K"], 0);
+  ModelLoadOptions lo;
+  lo.show_progress = false;
+  auto model = Model::Load(tmp.Sub("q.gguf"), lo);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ExpectInvariant(**model, KvDType::kBf16);
 }
 
 }  // namespace
