@@ -37,9 +37,9 @@
 #include "kernels/quant_isa.h"
 #include "kernels/scratch.h"
 
-// The *_amx.cc flags lack AVX512-VNNI; the mins' vpdpwssd needs it, and
-// QuantPanelKernel hands out these kernels only where the CPU has it.
-#pragma GCC target("avx512vnni")
+// The mins' vpdpwssd needs AVX512-VNNI: the *_amx.cc flags have it (every
+// AMX CPU does), and QuantPanelKernel hands out these kernels only where the
+// CPU has it.
 
 // C += A * B on signed bytes (AT&T operand order: B, A, C).
 #define KVFORK_TILE_DPBSSD(c, a, b) \
