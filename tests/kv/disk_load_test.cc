@@ -24,6 +24,7 @@
 #include "kv/disk_tier.h"
 #include "kv/kv_test_util.h"
 #include "kv/paged_kv_cache.h"
+#include "temp_dir.h"
 
 namespace kvfork {
 namespace {
@@ -32,23 +33,6 @@ using testing::HoldsPattern;
 using testing::Prefill;
 using testing::Range;
 using testing::TinyLayout;
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = "/tmp/kvfork-disk-load-test-XXXXXX";
-    KVFORK_CHECK(mkdtemp(tmpl.data()) != nullptr);
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -109,7 +93,7 @@ DiskTierOptions TierOptions(const std::string& dir) {
 // Files of version 1 (the splitmix64 checksum) in this version's directory
 // fail the version check: counted corrupt, deleted, never served.
 TEST(DiskBlockFile, VersionOneFilesAreRefusedAndCounted) {
-  ScratchDir dir;
+  testing::TempDir dir;
   auto t = DiskTier::Open(TierOptions(dir.path()));
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   DiskBlockWrite w;
@@ -176,7 +160,7 @@ struct Gate {
 };
 
 TEST(DiskLoad, AsyncAdmitLoadsWhileTheCallerGoesOn) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::vector<int32_t> prompt = Range(100, 4 * 40 + 2);  // 40 full blocks + 2
   WriteToDisk(dir.path(), {prompt});
   Gate gate;
@@ -218,7 +202,7 @@ TEST(DiskLoad, AsyncAdmitLoadsWhileTheCallerGoesOn) {
 }
 
 TEST(DiskLoad, ReleaseWhileLoadingCancelsTheReads) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::vector<int32_t> prompt = Range(100, 4 * 40 + 2);
   WriteToDisk(dir.path(), {prompt});
   std::atomic<int> reads{0};
@@ -249,7 +233,7 @@ TEST(DiskLoad, ReleaseWhileLoadingCancelsTheReads) {
 }
 
 TEST(DiskLoad, ReadOrRecomputeFollowsTheMeasuredCosts) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::vector<int32_t> a = Range(100, 4 * 20 + 1);
   const std::vector<int32_t> b = Range(1000, 4 * 20 + 1);
   const std::vector<int32_t> d = Range(3000, 4 * 20 + 1);
@@ -300,7 +284,7 @@ TEST(DiskLoad, ReadOrRecomputeFollowsTheMeasuredCosts) {
 TEST(DiskLoad, EveryKvFormatComesBackByteForByte) {
   for (KvDType dtype :
        {KvDType::kF32, KvDType::kBf16, KvDType::kInt8, KvDType::kQ4, KvDType::kQ4r}) {
-    ScratchDir dir;
+    testing::TempDir dir;
     KvCacheOptions o;
     o.layout = TinyLayout(4, dtype);
     o.layout.head_dim = 32;  // q4's group

@@ -31,6 +31,7 @@
 #include "kv/kv_test_util.h"
 #include "kv/model_files_fingerprint.h"
 #include "kv/paged_kv_cache.h"
+#include "temp_dir.h"
 
 namespace kvfork {
 namespace {
@@ -40,23 +41,6 @@ using testing::HoldsPattern;
 using testing::Prefill;
 using testing::Range;
 using testing::TinyLayout;
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = "/tmp/kvfork-disk-test-XXXXXX";
-    KVFORK_CHECK(mkdtemp(tmpl.data()) != nullptr);
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::vector<uint8_t> Bytes(size_t n, uint8_t seed) {
   std::vector<uint8_t> v(n);
@@ -167,7 +151,7 @@ void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
 // Two checkpoints of one shape (same headers and sizes, other weights) must
 // not share a fingerprint; a byte-identical copy must.
 TEST(ModelFilesFingerprint, TellsCheckpointsOfOneShapeApart) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::string a = dir.path() + "/a", b = dir.path() + "/b", c = dir.path() + "/c";
   for (const std::string& d : {a, b, c}) std::filesystem::create_directory(d);
   std::vector<uint8_t> weights = Bytes(3 << 20, 1);  // header MiB + 2 MiB of "weights"
@@ -226,7 +210,7 @@ Status ReadBack(DiskTier& t, const DiskBlockWrite& w, std::vector<uint8_t>* out)
 }
 
 TEST(DiskTier, WritesReadsAndSurvivesReopen) {
-  ScratchDir dir;
+  testing::TempDir dir;
   DiskBlockWrite a = Block(100, 512, 1);
   {
     auto t = OpenTier(TierOptions(dir.path()));
@@ -267,7 +251,7 @@ void ExpectDropped(const std::string& dir, const DiskBlockWrite& w,
 }
 
 TEST(DiskTier, CorruptTruncatedAndForeignFilesAreDeletedNotServed) {
-  ScratchDir dir;
+  testing::TempDir dir;
   DiskBlockWrite w = Block(7, 300, 4);
   ExpectDropped(dir.path(), w, [](const std::string& p) {  // a flipped payload byte
     std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
@@ -293,7 +277,7 @@ TEST(DiskTier, CorruptTruncatedAndForeignFilesAreDeletedNotServed) {
 }
 
 TEST(DiskTier, LruWithinCapacity) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const size_t file_bytes = DiskBlockHeaderBytes(4) + 1000;
   auto t = OpenTier(TierOptions(dir.path(), 3 * file_bytes));
   for (uint64_t h = 1; h <= 3; ++h) ASSERT_TRUE(t->WriteNow(Block(h, 1000, 0)).ok());
@@ -310,7 +294,7 @@ TEST(DiskTier, LruWithinCapacity) {
 }
 
 TEST(DiskTier, FullQueueDropsAndCountsNeverBlocks) {
-  ScratchDir dir;
+  testing::TempDir dir;
   DiskTierOptions o = TierOptions(dir.path());
   o.queue_blocks = 1;
   auto t = OpenTier(o);
@@ -338,7 +322,7 @@ TEST(DiskTier, FullQueueDropsAndCountsNeverBlocks) {
 // EFBIG): the write is counted and logged, no file or temp file is left, and
 // the queued path does the same without blocking.
 TEST(DiskTier, FullDiskCountsWriteErrorsAndLeavesNoFiles) {
-  ScratchDir dir;
+  testing::TempDir dir;
   auto t = OpenTier(TierOptions(dir.path()));
   struct sigaction ignore = {}, old = {};
   ignore.sa_handler = SIG_IGN;
@@ -364,7 +348,7 @@ TEST(DiskTier, FullDiskCountsWriteErrorsAndLeavesNoFiles) {
 }
 
 TEST(DiskTier, StartRemovesTempFilesOfDeadWriters) {
-  ScratchDir dir;
+  testing::TempDir dir;
   std::string sub;
   {
     auto t = OpenTier(TierOptions(dir.path()));
@@ -385,7 +369,7 @@ TEST(DiskTier, StartRemovesTempFilesOfDeadWriters) {
 // one stat per file (no file is opened), so a generous bound catches an
 // accidental per-file read or a quadratic index.
 TEST(DiskTier, HundredThousandFilesIndexInSeconds) {
-  ScratchDir dir;
+  testing::TempDir dir;
   std::string sub;
   {
     auto t = OpenTier(TierOptions(dir.path()));
@@ -423,7 +407,7 @@ std::unique_ptr<PagedKvCache> MakeDiskPaged(const std::string& dir, int64_t bloc
 }
 
 TEST(PagedKvCacheDisk, EvictedBlocksComeBackFromDisk) {
-  ScratchDir dir;
+  testing::TempDir dir;
   auto c = MakeDiskPaged(dir.path(), 8);
   std::vector<int32_t> prompt = Range(100, 4 * 3 + 1);  // 3 full blocks + 1
   c->Release(Prefill(*c, prompt));
@@ -446,7 +430,7 @@ TEST(PagedKvCacheDisk, EvictedBlocksComeBackFromDisk) {
 }
 
 TEST(PagedKvCacheDisk, RestartReusesThePrefixAndCorruptBlocksAreRecomputed) {
-  ScratchDir dir;
+  testing::TempDir dir;
   std::vector<int32_t> prompt = Range(7, 4 * 4 + 2);  // 4 full blocks + 2
   {
     auto c = MakeDiskPaged(dir.path(), 16);
@@ -487,7 +471,7 @@ TEST(PagedKvCacheDisk, RestartReusesThePrefixAndCorruptBlocksAreRecomputed) {
 }
 
 TEST(PagedKvCacheDisk, ResetDoesNotSpillAndDenseRefusesTheDisk) {
-  ScratchDir dir;
+  testing::TempDir dir;
   auto c = MakeDiskPaged(dir.path(), 8);
   c->Release(Prefill(*c, Range(1, 9)));
   c->ResetPrefixCache();
@@ -512,7 +496,7 @@ std::vector<uint64_t> ChangeHashes(const std::vector<DiskTierChange>& changes, b
 }
 
 TEST(DiskTierChangeLog, AnnouncesWritesEvictionsAndCorruptBlocks) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const size_t file_bytes = DiskBlockHeaderBytes(4) + 100;
   auto t = OpenTier(TierOptions(dir.path(), 2 * file_bytes));
   ASSERT_TRUE(t->WriteNow(Block(1, 100, 0)).ok());
@@ -548,7 +532,7 @@ TEST(DiskTierChangeLog, AnnouncesWritesEvictionsAndCorruptBlocks) {
 }
 
 TEST(DiskTierChangeLog, FilesFoundAtStartAreAnnouncedFromTheirHeaders) {
-  ScratchDir dir;
+  testing::TempDir dir;
   {
     auto t = OpenTier(TierOptions(dir.path()));
     for (uint64_t h = 10; h < 14; ++h) ASSERT_TRUE(t->WriteNow(Block(h, 64, 1)).ok());
@@ -622,7 +606,7 @@ void ExpectSinkMatches(PagedKvCache& c, MediumSink& sink, const std::string& whe
 }
 
 TEST(PagedKvCacheDisk, EventsPerMediumEqualTheIndexAndTheTier) {
-  ScratchDir dir;
+  testing::TempDir dir;
   {
     auto c = MakeDiskPaged(dir.path(), 12);
     MediumSink sink;

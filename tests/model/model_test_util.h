@@ -15,28 +15,9 @@
 #include "model/model.h"
 #include "model/random_model.h"
 #include "model/safetensors.h"
+#include "temp_dir.h"
 
 namespace kvfork::testing {
-
-// A fresh directory under /tmp removed at destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = "/tmp/kvfork-model-test-XXXXXX";
-    char* p = mkdtemp(tmpl.data());
-    KVFORK_CHECK(p != nullptr);
-    path_ = p;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 inline RandomModelOptions TinyOptions(Architecture arch, DType dtype, bool tie, bool rope_scaling,
                                       int64_t vocab = 256, uint64_t seed = 7) {
