@@ -51,7 +51,9 @@ StatusOr<std::vector<int32_t>> TokenTypes(const GgufReader& r) {
   uint64_t n = 0;
   std::memcpy(&n, v->payload.data() + 4, 8);
   std::vector<int32_t> types(n);
-  std::memcpy(types.data(), v->payload.data() + 12, n * 4);
+  // An empty array leaves data() null, and memcpy from or to null is
+  // undefined even for 0 bytes.
+  if (n > 0) std::memcpy(types.data(), v->payload.data() + 12, n * 4);
   return types;
 }
 
@@ -68,7 +70,7 @@ StatusOr<std::vector<float>> Scores(const GgufReader& r) {
   std::memcpy(&n, v->payload.data() + 4, 8);
   std::vector<float> scores(n);
   if (v->array_type == GgufType::kFloat32) {
-    std::memcpy(scores.data(), v->payload.data() + 12, n * 4);
+    if (n > 0) std::memcpy(scores.data(), v->payload.data() + 12, n * 4);
   } else {
     for (uint64_t i = 0; i < n; ++i) {
       int32_t x;

@@ -107,6 +107,20 @@ TEST(FuzzRegression, GgufArrayCountThatWrapsIsAnError) {
       << r.status().ToString();
 }
 
+TEST(FuzzRegression, GgufEmptyScoresArrayLoadsAsNoScores) {
+  // Was: an empty tokenizer.ggml.scores (and token_type) array was copied with
+  // memcpy into a vector whose data() is null: undefined behaviour (UBSan).
+  // Empty now reads as absent: every score 0, as llama.cpp does.
+  const std::string path = WriteScratchFile("empty_scores.gguf", [&] {
+    std::ifstream in(FuzzData("gguf/empty_scores_and_token_types"), std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }());
+  StatusOr<std::unique_ptr<Tokenizer>> t = LoadModelTokenizer(path);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ((*t)->vocab_size(), 4);
+  for (int32_t id : (*t)->Encode("a", false)) EXPECT_TRUE(id >= 0 && id < 4) << id;
+}
+
 TEST(FuzzRegression, DeeplyNestedBodyIsA400) {
   // Was: copying the parsed "tools" (and converting chat_template_kwargs for
   // the template) recursed once per level and overflowed the stack.
