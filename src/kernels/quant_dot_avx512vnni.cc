@@ -23,6 +23,7 @@
 
 #include "core/cpu_features.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/quant_codes32_avx512.h"
 #include "kernels/quant_isa.h"
 #include "kernels/quant_kscales_simd.h"
 
@@ -65,20 +66,6 @@ constexpr int64_t kHighNibbleDown = 0x1020408000000000;  // bits 4-7 to 0-3, 4-7
 // Bits (2s, 2s + 1) of a Q6_K qh byte to bits 4 and 5, the rest cleared.
 constexpr int64_t kQ6HighBits[4] = {0x0000000001020000, 0x0000000004080000,
                                     0x0000000010200000, 0x0000000040800000};
-
-// The 32 codes of a 4-bit block, element order: low nibbles then high ones.
-inline __m256i Nibbles32(const uint8_t* qs) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i m4 = _mm_set1_epi8(0x0f);
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, m4)),
-                                 _mm_and_si128(_mm_srli_epi16(v, 4), m4), 1);
-}
-// Adds 16 to the codes whose bit is set in the block's 32 high bits.
-inline __m256i AddHighBits(__m256i q, const uint8_t* qh) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, 4);
-  return _mm256_mask_add_epi8(q, static_cast<__mmask32>(bits), q, _mm256_set1_epi8(16));
-}
 
 // Codes (unsigned) and offset shift of block i of a 32-block format.
 template <typename Block>

@@ -1,7 +1,7 @@
 // AMX-INT8 prefill of block-quantized weights (quant_isa.h's QuantPanelFn),
 // run by quant_matmul.cc on the amx level for calls of more than
-// kDecodeMaxRows x rows: Q8_0 (below), Q4_K and Q5_K (PanelK45), Q6_K
-// (PanelQ6_K).
+// kDecodeMaxRows x rows: the 32-block formats Q8_0, Q4_0, Q4_1, Q5_0, Q5_1
+// (PanelBlocks32, below), Q4_K and Q5_K (PanelK45), Q6_K (PanelQ6_K).
 //
 // C = X * W^T per 32-block: a C tile is 16 x rows x 16 W rows of int32, the
 // exact sum of one block's 32 code products (TDPBSSD, s8 x s8). An A tile is
@@ -34,6 +34,7 @@
 #include "core/cpu_features.h"
 #include "kernels/amx_tiles.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/quant_codes32_avx512.h"
 #include "kernels/quant_isa.h"
 #include "kernels/scratch.h"
 
@@ -73,11 +74,30 @@ void LoadQ8TileConfig() {
   __asm__ volatile("ldtilecfg %0" ::"m"(cfg) : "memory");
 }
 
-// One repacked Q8_0 block of a panel: the B tile, then the rows' d_w as f32.
+template <typename Block>
+constexpr bool kHasMin = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>;
+
+// One repacked 32-block of a panel: the B tile of signed codes (Q8_0's as
+// stored, q - 8 for Q4_0, q - 16 for Q5_0, q for the *_1 formats: each fits a
+// signed byte), then the rows' d_w as f32 and, for Q4_1 / Q5_1, their mins.
 struct alignas(64) PackedQ8Block {
   int8_t b[8 * 64];
   float dw[16];
 };
+struct alignas(64) PackedMinBlock {
+  int8_t b[8 * 64];
+  float dw[16];
+  float mw[16];
+};
+template <typename Block>
+using PackedBlock32 = std::conditional_t<kHasMin<Block>, PackedMinBlock, PackedQ8Block>;
+
+// Lane n: W row n's offset in bytes (row_bytes apart).
+inline __m512i RowOffsets(int64_t row_bytes) {
+  return _mm512_mullo_epi32(
+      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+      _mm512_set1_epi32(static_cast<int>(row_bytes)));
+}
 
 // W rows [0, rows) of the panel, every block, into p[0, nb); rows past
 // `rows` are zero codes with scale 0. Row n's codes 4kk..4kk+3 of block i go
@@ -85,9 +105,7 @@ struct alignas(64) PackedQ8Block {
 void PackQ8Panel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t nb,
                  PackedQ8Block* p) {
   const __mmask16 live = static_cast<__mmask16>((1u << rows) - 1);
-  const __m512i row_off =
-      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                         _mm512_set1_epi32(static_cast<int>(row_bytes)));
+  const __m512i row_off = RowOffsets(static_cast<int64_t>(row_bytes));
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* block = w + i * sizeof(BlockQ8_0);
     for (int kk = 0; kk < 8; ++kk) {
@@ -98,6 +116,37 @@ void PackQ8Panel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t nb,
     // d is the block's first two bytes: the low half of a dword gather.
     const __m512i d = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, row_off, block, 1);
     _mm512_store_ps(p[i].dw, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d)));
+  }
+}
+
+// The 4- and 5-bit formats: each row's 32 codes are unpacked (as the avx512
+// kernels unpack them, quant_codes32_avx512.h) into a 16 x 32 byte staging
+// tile, minus the format's offset, then gathered into the B layout as Q8_0's.
+template <typename Block>
+void PackNibblePanel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t nb,
+                     PackedBlock32<Block>* p) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_0> || std::is_same_v<Block, BlockQ5_1>;
+  constexpr int kOffset = kHasMin<Block> ? 0 : (kQ5 ? 16 : 8);
+  alignas(64) int8_t staged[16 * 32] = {};  // rows past `rows` stay zero
+  const __m512i row_off = RowOffsets(32);
+  for (int64_t i = 0; i < nb; ++i) {
+    auto& out = p[i];
+    for (int n = 0; n < 16; ++n) {
+      if (n >= rows) {
+        out.dw[n] = 0.0f;
+        if constexpr (kHasMin<Block>) out.mw[n] = 0.0f;
+        continue;
+      }
+      const Block& b = reinterpret_cast<const Block*>(w + n * row_bytes)[i];
+      __m256i q = Nibbles32(b.qs);
+      if constexpr (kQ5) q = AddHighBits(q, b.qh);
+      q = _mm256_sub_epi8(q, _mm256_set1_epi8(kOffset));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(staged + 32 * n), q);
+      out.dw[n] = _cvtsh_ss(b.d);
+      if constexpr (kHasMin<Block>) out.mw[n] = _cvtsh_ss(b.m);
+    }
+    for (int kk = 0; kk < 8; ++kk)
+      _mm512_store_si512(out.b + 64 * kk, _mm512_i32gather_epi32(row_off, staged + 4 * kk, 1));
   }
 }
 
@@ -112,25 +161,55 @@ inline void AccumulateBlock(const int32_t* c, const float* dw, const float* dx, 
   }
 }
 
-void PanelQ8_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row* x,
-               size_t x_stride, int64_t m, float* y, int64_t ldy) {
+// The *_1 formats' min term of one block, as avx512's Dot32Blocks adds it
+// per (W row, x row): mins += (m_w * d_x) * float(sum32_x), two products
+// and an add, never fused.
+inline void AccumulateMins(const float* mw, const float* dx, const float* sx, __m512* mins) {
+  const __m512 m = _mm512_load_ps(mw);
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j)
+    mins[j] = _mm512_add_ps(
+        mins[j], _mm512_mul_ps(_mm512_mul_ps(m, _mm512_set1_ps(dx[j])), _mm512_set1_ps(sx[j])));
+}
+
+// Every 32-block format: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1.
+template <typename Block>
+void PanelBlocks32(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row* x,
+                   size_t x_stride, int64_t m, float* y, int64_t ldy) {
+  using Packed = PackedBlock32<Block>;
+  constexpr bool kMin = kHasMin<Block>;
   const int64_t nb = x[0].cols / 32;
-  // The packed panel, then the d_x of 16 x rows per block (dx[16 i + j]).
-  uint8_t* scratch = static_cast<uint8_t*>(ThreadScratch(
-      kScratchTask, static_cast<size_t>(nb) * (sizeof(PackedQ8Block) + 16 * sizeof(float))));
-  PackedQ8Block* panel = reinterpret_cast<PackedQ8Block*>(scratch);
-  float* dx = reinterpret_cast<float*>(scratch + nb * sizeof(PackedQ8Block));
-  PackQ8Panel(w, row_bytes, rows, nb, panel);
+  // The packed panel, then the d_x of 16 x rows per block (dx[16 i + j]) and,
+  // for the *_1 formats, their 32-sums as float (sx[16 i + j]).
+  const size_t per_block = sizeof(Packed) + (kMin ? 32 : 16) * sizeof(float);
+  uint8_t* scratch =
+      static_cast<uint8_t*>(ThreadScratch(kScratchTask, static_cast<size_t>(nb) * per_block));
+  Packed* panel = reinterpret_cast<Packed*>(scratch);
+  float* dx = reinterpret_cast<float*>(scratch + nb * sizeof(Packed));
+  float* sx = dx + 16 * nb;
+  if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+    PackQ8Panel(w, row_bytes, rows, nb, panel);
+  } else {
+    PackNibblePanel<Block>(w, row_bytes, rows, nb, panel);
+  }
   LoadQ8TileConfig();
   alignas(64) int32_t c0[16 * 16], c1[16 * 16];
   const __mmask16 live = static_cast<__mmask16>((1u << rows) - 1);
   const int64_t stride = static_cast<int64_t>(x_stride);
   for (int64_t t = 0; t < m; t += 16) {
     for (int64_t i = 0; i < nb; ++i)
-      for (int j = 0; j < 16; ++j) dx[16 * i + j] = x[t + j].d[i];
+      for (int j = 0; j < 16; ++j) {
+        dx[16 * i + j] = x[t + j].d[i];
+        if constexpr (kMin) sx[16 * i + j] = static_cast<float>(x[t + j].sum32[i]);
+      }
     const int8_t* xa = x[t].qs;
-    __m512 acc[16];
+    __m512 acc[16], mins[16];
     for (__m512& a : acc) a = _mm512_setzero_ps();
+    for (__m512& a : mins) a = _mm512_setzero_ps();
+    auto accumulate = [&](const int32_t* c, int64_t b) {
+      AccumulateBlock(c, panel[b].dw, dx + 16 * b, acc);
+      if constexpr (kMin) AccumulateMins(panel[b].mw, dx + 16 * b, sx + 16 * b, mins);
+    };
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
       KVFORK_TILE_LOAD(2, xa + 32 * i, stride);
@@ -142,9 +221,9 @@ void PanelQ8_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row* x,
       KVFORK_TILE_ZERO(1);
       KVFORK_TILE_DPBSSD(1, 4, 5);
       KVFORK_TILE_STORE(0, c0, kTileStride);
-      AccumulateBlock(c0, panel[i].dw, dx + 16 * i, acc);
+      accumulate(c0, i);
       KVFORK_TILE_STORE(1, c1, kTileStride);
-      AccumulateBlock(c1, panel[i + 1].dw, dx + 16 * (i + 1), acc);
+      accumulate(c1, i + 1);
     }
     if (i < nb) {
       KVFORK_TILE_LOAD(2, xa + 32 * i, stride);
@@ -152,11 +231,14 @@ void PanelQ8_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row* x,
       KVFORK_TILE_ZERO(0);
       KVFORK_TILE_DPBSSD(0, 2, 3);
       KVFORK_TILE_STORE(0, c0, kTileStride);
-      AccumulateBlock(c0, panel[i].dw, dx + 16 * i, acc);
+      accumulate(c0, i);
     }
 #pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j)
-      if (t + j < m) _mm512_mask_storeu_ps(y + (t + j) * ldy, live, acc[j]);
+    for (int j = 0; j < 16; ++j) {
+      if (t + j >= m) continue;
+      const __m512 out = kMin ? _mm512_add_ps(acc[j], mins[j]) : acc[j];
+      _mm512_mask_storeu_ps(y + (t + j) * ldy, live, out);
+    }
   }
 }
 
@@ -188,9 +270,7 @@ void PackK45Panel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t nb,
                   PackedK45Block* p) {
   using Block = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
   const __mmask16 live = static_cast<__mmask16>((1u << rows) - 1);
-  const __m512i row_off =
-      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                         _mm512_set1_epi32(static_cast<int>(row_bytes)));
+  const __m512i row_off = RowOffsets(static_cast<int64_t>(row_bytes));
   const __m512i m4 = _mm512_set1_epi8(0x0f), bit0 = _mm512_set1_epi8(1);
   for (int64_t i = 0; i < nb; ++i) {
     // Per sub-block j, lane n: scale_j of row n, low 3 and high 3 bits, in both words.
@@ -366,9 +446,7 @@ inline __m512i MulBytesSigned(__m512i v, __m512i factor) {
 void PackQ6KPanel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t nb,
                   PackedQ6KBlock* p) {
   const __mmask16 live = static_cast<__mmask16>((1u << rows) - 1);
-  const __m512i row_off =
-      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                         _mm512_set1_epi32(static_cast<int>(row_bytes)));
+  const __m512i row_off = RowOffsets(static_cast<int64_t>(row_bytes));
   const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(0x03);
   for (int64_t i = 0; i < nb; ++i) {
     // Per digit and sub-block j, lane n: digit of row n's scale j, in both words.
@@ -468,7 +546,15 @@ QuantPanelFn QuantPanelKernel(DType weights) {
   if (!f.amx_int8 || !f.avx512_vnni) return nullptr;
   switch (weights) {
     case DType::kQ8_0:
-      return PanelQ8_0;
+      return PanelBlocks32<BlockQ8_0>;
+    case DType::kQ4_0:
+      return PanelBlocks32<BlockQ4_0>;
+    case DType::kQ4_1:
+      return PanelBlocks32<BlockQ4_1>;
+    case DType::kQ5_0:
+      return PanelBlocks32<BlockQ5_0>;
+    case DType::kQ5_1:
+      return PanelBlocks32<BlockQ5_1>;
     case DType::kQ4_K:
       return PanelK45<false>;
     case DType::kQ5_K:

@@ -337,7 +337,8 @@ TEST_P(QuantTest, EmbeddingLookupDequantizesRows) {
 }
 
 // The formats with an AMX-INT8 prefill kernel (quant_matmul_amx.cc).
-constexpr DType kAmxFormats[] = {DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr DType kAmxFormats[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                                 DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 // On the amx level a call of more than four x rows runs the AMX-INT8 panel
 // kernels; each output must have the avx512 level's bits (which decode
