@@ -142,6 +142,11 @@ test-tsan: build-tsan
 # 2159 s in all): release build 6.0 min and tests 6.4 min, asan build
 # 10.1 min and tests 3.6 min, tsan build ~4.5 min and tests ~1.9 min, ten
 # fuzz targets ~5 min. docs/testing.md has what was cut and why.
+# The release and asan tiers' longest ctest entries were llamacpp_parity_test
+# (469 s in the release cost data, its 3 cases ~200 s under ASan) and
+# quantize_llamacpp_test (103 s); each case is now its own entry, so -j2
+# spreads them (2026-12-06, machine loaded to 9-11: 18 parity entries
+# 44-112 s, 5 quantize entries 46-201 s, Qwen3MoeEveryMix the longest).
 FUZZ_SECONDS ?= 60
 CI_FUZZ_SECONDS ?= 60
 fuzz: build-asan

@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -202,6 +203,21 @@ StatusOr<Ours> RunKvfork(const fs::path& model_path, const std::vector<int32_t>&
   return out;
 }
 
+// Seconds since the last call (the first: since construction); the case
+// prints where its time went, so a slow case says which side to look at.
+class Lap {
+ public:
+  double Next() {
+    const auto now = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    return s;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
 class LlamaCppParity : public ::testing::TestWithParam<Case> {};
 
 TEST_P(LlamaCppParity, GreedyAndLogitsMatch) {
@@ -216,6 +232,7 @@ TEST_P(LlamaCppParity, GreedyAndLogitsMatch) {
   if (testing::kSanitizedBuild && c.name != "llama_rope_scaling" && c.name != "qwen3" &&
       c.name != "gemma3")
     GTEST_SKIP() << "this architecture's case runs in the optimized build";
+  Lap lap;
   const fs::path dir = WorkDir(c.name);
   const fs::path model_dir = dir / "model";
   ASSERT_TRUE(WriteRandomModel(Options(c), model_dir.string()).ok());
@@ -231,6 +248,7 @@ TEST_P(LlamaCppParity, GreedyAndLogitsMatch) {
     auto q = QuantizeModel(gguf.string(), file.string(), qo);
     ASSERT_TRUE(q.ok()) << q.status().ToString();
   }
+  const double make_s = lap.Next();
 
   // The exported file says what llama.cpp will build.
   auto r = GgufReader::Open(gguf.string());
@@ -260,12 +278,15 @@ TEST_P(LlamaCppParity, GreedyAndLogitsMatch) {
   // Fixed prompt of ordinary (non-special) token ids; llama.cpp adds no BOS
   // to a token-id prompt, so both sides see exactly these.
   const std::vector<int32_t> prompt = {791, 6460, 14198, 38766, 11, 323, 264, 2697, 315, 1403, 13};
+  lap.Next();
   auto ref = RunLlamaCpp(file, prompt, dir);
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  const double llama_s = lap.Next();
   // f32: the Hugging Face directory (export and load are checked with it);
   // quantized: the file llama.cpp ran.
   auto ours = RunKvfork(c.mix || c.sliding_window > 0 ? file : model_dir, prompt);
   ASSERT_TRUE(ours.ok()) << ours.status().ToString();
+  const double kvfork_s = lap.Next();
 
   const int64_t vocab = ref->vocab_size;
   const size_t rows = prompt.size() + kSteps - 1;
@@ -306,8 +327,10 @@ TEST_P(LlamaCppParity, GreedyAndLogitsMatch) {
   }
   std::printf(
       "[%s] rows %zu vocab %lld: max |diff| %.3g, max rel %.3g, "
-      "min top-1/top-2 gap on greedy rows %.3g\n",
-      c.name.c_str(), compare_rows, static_cast<long long>(vocab), worst_abs, worst_rel, min_gap);
+      "min top-1/top-2 gap on greedy rows %.3g; seconds: model %.1f, llama.cpp (node) %.1f, "
+      "kvfork %.1f\n",
+      c.name.c_str(), compare_rows, static_cast<long long>(vocab), worst_abs, worst_rel, min_gap,
+      make_s, llama_s, kvfork_s);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -33,6 +33,7 @@ function parseArgs(argv) {
     return n;
   });
   args.steps = Number(args.steps);
+  if (!Number.isInteger(args.steps) || args.steps < 1) throw new Error("--steps must be a whole number >= 1");
   args.threads = Number(args.threads);
   return args;
 }
@@ -47,12 +48,23 @@ async function loadNodeLlamaCpp() {
   return import(entry);
 }
 
-function logitsArray(map, vocabSize) {
-  const out = new Array(vocabSize).fill(null);
-  for (const [tok, v] of map) out[tok] = v;
-  for (let i = 0; i < vocabSize; i++)
-    if (out[i] === null) throw new Error(`no logit for token ${i}`);
-  return out;
+// node-llama-cpp hands each row over as a Map from token id to logit (it has
+// no raw logits accessor). Copying it straight into a Float32Array row, with
+// forEach (no [key, value] pair per entry) and a byte per token to prove every
+// id came, keeps this side's cost small next to the Map node-llama-cpp builds.
+function copyLogits(map, row, what) {
+  const vocabSize = row.length;
+  if (map.size !== vocabSize)
+    throw new Error(`${what}: ${map.size} logits for a vocabulary of ${vocabSize}`);
+  const seen = new Uint8Array(vocabSize);
+  map.forEach((v, tok) => {
+    if (!(tok >= 0 && tok < vocabSize)) throw new Error(`${what}: token id ${tok} out of range`);
+    row[tok] = v;
+    seen[tok] = 1;
+  });
+  const missing = seen.indexOf(0);
+  if (missing !== -1) throw new Error(`${what}: no logit for token ${missing}`);
+  return row;
 }
 
 function argmax(a) {
@@ -85,33 +97,35 @@ async function main() {
   // logits: true returns every token's logit, so the map's size is the vocabulary.
   const vocabSize = res[0]?.next?.logits?.size;
   if (!vocabSize) throw new Error("llama.cpp returned no logits for the first prompt position");
-  const promptLogits = res.map((r, i) => {
+  // Rows [prompt positions + steps - 1, vocab], prompt rows first, filled in
+  // place: the file --logits-out writes, or the JSON's rows.
+  const numRows = args.tokens.length + args.steps - 1;
+  const all = new Float32Array(numRows * vocabSize);
+  const rowAt = (i) => all.subarray(i * vocabSize, (i + 1) * vocabSize);
+  res.forEach((r, i) => {
     if (!r?.next?.logits) throw new Error(`no logits for prompt position ${i}`);
-    return logitsArray(r.next.logits, vocabSize);
+    copyLogits(r.next.logits, rowAt(i), `prompt position ${i}`);
   });
   const greedy = [];
-  const stepLogits = [];
-  let last = promptLogits[promptLogits.length - 1];
+  let last = rowAt(args.tokens.length - 1);
   for (let k = 0; k < args.steps; k++) {
     const tok = argmax(last);
     greedy.push(tok);
     if (k + 1 === args.steps) break;
     const r = await seq.controlledEvaluate([[tok, want]]);
     if (!r[0]?.next?.logits) throw new Error(`no logits at greedy step ${k}`);
-    last = logitsArray(r[0].next.logits, vocabSize);
-    stepLogits.push(last);
+    last = copyLogits(r[0].next.logits, rowAt(args.tokens.length + k), `greedy step ${k}`);
   }
   let out;
   if (args["logits-out"]) {
-    const rows = [...promptLogits, ...stepLogits];
-    const buf = new Float32Array(rows.length * vocabSize);
-    rows.forEach((r, i) => buf.set(r, i * vocabSize));
-    fs.writeFileSync(args["logits-out"], Buffer.from(buf.buffer));
-    out = JSON.stringify({ vocab_size: vocabSize, num_rows: rows.length,
-                           num_prompt_rows: promptLogits.length, greedy });
+    fs.writeFileSync(args["logits-out"], new Uint8Array(all.buffer));
+    out = JSON.stringify({ vocab_size: vocabSize, num_rows: numRows,
+                           num_prompt_rows: args.tokens.length, greedy });
   } else {
-    out = JSON.stringify({ vocab_size: vocabSize, prompt_logits: promptLogits, greedy,
-                           step_logits: stepLogits });
+    const rows = (from, to) => Array.from({ length: to - from }, (_, i) => Array.from(rowAt(from + i)));
+    out = JSON.stringify({ vocab_size: vocabSize,
+                           prompt_logits: rows(0, args.tokens.length), greedy,
+                           step_logits: rows(args.tokens.length, numRows) });
   }
   if (args.out) fs.writeFileSync(args.out, out);
   else process.stdout.write(out + "\n");

@@ -8,7 +8,10 @@
 //     llama-quantize's file.
 // Needs llama.cpp's tools (scripts/setup-llama-tools.sh); skips, saying so,
 // when they are not built.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -62,9 +65,33 @@ GgufExportOptions ExportOptions(GgmlType dtype) {
   return e;
 }
 
-// Writes the random model directory and its f32 GGUF once per case.
+// Holds an exclusive flock on a file for its lifetime: ctest runs this
+// binary's tests as separate processes at once (tests/model/quantize.cmake),
+// and several of them make the same model.
+class FileLock {
+ public:
+  explicit FileLock(const fs::path& path) : fd_(open(path.c_str(), O_CREAT | O_RDWR, 0644)) {
+    EXPECT_GE(fd_, 0) << "cannot open " << path;
+    if (fd_ >= 0) {
+      EXPECT_EQ(flock(fd_, LOCK_EX), 0) << "cannot lock " << path;
+    }
+  }
+  ~FileLock() {
+    if (fd_ >= 0) close(fd_);
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+// Writes the random model directory and its f32 GGUF once per case name, for
+// every test (and test process) that asks for it: the first maker holds the
+// lock while the others wait, then find f32.gguf.
 fs::path MakeModel(const ModelCase& c) {
   const fs::path dir = WorkDir(c.name);
+  FileLock lock(dir / "make.lock");
   if (fs::exists(dir / "f32.gguf")) return dir;
   RandomModelOptions o;
   o.arch = c.arch;
