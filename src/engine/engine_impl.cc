@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "core/timer.h"
 #include "engine/engine.h"
 #include "engine/request_validation.h"
 #include "engine/scheduler.h"
+#include "engine/warmup.h"
 #include "kernels/ops.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
@@ -135,6 +137,26 @@ class EngineImpl final : public Engine {
   }
 
   int64_t max_context() const override { return max_context_; }
+
+  // EngineOptions::warmup, on the caller's thread before any request can be
+  // submitted (the engine thread waits idle and never touches the model or
+  // the pool before a request comes).
+  Status WarmUp(Model& model, const Tokenizer& tokenizer) {
+    const std::vector<int32_t> tokens = WarmUpTokens(tokenizer, model.config().vocab_size);
+    KVFORK_ASSIGN_OR_RETURN(WarmUpResult r,
+                            WarmUpModel(model, kv_->layout(), kv_->kv_groups(), tokens, pool_));
+    KVFORK_LOG(kInfo) << "warm-up: " << r.tokens << " tokens through the model in "
+                      << static_cast<double>(r.elapsed_ns) * 1e-6 << " ms";
+    const int64_t t0 = NowNanos();
+    const int64_t blocks = kv_->WarmUpPool(pool_);
+    if (blocks > 0) {
+      KVFORK_LOG(kInfo) << "warm-up: " << blocks << " KV pool blocks ("
+                        << (blocks * kv_->layout().BlockBytes()) / (1 << 20)
+                        << " MiB) backed for the disk tier's files in "
+                        << static_cast<double>(NowNanos() - t0) * 1e-6 << " ms";
+    }
+    return OkStatus();
+  }
 
   void ResetPrefixCache() override {
     {
@@ -414,8 +436,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, M
   if (options.kv_event_sink != nullptr)
     KVFORK_RETURN_IF_ERROR(kv->SetEventSink(options.kv_event_sink));
   const int64_t max_context = std::min<int64_t>(model_context, kv->max_sequence_tokens());
-  return std::unique_ptr<Engine>(
+  auto engine = std::unique_ptr<EngineImpl>(
       new EngineImpl(options, model, tokenizer, std::move(kv), max_context));
+  if (options.warmup) KVFORK_RETURN_IF_ERROR(engine->WarmUp(model, tokenizer));
+  return std::unique_ptr<Engine>(std::move(engine));
 }
 
 }  // namespace kvfork
