@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "core/logging.h"
-#include "core/timer.h"
 #include "engine/engine.h"
 #include "engine/request_validation.h"
 #include "engine/scheduler.h"
@@ -147,14 +146,6 @@ class EngineImpl final : public Engine {
                             WarmUpModel(model, kv_->layout(), kv_->kv_groups(), tokens, pool_));
     KVFORK_LOG(kInfo) << "warm-up: " << r.tokens << " tokens through the model in "
                       << static_cast<double>(r.elapsed_ns) * 1e-6 << " ms";
-    const int64_t t0 = NowNanos();
-    const int64_t blocks = kv_->WarmUpPool(pool_);
-    if (blocks > 0) {
-      KVFORK_LOG(kInfo) << "warm-up: " << blocks << " KV pool blocks ("
-                        << (blocks * kv_->layout().BlockBytes()) / (1 << 20)
-                        << " MiB) backed for the disk tier's files in "
-                        << static_cast<double>(NowNanos() - t0) * 1e-6 << " ms";
-    }
     return OkStatus();
   }
 

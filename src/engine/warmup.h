@@ -3,8 +3,10 @@
 // the server says it is ready, so the first request does not pay the
 // process's one-time costs (the weights' pages mapped in, the kernels'
 // per-thread scratch, the compute pool's threads woken, the lazy CPU-feature
-// decisions). The engine then has the KV cache back the pool pages a
-// restart's first disk load will fill (KvCache::WarmUpPool).
+// decisions). It does not touch the KV pool: backing the pool pages a
+// restart's disk load fills, here instead of just before each read, made the
+// reads about 2x slower (cold cache lines) and the load no shorter
+// (docs/kv_cache.md, "Where the restarted server's first turn goes").
 //
 // The forward runs on private KV memory (one block of the cache's layout per
 // layer group, freed after), never on the cache: nothing enters the prefix

@@ -1,9 +1,7 @@
 #include "kv/block_pool.h"
 
 #include <sys/mman.h>
-#include <unistd.h>
 
-#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -89,28 +87,6 @@ Status BlockPool::CheckFreeList() const {
       return InternalError("block " + std::to_string(i) + " is marked free but not on the list");
   }
   return OkStatus();
-}
-
-std::vector<BlockId> BlockPool::NextFree(int64_t n) const {
-  std::vector<BlockId> out;
-  for (auto it = free_list_.rbegin(); it != free_list_.rend(); ++it) {
-    if (static_cast<int64_t>(out.size()) >= n) break;
-    out.push_back(*it);
-  }
-  return out;
-}
-
-bool PrefaultForWrite(uint8_t* p, size_t n) {
-#ifdef MADV_POPULATE_WRITE
-  if (p == nullptr || n == 0) return true;
-  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n + page - 1) & ~(page - 1);
-  return ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0;
-#else
-  (void)p, (void)n;
-  return false;
-#endif
 }
 
 void CopyBlockTokens(const KvLayout& layout, const uint8_t* src, uint8_t* dst, int start, int n) {

@@ -62,10 +62,6 @@ class BlockPool {
   uint64_t tick(BlockId id) const { return ticks_[id]; }
   uint64_t clock() const { return clock_; }  // the last tick handed out
 
-  // The next n blocks Allocate would hand out, in that order (fewer when
-  // fewer are free). O(n).
-  std::vector<BlockId> NextFree(int64_t n) const;
-
  private:
   BlockPool(const KvLayout& layout, int64_t num_blocks, uint8_t* base, size_t map_bytes);
 
@@ -80,12 +76,6 @@ class BlockPool {
   std::vector<uint64_t> ticks_;     // [num_blocks]
   uint64_t clock_ = 0;
 };
-
-// Backs [p, p + n) with pages now (MADV_POPULATE_WRITE, one call) instead
-// of a page fault per 4 KiB page at the first write into them; the bytes are
-// unchanged. False where the kernel cannot (before 5.14): the pages are then
-// faulted in at their first write, as without it. Any thread.
-bool PrefaultForWrite(uint8_t* p, size_t n);
 
 // Copies K/V (and int8 or q4 scales) of token slots [start, start + n) of every
 // (layer, K/V, head) plane from block src to block dst, same positions.

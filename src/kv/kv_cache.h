@@ -39,7 +39,6 @@
 #include <vector>
 
 #include "core/status.h"
-#include "core/thread_pool.h"
 #include "kernels/kv_group.h"
 #include "kv/kv_group_stats.h"
 #include "kernels/kv_layout.h"
@@ -299,18 +298,6 @@ class KvCache {
   // The engine's measured cost of prefilling a token, ns (0 = unknown): the
   // read-or-recompute rule compares a block's read with block_size of them.
   virtual void SetPrefillCost(double ns_per_token) { (void)ns_per_token; }
-  // The warm-up at start (engine/warmup.h): backs with pages now the pool
-  // blocks that the disk tier's files would be read into first (the next ones
-  // the free list hands out, as many as the tier holds, at most every free
-  // one), so a restart's first load does not also fault them in one 4 KiB
-  // page at a time (measured: about half a load's time, docs/kv_cache.md).
-  // Contents and state unchanged. Returns how many blocks; 0 without a disk
-  // tier. Before requests, on the thread that owns the cache; `threads` runs
-  // the madvise calls.
-  virtual int64_t WarmUpPool(ThreadPool& threads) {
-    (void)threads;
-    return 0;
-  }
   // The disk tier (nullptr when off or dense). Unlike the cache, it is
   // thread-safe: its Stats() may be read from any thread.
   virtual DiskTier* disk_tier() const { return nullptr; }

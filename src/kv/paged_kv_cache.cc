@@ -386,15 +386,6 @@ bool PagedKvCache::FinishLoad(SeqId seq, PrefixMatch* match) {
   return true;
 }
 
-int64_t PagedKvCache::WarmUpPool(ThreadPool& threads) {
-  if (disk_ == nullptr) return 0;
-  const std::vector<BlockId> next = pool_->NextFree(disk_->Stats().blocks);
-  threads.ParallelFor(static_cast<int64_t>(next.size()), [&](int64_t i) {
-    PrefaultForWrite(pool_->Data(next[i]), pool_->block_bytes());
-  });
-  return static_cast<int64_t>(next.size());
-}
-
 void PagedKvCache::WaitForLoads(int64_t timeout_ms) {
   if (loader_ != nullptr) loader_->WaitAnyDone(timeout_ms);
 }

@@ -98,7 +98,6 @@ class PagedKvCache final : public KvCache {
   bool FinishLoad(SeqId seq, PrefixMatch* match) override;
   void WaitForLoads(int64_t timeout_ms) override;
   void SetPrefillCost(double ns_per_token) override { prefill_ns_per_token_ = ns_per_token; }
-  int64_t WarmUpPool(ThreadPool& threads) override;
   Status Check() const override;
 
   const BlockPool& pool() const { return *pool_; }

@@ -542,8 +542,8 @@ TEST_P(EngineFormatTest, CachedTokensCountReusedPrompt) {
 // and gives bitwise the same logits and tokens as the run that computed
 // them (invariant 1 across a restart). A truncated block file is detected,
 // deleted and recomputed: still the same logits, fewer cached tokens. The
-// restarted engine warms up (EngineOptions::warmup: its pool's first blocks
-// backed for the tier's files), the damaged one does not.
+// restarted engine warms up first (EngineOptions::warmup), the damaged one
+// does not.
 TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   testing::TempDir disk;
   auto fp = ModelFilesFingerprint(model_path_);

@@ -7,8 +7,6 @@
 // and still reads one run in kProbeEvery it would compute.
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -21,7 +19,6 @@
 #include <thread>
 #include <vector>
 
-#include "core/thread_pool.h"
 #include "kv/disk_block_file.h"
 #include "kv/disk_checksum.h"
 #include "kv/disk_tier.h"
@@ -325,74 +322,6 @@ TEST(DiskLoad, EveryKvFormatComesBackByteForByte) {
     (*c)->Release(*s);
     EXPECT_CHECK_OK(**c);
   }
-}
-
-
-// The warm-up at start (KvCache::WarmUpPool, engine/warmup.h) backs with
-// pages the pool blocks a restart's first load reads into (the next ones the
-// free list hands out, as many as the tier has files) and no others: mincore
-// says those blocks' pages are resident and the rest of the fresh mapping is
-// not. The cache's state is unchanged, the load still brings every block back
-// with its bytes, and a cache without a disk tier backs nothing.
-TEST(DiskLoad, WarmUpPoolBacksTheBlocksALoadFillsFirst) {
-  testing::TempDir dir;
-  KvCacheOptions o;
-  o.layout = TinyLayout();
-  o.layout.num_kv_heads = 4;
-  o.layout.head_dim = 256;  // 64 KiB blocks: whole pages each
-  o.num_blocks = 64;
-  o.disk_dir = dir.path();
-  o.disk_capacity_bytes = int64_t{1} << 30;
-  o.model_fingerprint = 42;
-  o.disk_async_reads = true;
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  ASSERT_EQ(o.layout.BlockBytes() % page, 0u);
-  const std::vector<int32_t> prompt = Range(10, 4 * 6 + 1);  // 6 full blocks + 1
-  {
-    auto c = PagedKvCache::Create(o);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    (*c)->Release(Prefill(**c, prompt));
-  }  // writes the 6 full blocks
-  ThreadPool threads(2);
-  {
-    KvCacheOptions ram = o;
-    ram.disk_dir.clear();
-    auto c = PagedKvCache::Create(ram);
-    ASSERT_TRUE(c.ok());
-    EXPECT_EQ((*c)->WarmUpPool(threads), 0);
-  }
-  auto c = PagedKvCache::Create(o);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
-  const std::vector<BlockId> next = (*c)->pool().NextFree(6);
-  ASSERT_EQ(next.size(), 6u);
-  // 4 KiB pages only, so that backing a block backs no neighbour (with
-  // transparent huge pages "always", a 2 MiB page would back 32 of them).
-  ::madvise((*c)->pool().Data(0), 64 * o.layout.BlockBytes(), MADV_NOHUGEPAGE);
-  EXPECT_EQ((*c)->WarmUpPool(threads), 6);
-  EXPECT_CHECK_OK(**c);
-  EXPECT_EQ((*c)->Stats().blocks_free, 64);
-  auto resident = [&](BlockId b) {  // pages of block b in RAM
-    const size_t pages = o.layout.BlockBytes() / page;
-    std::vector<unsigned char> v(pages);
-    EXPECT_EQ(::mincore((*c)->pool().Data(b), o.layout.BlockBytes(), v.data()), 0);
-    size_t n = 0;
-    for (unsigned char x : v) n += x & 1;
-    return n == pages ? 1 : n == 0 ? 0 : -1;
-  };
-  // Where the kernel cannot prefault (before 5.14) nothing is backed early.
-  if (!PrefaultForWrite((*c)->pool().Data(next[0]), 1)) GTEST_SKIP() << "no MADV_POPULATE_WRITE";
-  std::vector<char> warmed(64, 0);
-  for (BlockId b : next) warmed[b] = 1;
-  for (BlockId b = 0; b < 64; ++b) EXPECT_EQ(resident(b), warmed[b]) << "block " << b;
-  PrefixMatch m;
-  StatusOr<SeqId> s = (*c)->Admit(prompt, "", static_cast<int64_t>(prompt.size()), &m);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
-  while (!(*c)->FinishLoad(*s, &m)) (*c)->WaitForLoads(100);
-  EXPECT_EQ(m.num_reused_tokens, 24);
-  for (int i = 0; i < 6; ++i) EXPECT_EQ((*c)->BlockTable(*s)[i], (*c)->pool().Data(next[i]));
-  EXPECT_TRUE(HoldsPattern(**c, *s));
-  (*c)->Release(*s);
-  EXPECT_CHECK_OK(**c);
 }
 
 }  // namespace
