@@ -75,7 +75,8 @@ StatusOr<double> ParseMaxStepMs(const std::string& value) {
 }
 
 StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
-  Flags flags = Flags::Parse(argc, argv, {"no-prefix-cache", "log-prompts", "no-webui"});
+  Flags flags =
+      Flags::Parse(argc, argv, {"no-prefix-cache", "log-prompts", "no-webui", "no-warmup"});
   ServeConfig c;
   c.model_dir = flags.GetRequiredString("model", "a Hugging Face model directory or a .gguf file");
   c.tokenizer_dir =
@@ -145,6 +146,9 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
                                           "tokens per engine step (decode + prefill chunks)");
   e.schedule = flags.GetString("schedule", e.schedule,
                                "admission order: fcfs or longest-prefix (most cached first)");
+  e.warmup = !flags.GetBool("no-warmup",
+                            "start without the warm-up forward pass (the first request then pays "
+                            "the one-time costs)");
   const std::string step_ms = flags.GetString(
       "max-step-ms", "auto", "bound on a step's prefill while decoding: auto, off or N ms");
   c.kv_events.endpoint = flags.GetString(

@@ -50,6 +50,11 @@ struct EngineOptions {
   // auto (4 times a step's decode part, at least 400 ms; `kvfork serve`'s
   // default).
   double max_step_ms = 0;
+  // One small forward pass on private KV memory before Create returns
+  // (engine/warmup.h), so the first request does not pay the process's
+  // one-time costs. Off by default (tests, batch runs); `kvfork serve` turns
+  // it on unless --no-warmup. Changes no answer and no counter.
+  bool warmup = false;
 
   // Where the prefix index announces its blocks (vLLM KV events,
   // kv/kv_event_publisher.h); nullptr = nowhere. Must outlive the engine.

@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "engine/request_validation.h"
 #include "engine/scheduler.h"
+#include "engine/warmup.h"
 #include "kernels/ops.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
@@ -135,6 +136,18 @@ class EngineImpl final : public Engine {
   }
 
   int64_t max_context() const override { return max_context_; }
+
+  // EngineOptions::warmup, on the caller's thread before any request can be
+  // submitted (the engine thread waits idle and never touches the model or
+  // the pool before a request comes).
+  Status WarmUp(Model& model, const Tokenizer& tokenizer) {
+    const std::vector<int32_t> tokens = WarmUpTokens(tokenizer, model.config().vocab_size);
+    KVFORK_ASSIGN_OR_RETURN(WarmUpResult r,
+                            WarmUpModel(model, kv_->layout(), kv_->kv_groups(), tokens, pool_));
+    KVFORK_LOG(kInfo) << "warm-up: " << r.tokens << " tokens through the model in "
+                      << static_cast<double>(r.elapsed_ns) * 1e-6 << " ms";
+    return OkStatus();
+  }
 
   void ResetPrefixCache() override {
     {
@@ -414,8 +427,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, M
   if (options.kv_event_sink != nullptr)
     KVFORK_RETURN_IF_ERROR(kv->SetEventSink(options.kv_event_sink));
   const int64_t max_context = std::min<int64_t>(model_context, kv->max_sequence_tokens());
-  return std::unique_ptr<Engine>(
+  auto engine = std::unique_ptr<EngineImpl>(
       new EngineImpl(options, model, tokenizer, std::move(kv), max_context));
+  if (options.warmup) KVFORK_RETURN_IF_ERROR(engine->WarmUp(model, tokenizer));
+  return std::unique_ptr<Engine>(std::move(engine));
 }
 
 }  // namespace kvfork

@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 
 #include "core/logging.h"
@@ -18,6 +19,23 @@ constexpr int64_t kMaxPromptLogitsRows = 64;
 // With nothing to compute but prefixes loading from disk, a step waits this
 // long for a load to finish before the engine looks at its inbox again.
 constexpr int64_t kLoadWaitMs = 2;
+
+// One line for a prompt whose prefix came from disk, when its prompt is done:
+// the engine's queue before it, the reads, and the prefill after them (the
+// split of a restarted server's first turn, docs/kv_cache.md).
+void LogDiskLoadedPrompt(const ChoiceState& c, int64_t now_ns) {
+  const Request& r = c.request->request;
+  char line[320];
+  std::snprintf(line, sizeof(line),
+                "KV disk: request %s: %zu prompt tokens, %lld cached; %.1f ms to admission, "
+                "%.1f ms loading, %.1f ms prefill after the load (to its last prompt logits)",
+                r.id.c_str(), r.prompt_tokens.size(),
+                static_cast<long long>(c.request->usage.cached_tokens),
+                static_cast<double>(c.load_start_ns - c.taken_ns) * 1e-6,
+                static_cast<double>(c.load_end_ns - c.load_start_ns) * 1e-6,
+                static_cast<double>(now_ns - c.load_end_ns) * 1e-6);
+  KVFORK_LOG(kInfo) << line;
+}
 
 int64_t ChunkLimit(const ChoiceState& c, int64_t budget) {
   return c.WantsPromptLogits() ? std::min(budget, kMaxPromptLogitsRows) : budget;
@@ -86,6 +104,7 @@ void Scheduler::Add(Request request, std::shared_ptr<RequestStream> stream, uint
     r->choices.push_back(std::move(c));
   }
   RequestState* raw = r.get();
+  raw->choices[0]->taken_ns = NowNanos();
   requests_.push_back(std::move(r));
   if (sp.max_tokens == 0 && sp.prompt_logprobs < 0) {
     // Nothing to generate: no compute, the prompt is not even prefilled.
@@ -407,6 +426,7 @@ bool Scheduler::Step() {
     PrefixMatch loaded;
     if (c->phase != SeqPhase::kLoading || !kv_.FinishLoad(*c->seq, &loaded)) continue;
     c->phase = SeqPhase::kPrefill;
+    c->load_end_ns = NowNanos();
     SetCachedTokens(c, loaded.num_reused_tokens);
   }
 
@@ -492,6 +512,7 @@ bool Scheduler::Step() {
       // Its prefix continues on disk: the I/O threads read it while this
       // step (and the next ones) run the others; a later step collects it.
       c->phase = SeqPhase::kLoading;
+      c->load_start_ns = NowNanos();
       continue;
     }
     c->phase = SeqPhase::kPrefill;
@@ -583,6 +604,7 @@ bool Scheduler::Step() {
     }
     KVFORK_CHECK(row_of[i] >= 0);
     const std::span<const float> row(logits_.data() + row_of[i] * vocab_, vocab_);
+    if (c->load_end_ns > 0) LogDiskLoadedPrompt(*c, NowNanos());
     c->fresh = false;
     RequestState* r = c->request;
     if (r->request.sampling.max_tokens == 0) {  // prompt logprobs only

@@ -52,6 +52,12 @@ struct ChoiceState {
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StopMatcher> stop;
   std::unique_ptr<StreamDecoder> decoder;
+  // A prompt whose prefix is read from disk: when the engine took it, when
+  // its load started and ended (NowNanos; 0 = not loaded). Its first token
+  // logs where the time went (docs/kv_cache.md, "Restart").
+  int64_t taken_ns = 0;
+  int64_t load_start_ns = 0;
+  int64_t load_end_ns = 0;
 
   // Tokens whose K/V the sequence needs before its next decode step:
   // the prompt plus every generated token except the last (pending) one.

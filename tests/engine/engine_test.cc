@@ -22,6 +22,7 @@
 
 #include "engine/model_tokenizer.h"
 #include "engine/tiny_model_suite.h"
+#include "engine/warmup.h"
 #include "kv/block_hash.h"
 #include "kv/model_files_fingerprint.h"
 #include "model/gguf_quantize.h"
@@ -540,7 +541,9 @@ TEST_P(EngineFormatTest, CachedTokensCountReusedPrompt) {
 // engine on the same directory reads them back (cached_tokens, disk hits)
 // and gives bitwise the same logits and tokens as the run that computed
 // them (invariant 1 across a restart). A truncated block file is detected,
-// deleted and recomputed: still the same logits, fewer cached tokens.
+// deleted and recomputed: still the same logits, fewer cached tokens. The
+// restarted engine warms up first (EngineOptions::warmup), the damaged one
+// does not.
 TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   testing::TempDir disk;
   auto fp = ModelFilesFingerprint(model_path_);
@@ -551,8 +554,9 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   r.prompt_tokens = RandomPrompt(rng, 100);
   r.sampling.temperature = 0;
   r.sampling.max_tokens = 6;
-  auto run = [&](Recorder* rec, EngineStats* stats) {
+  auto run = [&](Recorder* rec, EngineStats* stats, bool warmup = false) {
     EngineOptions o = SmallOptions();
+    o.warmup = warmup;
     o.kv_disk_dir = disk.path();
     o.kv_disk_gib = 1;
     o.kv_model_fingerprint = *fp;
@@ -570,7 +574,7 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   Result a = run(&cold, &s_cold);
   EXPECT_EQ(a.usage.cached_tokens, 0);
   EXPECT_EQ(s_cold.kv_disk.scanned_files, 0);
-  Result b = run(&warm, &s_warm);
+  Result b = run(&warm, &s_warm, /*warmup=*/true);
   EXPECT_EQ(s_warm.kv_disk.scanned_files, 6) << "6 full blocks of 16 written at shutdown";
   EXPECT_EQ(b.usage.cached_tokens, 96);
   EXPECT_EQ(s_warm.kv_disk_hit_blocks, 6);
@@ -761,6 +765,127 @@ TEST_F(EngineTest, DiskReadOrRecomputeGivesTheSameLogits) {
 // engine is held after each step until the test has read the stats, so a
 // request (two tokens: at least two steps) cannot finish before they are read,
 // however the test thread is scheduled.
+// The warm-up at start (EngineOptions::warmup, `kvfork serve`'s default;
+// engine/warmup.h) is a real forward pass (its logits row is the one a
+// request of the same tokens samples from, bitwise) on private KV memory: an
+// engine that warmed up starts with the counters, pool, prefix index and
+// disk tier of one that did not, and gives bitwise the same logits and
+// tokens, on the paged cache with a disk tier, the dense one, and a
+// sliding-window model's layer groups.
+TEST_F(EngineTest, WarmUpChangesNoAnswerAndNoCounter) {
+  const std::string gemma_dir = model_dir_->Sub("gemma3-warmup");
+  RandomModelOptions mo;
+  mo.arch = Architecture::kGemma3;
+  mo.shape = "tiny";
+  mo.num_layers = 6;
+  mo.seed = 9;
+  mo.tokenizer_dir = testing::QwenTokenizerDir();
+  ASSERT_TRUE(WriteRandomModel(mo, gemma_dir).ok());
+  ModelLoadOptions lo;
+  lo.show_progress = false;
+  auto gemma = Model::Load(gemma_dir, lo);
+  ASSERT_TRUE(gemma.ok()) << gemma.status().ToString();
+  ASSERT_EQ((*gemma)->MakeKvGroups(KvDType::kBf16, 16).size(), 2u);
+  auto fp = ModelFilesFingerprint(model_dir_->Sub("model"));
+  ASSERT_TRUE(fp.ok()) << fp.status().ToString();
+
+  struct Case {
+    const char* name;
+    Model* model;
+    const char* backend;
+    bool disk;
+  };
+  const Case cases[] = {{"paged + disk tier", model_, "paged", true},
+                        {"dense", model_, "dense", false},
+                        {"sliding-window layer groups", gemma->get(), "paged", false}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::mt19937 rng(31);
+    Request r;
+    r.id = "r";
+    r.prompt_tokens = RandomPrompt(rng, 45);
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = 5;
+    r.sampling.ignore_eos = true;
+    Request probe;  // the warm-up's own tokens, as a request
+    probe.id = "probe";
+    probe.sampling.temperature = 0;
+    probe.sampling.max_tokens = 1;
+    probe.prompt_tokens = WarmUpTokens(*tokenizer_, c.model->config().vocab_size);
+    struct Run {
+      Result result;
+      EngineStats at_start, at_end;
+      std::vector<std::vector<float>> rows, probe_rows;
+      int64_t files_at_start = 0;
+    };
+    auto run = [&](bool warmup) {
+      testing::TempDir disk;
+      EngineOptions o = SmallOptions();
+      o.kv_backend = c.backend;
+      o.max_model_len = 256;  // dense: 16-block slots
+      o.warmup = warmup;
+      if (c.disk) {
+        o.kv_disk_dir = disk.path();
+        o.kv_disk_gib = 1;
+        o.kv_model_fingerprint = *fp;
+      }
+      Recorder rec;
+      rec.Attach(&o);
+      auto e = Engine::Create(o, *c.model, *tokenizer_);
+      EXPECT_TRUE(e.ok()) << e.status().ToString();
+      Run out;
+      out.at_start = (*e)->Stats();
+      for (const auto& f : std::filesystem::recursive_directory_iterator(disk.path()))
+        out.files_at_start += f.is_regular_file();
+      out.result = Drain(**(*e)->Submit(r));
+      EXPECT_TRUE(out.result.error.ok()) << out.result.error.ToString();
+      Result p = Drain(**(*e)->Submit(probe));
+      EXPECT_TRUE(p.error.ok()) << p.error.ToString();
+      out.at_end = (*e)->Stats();
+      (*e)->Shutdown();
+      EXPECT_EQ(rec.bad_checks, 0) << rec.first_bad;
+      out.rows = rec.rows["r/0"];
+      out.probe_rows = rec.rows["probe/0"];
+      return out;
+    };
+    const Run cold = run(false);
+    const Run warm = run(true);
+    for (const Run* x : {&cold, &warm}) {
+      EXPECT_EQ(x->at_start.blocks_free, x->at_start.blocks_total);
+      EXPECT_EQ(x->at_start.blocks_cached, 0);
+      EXPECT_EQ(x->at_start.prefix_queries_tokens, 0);
+      EXPECT_EQ(x->at_start.steps, 0);
+      EXPECT_EQ(x->at_start.prompt_tokens, 0);
+      EXPECT_EQ(x->at_start.kv_disk.blocks_written, 0);
+      EXPECT_EQ(x->files_at_start, 0);
+    }
+    EXPECT_EQ(warm.result.tokens, cold.result.tokens);
+    EXPECT_EQ(warm.result.usage.cached_tokens, cold.result.usage.cached_tokens);
+    ASSERT_EQ(warm.rows.size(), cold.rows.size());
+    for (size_t i = 0; i < cold.rows.size(); ++i)
+      EXPECT_TRUE(BitwiseEqual(warm.rows[i], cold.rows[i])) << "logits row " << i;
+    EXPECT_EQ(warm.at_end.prefix_hits_tokens, cold.at_end.prefix_hits_tokens);
+    EXPECT_EQ(warm.at_end.blocks_cached, cold.at_end.blocks_cached);
+    EXPECT_EQ(warm.at_end.steps, cold.at_end.steps);
+    EXPECT_EQ(warm.at_end.prompt_tokens, cold.at_end.prompt_tokens);
+    // The warm-up ran the model for real: its row is the probe request's.
+    EngineOptions wo = SmallOptions();
+    wo.kv_backend = c.backend;
+    ThreadPool pool(2);
+    std::vector<KvGroup> groups;
+    if (std::string(c.backend) == "paged" && !c.disk) {
+      groups = c.model->MakeKvGroups(KvDType::kBf16, wo.kv_block_size);
+      if (groups.size() < 2) groups.clear();
+    }
+    auto w = WarmUpModel(*c.model, c.model->MakeKvLayout(KvDType::kBf16, wo.kv_block_size), groups,
+                         probe.prompt_tokens, pool);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    EXPECT_EQ(w->tokens, static_cast<int64_t>(probe.prompt_tokens.size()));
+    ASSERT_EQ(cold.probe_rows.size(), 1u);
+    EXPECT_TRUE(BitwiseEqual(w->logits, cold.probe_rows[0]));
+  }
+}
+
 TEST_F(EngineTest, SubmittedRequestIsNeverMissingFromStats) {
   std::mutex gate_mu;
   std::condition_variable gate_cv;
