@@ -119,15 +119,20 @@ struct alignas(64) PackedK {
   float q4_scale[kGroupKeys * kMaxHeadDim / 32];  // q4 KV: d_k of key j, group g at j * groups + g
 };
 
-// 32 bf16 of x (f32, 32 values) as hi and lo = bf16(x - hi), in order.
+// 32 bf16 of x (f32, 32 values) as hi and lo = bf16(x - hi), in order. hi
+// back in f32 is one word permute per 16 values: bf16 word k into the high
+// word of dword k, the low word zeroed (a widen and shift did the same in
+// three instructions, the high half after an extract).
 inline void SplitBf16(__m512 x0, __m512 x1, __m512i* hi, __m512i* lo) {
   const __m512bh h = _mm512_cvtne2ps_pbh(x1, x0);
   __m512i hb;
   std::memcpy(&hb, &h, sizeof(hb));
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __mmask32 high_words = 0xAAAAAAAAu;
   const __m512 h0 = _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hb)), 16));
-  const __m512 h1 = _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hb, 1)), 16));
+      _mm512_maskz_permutexvar_epi16(high_words, _mm512_slli_epi32(lanes, 16), hb));
+  const __m512 h1 = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(
+      high_words, _mm512_slli_epi32(_mm512_add_epi32(lanes, _mm512_set1_epi32(16)), 16), hb));
   const __m512bh lb = _mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
   *hi = hb;
   std::memcpy(lo, &lb, sizeof(*lo));
@@ -438,38 +443,47 @@ inline void AddPv(int d, const float* corr_rows, QueryTile* tile) {
   }
 }
 
-// q4 KV: S^T of one key group (keys in rows) into st. Per 16 keys and
-// 32-dim chunk c (q4 group c) the K codes meet Q_hi and Q_lo in a tile, then
-// each key's row is multiplied by its d_k of group c and the chunks summed
-// in order (the first a multiply, then one FMA each) in registers: per
-// element a fixed sequence, whatever else shares the tile.
+// q4 KV: S^T of one key group (keys in rows) into st. Per 32-dim chunk c
+// (q4 group c) the K codes of keys 0-15 (tmm0) and 16-31 (tmm1) meet Q_hi
+// and Q_lo, loaded once for both, and the C tiles are stored; then each
+// key's row is multiplied by its d_k of group c and the chunks summed in
+// order (the first a multiply, then one FMA each) in a register: per
+// element a fixed sequence, whatever else shares the tile. All chunks' tile
+// products come first, so they overlap one another and the stores.
 void ScoresQ4(int hd, bool second, const PackedK& pk, const QueryTile& tile, GroupPrefetch& pf,
               float (*st)[kRows]) {
   const int groups = hd / 32;
   const int64_t row_bytes = int64_t{hd} * 2;
-  alignas(64) float part[16][kRows];
-  for (int h = 0; h < (second ? 2 : 1); ++h) {
-    __m512 acc[16];
-    for (int c = 0; c < groups; ++c) {
-      if (h == 0) pf.Step(16);
-      KVFORK_TILE_ZERO(0);
-      KVFORK_TILE_LOAD(4, tile.qt[c][0], kTileStride);
-      KVFORK_TILE_LOAD(5, tile.qt[c][1], kTileStride);
-      KVFORK_TILE_LOAD(2, pk.rows + 16 * h * hd + c * 32, row_bytes);
-      KVFORK_TILE_DP(0, 2, 4);
-      KVFORK_TILE_DP(0, 2, 5);
-      KVFORK_TILE_STORE(0, part[0], kTileStride);
-      const float* dk = pk.q4_scale + 16 * h * groups + c;
-      for (int j = 0; j < 16; ++j) {
-        const __m512 d = _mm512_set1_ps(dk[j * groups]);
-        const __m512 p = _mm512_load_ps(part[j]);
-        acc[j] = c == 0 ? _mm512_mul_ps(p, d) : _mm512_fmadd_ps(p, d, acc[j]);
-      }
+  alignas(64) float part[kMaxHeadDim / 32][kGroupKeys][kRows];  // [chunk][key][query row]
+  for (int c = 0; c < groups; ++c) {
+    pf.Step(16);
+    KVFORK_TILE_ZERO(0);
+    KVFORK_TILE_LOAD(4, tile.qt[c][0], kTileStride);
+    KVFORK_TILE_LOAD(5, tile.qt[c][1], kTileStride);
+    KVFORK_TILE_LOAD(2, pk.rows + c * 32, row_bytes);
+    KVFORK_TILE_DP(0, 2, 4);
+    if (second) {
+      KVFORK_TILE_ZERO(1);
+      KVFORK_TILE_LOAD(3, pk.rows + 16 * hd + c * 32, row_bytes);
+      KVFORK_TILE_DP(1, 3, 4);
     }
-    for (int j = 0; j < 16; ++j) _mm512_store_ps(st[16 * h + j], acc[j]);
+    KVFORK_TILE_DP(0, 2, 5);
+    KVFORK_TILE_STORE(0, part[c][0], kTileStride);
+    if (second) {
+      KVFORK_TILE_DP(1, 3, 5);
+      KVFORK_TILE_STORE(1, part[c][16], kTileStride);
+    }
   }
-  if (!second)  // keys 16-31 not written: masked below
-    for (int j = 16; j < kGroupKeys; ++j) _mm512_store_ps(st[j], _mm512_setzero_ps());
+  const int keys = second ? kGroupKeys : 16;
+  for (int j = 0; j < keys; ++j) {
+    const float* dk = pk.q4_scale + j * groups;
+    __m512 acc = _mm512_mul_ps(_mm512_load_ps(part[0][j]), _mm512_set1_ps(dk[0]));
+    for (int c = 1; c < groups; ++c)
+      acc = _mm512_fmadd_ps(_mm512_load_ps(part[c][j]), _mm512_set1_ps(dk[c]), acc);
+    _mm512_store_ps(st[j], acc);
+  }
+  // Keys 16-31 not written: masked below.
+  for (int j = keys; j < kGroupKeys; ++j) _mm512_store_ps(st[j], _mm512_setzero_ps());
 }
 
 // q4 KV: acc = acc * corr + P_g * V_g for each 32-dim group g (two 16-dim

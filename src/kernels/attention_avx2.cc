@@ -2,7 +2,7 @@
 //
 // WriteKv produces exactly the reference's bytes (int8: the same absmax / 127
 // scale, 1 / scale, round to nearest even, clamp to +-127; q4 and q4r are
-// written by ops.cc's portable WriteKvQ4 on every level).
+// written by ops.cc's WriteKvQ4 with this level's row functions, kv_q4_avx2.cc).
 //
 // PagedAttention: tasks of up to kSpanTiles tiles of 1, 2 or 4 query tokens of
 // one sequence and one KV head, each tile's rows being its (token, query head
@@ -79,7 +79,7 @@ void StoreRow(const KvLayout& l, uint8_t* block, int layer, int kv, int head, in
     }
     case KvDType::kQ4:
     case KvDType::kQ4r:
-      break;  // ops.cc writes q4 rows with the portable WriteKvQ4
+      break;  // ops.cc writes q4 rows (WriteKvQ4, kv_q4_isa.h)
   }
 }
 

@@ -62,7 +62,7 @@ void StoreRow(const KvLayout& l, uint8_t* block, int layer, int kv, int head, in
     }
     case KvDType::kQ4:
     case KvDType::kQ4r:
-      break;  // ops.cc writes q4 rows with the portable WriteKvQ4
+      break;  // ops.cc writes q4 rows (WriteKvQ4, kv_q4_isa.h)
   }
 }
 

@@ -18,6 +18,16 @@ inline uint8_t Nibble(float x, float inv) {
 
 }  // namespace
 
+f16_t Q4GroupScale(float m, float amax, float* inv) {
+  // f16's largest finite value: beyond it the scale would be inf and every
+  // value of the group NaN; clamping keeps the group finite.
+  const float d32 = std::min(65504.0f, std::max(-65504.0f, m / -8.0f));
+  const f16_t d16 = amax > 0.0f ? F32ToF16(d32) : f16_t{0};
+  const float d = F16ToF32(d16);
+  *inv = d != 0.0f ? 1.0f / d : 0.0f;
+  return d16;
+}
+
 void QuantizeQ4Row(const float* x, int head_dim, uint8_t* codes, f16_t* scales) {
   for (int g = 0; g < head_dim / kQ4Group; ++g) {
     const float* xg = x + g * kQ4Group;
@@ -29,15 +39,10 @@ void QuantizeQ4Row(const float* x, int head_dim, uint8_t* codes, f16_t* scales) 
         m = xg[i];
       }
     }
-    // f16's largest finite value: beyond it the scale would be inf and
-    // every value of the group NaN; clamping keeps the group finite.
-    const float d32 = std::min(65504.0f, std::max(-65504.0f, m / -8.0f));
-    const f16_t d16 = amax > 0.0f ? F32ToF16(d32) : f16_t{0};
-    const float d = F16ToF32(d16);
-    const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+    float inv;
+    scales[g] = Q4GroupScale(m, amax, &inv);
     for (int i = 0; i < 16; ++i)
       codes[g * 16 + i] = static_cast<uint8_t>(Nibble(xg[i], inv) | (Nibble(xg[i + 16], inv) << 4));
-    scales[g] = d16;
   }
 }
 
@@ -60,7 +65,8 @@ void HadamardRotate(float* x, int head_dim) {
 }
 
 void WriteKvQ4(const KvLayout& layout, int layer, uint8_t* const* blocks, int64_t start_pos,
-               int64_t num_tokens, const float* k, const float* v) {
+               int64_t num_tokens, const float* k, const float* v,
+               const Q4RowKernels& kernels) {
   const int hd = layout.head_dim;
   const int64_t row = static_cast<int64_t>(layout.num_kv_heads) * hd;
   const bool rotate = layout.dtype == KvDType::kQ4r;
@@ -75,13 +81,13 @@ void WriteKvQ4(const KvLayout& layout, int layer, uint8_t* const* blocks, int64_
         const float* src = (kv == 0 ? k : v) + t * row + static_cast<int64_t>(h) * hd;
         if (rotate) {
           std::copy(src, src + hd, rotated);
-          HadamardRotate(rotated, hd);
+          kernels.rotate(rotated, hd);
           src = rotated;
         }
         uint8_t* codes = block + layout.PlaneOffset(layer, kv, h) + slot * code_bytes;
         f16_t* scales = reinterpret_cast<f16_t*>(block + layout.Q4ScaleOffset(layer, kv, h)) +
                         slot * scale_count;
-        QuantizeQ4Row(src, hd, codes, scales);
+        kernels.quantize(src, hd, codes, scales);
       }
     }
   }

@@ -1,12 +1,13 @@
 // The q4 and q4r KV formats (kv_layout.h): quantizing a head's row at write,
 // reading one value back, and q4r's Hadamard rotation.
 //
-// One portable implementation serves every ISA level: WriteKv and the
-// rotations of PagedAttention (ops.cc) call these on every level, so the
-// stored codes and scales are the same bits everywhere and a cached block
-// means the same thing whichever level wrote it. Only the attention kernels
-// that read the codes are per ISA. Every function here is elementwise or in a
-// fixed order, so its bits do not depend on batching or chunking.
+// The functions here are the portable reference. The avx2 and avx512 levels
+// have SIMD copies of the row quantizer and the rotation (kv_q4_isa.h) that
+// produce exactly the same bits (kv_q4_test compares them byte for byte), so
+// the stored codes and scales are the same everywhere and a cached block
+// means the same thing whichever level wrote it. Every function here is
+// elementwise or in a fixed order, so its bits do not depend on batching or
+// chunking.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,12 @@ namespace kvfork {
 // nibble q + 8. So m itself comes back exactly when d is exact, and NaN
 // inputs are skipped by the max and stored as -8.
 void QuantizeQ4Row(const float* x, int head_dim, uint8_t* codes, f16_t* scales);
+
+// The scalar step of QuantizeQ4Row for one group, shared with the SIMD
+// copies so the scale has one definition: m is the group's value of largest
+// magnitude and amax its magnitude (0 for a group of zeros and NaNs).
+// Returns d16 and sets *inv = 1 / d (0 when d is 0).
+f16_t Q4GroupScale(float m, float amax, float* inv);
 
 // Value d (0 <= d < head_dim) of a row quantized by QuantizeQ4Row:
 // (nibble - 8) * scale, exact in f32.
@@ -46,9 +53,18 @@ inline int HadamardBlock(int head_dim) { return head_dim & -head_dim; }
 // H (sum p_j H v_j).
 void HadamardRotate(float* x, int head_dim);
 
+// The row functions WriteKvQ4 runs: the portable ones above, or a level's
+// SIMD copies (kv_q4_isa.h) with the same bits. ops.cc picks the active
+// level's.
+struct Q4RowKernels {
+  void (*quantize)(const float* x, int head_dim, uint8_t* codes, f16_t* scales) = QuantizeQ4Row;
+  void (*rotate)(float* x, int head_dim) = HadamardRotate;
+};
+
 // WriteKv (ops.h) for q4 and q4r layouts: each (token, head) row of k and v
 // rotated (q4r) and quantized into its plane.
 void WriteKvQ4(const KvLayout& layout, int layer, uint8_t* const* blocks, int64_t start_pos,
-               int64_t num_tokens, const float* k, const float* v);
+               int64_t num_tokens, const float* k, const float* v,
+               const Q4RowKernels& kernels = Q4RowKernels{});
 
 }  // namespace kvfork

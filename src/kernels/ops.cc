@@ -12,6 +12,7 @@
 
 #include "core/cpu_features.h"
 #include "kernels/kv_q4.h"
+#include "kernels/kv_q4_isa.h"
 #include "kernels/ops_isa.h"
 #include "kernels/quant.h"
 #include "kernels/quant_matmul.h"
@@ -51,6 +52,21 @@ const char* KvDTypeName(KvDType t) {
 
 namespace {
 
+// The active level's q4 row functions: SIMD copies with the portable ones'
+// bits (kv_q4_isa.h), so the level that wrote a block does not matter.
+Q4RowKernels ActiveQ4RowKernels() {
+  switch (ActiveIsa()) {
+    case Isa::kAmx:
+    case Isa::kAvx512:
+      return {avx512::QuantizeQ4Row, avx512::HadamardRotate};
+    case Isa::kAvx2:
+      return {avx2::QuantizeQ4Row, avx2::HadamardRotate};
+    case Isa::kScalar:
+      break;
+  }
+  return {};
+}
+
 // One ISA-level MatMulShared call (1..kMaxMatMulTargets targets of one dtype).
 void MatMulSharedRun(const float* x, int64_t m, std::span<const MatMulTarget> run,
                      ThreadPool& pool) {
@@ -86,13 +102,14 @@ void PagedAttentionRotated(const KvLayout& layout, int layer, int num_heads, flo
     rotated[i].q = q + row0 * hd;
     row0 += seqs[i].num_tokens * num_heads;
   }
+  const auto rotate = ActiveQ4RowKernels().rotate;
   const auto rotate_rows = [&](bool out) {
     for (size_t i = 0; i < seqs.size(); ++i) {
       const AttentionSeq& s = seqs[i];
       float* dst = out ? s.out : q + (rotated[i].q - q);
       if (!out) std::copy(s.q, s.q + s.num_tokens * num_heads * hd, dst);
       pool.ParallelForRows(s.num_tokens * num_heads, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) HadamardRotate(dst + r * hd, hd);
+        for (int64_t r = r0; r < r1; ++r) rotate(dst + r * hd, hd);
       });
     }
   };
@@ -228,8 +245,10 @@ void EmbeddingLookup(const MatrixView& table, const int32_t* ids, int64_t n, flo
 int64_t Argmax(const float* x, int64_t n) { KVFORK_DISPATCH(Argmax(x, n)); }
 void WriteKv(const KvLayout& layout, int layer, uint8_t* const* blocks, int64_t start_pos,
              int64_t num_tokens, const float* k, const float* v) {
-  // One portable quantizer on every level: the same stored bits everywhere.
-  if (IsQ4(layout.dtype)) return WriteKvQ4(layout, layer, blocks, start_pos, num_tokens, k, v);
+  // One row loop on every level, with the level's row functions: the same
+  // stored bits everywhere (kv_q4_isa.h).
+  if (IsQ4(layout.dtype))
+    return WriteKvQ4(layout, layer, blocks, start_pos, num_tokens, k, v, ActiveQ4RowKernels());
   KVFORK_DISPATCH(WriteKv(layout, layer, blocks, start_pos, num_tokens, k, v));
 }
 void PagedAttention(const KvLayout& layout, int layer, int num_heads, float scale,
