@@ -109,22 +109,38 @@ constexpr bool kHasMin = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Bloc
 // x[c] x row c, and y[c * ldy + r] their product.
 constexpr int kTileRows = 4;
 
-// Pair p's exact int32 sum over each of two 32-blocks, for up to four
-// (W row, x row) pairs: dots[p] holds pair p's vpdpbusd lanes, lanes 0-7
-// block i and 8-15 block i + 1. Lane p of *even is the block i sum, of *odd
-// the block i + 1 one (integer adds, so the order of the tree is immaterial).
-inline void BlockSums(const __m512i* dots, __m128i* even, __m128i* odd) {
-  // Per 128-bit quarter: lane p = dots[p]'s lanes 0 + 2 (p = 0, 1) then 1 + 3.
+// Per 128-bit quarter q, lane p (p < 4): the sum of dots[p]'s four int32
+// lanes in quarter q. Integer adds, so the order of the tree is immaterial.
+inline __m512i QuarterSums(const __m512i* dots) {
+  // Per quarter: lane p = dots[p]'s lanes 0 + 2 (p = 0, 1) then 1 + 3.
   const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(dots[0], dots[1]),
                                      _mm512_unpackhi_epi32(dots[0], dots[1]));
   const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(dots[2], dots[3]),
                                      _mm512_unpackhi_epi32(dots[2], dots[3]));
-  // Per quarter: lane p = the sum of dots[p]'s four lanes in that quarter.
-  const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
+
+// Pair p's exact int32 sum over each of two 32-blocks, for up to four
+// (W row, x row) pairs: dots[p] holds pair p's vpdpbusd lanes, lanes 0-7
+// block i and 8-15 block i + 1. Lane p of *even is the block i sum, of *odd
+// the block i + 1 one.
+inline void BlockSums(const __m512i* dots, __m128i* even, __m128i* odd) {
+  const __m512i c = QuarterSums(dots);
   // Quarters 0 + 1 (block i) and 2 + 3 (block i + 1).
   const __m512i d = _mm512_add_epi32(c, _mm512_shuffle_i64x2(c, c, _MM_SHUFFLE(2, 3, 0, 1)));
   *even = _mm512_castsi512_si128(d);
   *odd = _mm512_extracti32x4_epi32(d, 2);
+}
+
+// The same over four 32-blocks: lo[p] holds pair p's lanes of blocks i and
+// i + 1, hi[p] of blocks i + 2 and i + 3. Quarter j of the result is block
+// i + j, its lane p pair p's sum. One tree for the four blocks (21 vector
+// ops), then one conversion and three extracts, where two BlockSums took 24
+// and four conversions.
+inline __m512i BlockSums4(const __m512i* lo, const __m512i* hi) {
+  const __m512i c_lo = QuarterSums(lo), c_hi = QuarterSums(hi);
+  return _mm512_add_epi32(_mm512_shuffle_i64x2(c_lo, c_hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i64x2(c_lo, c_hi, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
 // Lane p: the sum of v[p]'s 16 int32 lanes, p < 4.
@@ -134,14 +150,28 @@ inline __m128i LaneTotals(const __m512i* v) {
   return _mm_add_epi32(even, odd);
 }
 
+// x rows' scales at (super-)block i, lane c for x row c < RX (0 above).
+// Built in registers: narrow stores read back as a vector stall the load
+// (store forwarding fails), which cost decode ~20% in Dot32Blocks.
+template <int RX>
+inline __m128 XScales(const Q8Row* const* x, int64_t i) {
+  const float dx1 = RX > 1 ? x[RX > 1 ? 1 : 0]->d[i] : 0.0f;
+  const float dx2 = RX > 2 ? x[RX > 2 ? 2 : 0]->d[i] : 0.0f;
+  const float dx3 = RX > 3 ? x[RX > 3 ? 3 : 0]->d[i] : 0.0f;
+  return _mm_setr_ps(x[0]->d[i], dx1, dx2, dx3);
+}
+
 // The 32-block formats. Each output is one float chain, blocks in order:
 // acc = fma(float(block's exact int32 sum), d_w * d_x, acc) from acc = 0,
 // then (the *_1 formats) + the min terms' own chain. The AMX-INT8 prefill
 // (quant_matmul_amx.cc) takes the same chain from its C tiles, so a row's
 // bits do not depend on which of the two ran it (invariant 1). The tile's
 // up to four (W row, x row) pairs share one xmm accumulator, a lane each.
-// Two blocks per zmm (lanes 0-7 block i, 8-15 block i + 1); an odd last
-// block runs alone.
+// Two blocks per zmm (lanes 0-7 block i, 8-15 block i + 1), four blocks a
+// step (two zmm per pair, summed by one tree), then pairs, then an odd
+// last block alone: every step makes the same int32 per (pair, block) and
+// takes the same fmas in block order, so the bits do not depend on which
+// step a block falls in.
 template <typename Block, int RW, int RX>
 void Dot32Blocks(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
   static_assert(RW * RX <= 4, "one xmm lane per (W row, x row) pair");
@@ -156,15 +186,11 @@ void Dot32Blocks(const uint8_t* const* w, const Q8Row* const* x, float* y, int64
       mins[r][c] += F16(b.m) * x[c]->d[i] * static_cast<float>(x[c]->sum32[i]);
     }
   };
-  // Lane r * RX + c: d_w of W row r times d_x of x row c at block i. Built
-  // in registers: narrow stores read back as a vector stall the load (store
-  // forwarding fails), which cost decode ~20%.
+  // Lane r * RX + c: d_w of W row r times d_x of x row c at block i, built
+  // in registers (XScales).
   auto scales = [&](int64_t i) {
     if constexpr (RW == 1) {
-      const float dx1 = RX > 1 ? x[RX > 1 ? 1 : 0]->d[i] : 0.0f;
-      const float dx2 = RX > 2 ? x[RX > 2 ? 2 : 0]->d[i] : 0.0f;
-      const float dx3 = RX > 3 ? x[RX > 3 ? 3 : 0]->d[i] : 0.0f;
-      return _mm_mul_ps(_mm_set1_ps(F16(rows[0][i].d)), _mm_setr_ps(x[0]->d[i], dx1, dx2, dx3));
+      return _mm_mul_ps(_mm_set1_ps(F16(rows[0][i].d)), XScales<RX>(x, i));
     } else {
       uint64_t d16 = 0;
       for (int r = 0; r < RW; ++r) d16 |= uint64_t{rows[r][i].d} << (16 * r);
@@ -172,21 +198,55 @@ void Dot32Blocks(const uint8_t* const* w, const Q8Row* const* x, float* y, int64
                         _mm_set1_ps(x[0]->d[i]));
     }
   };
+  // vpdpbusd's starting lanes for x row c at block i: the code offset times
+  // the lanes' x sums (zero for the *_1 formats).
+  auto init512 = [&](int c, int64_t i) {
+    return kShift < 0 ? _mm512_setzero_si512()
+                      : _mm512_slli_epi32(Load512(x[c]->nsum4 + 8 * i), kShift);
+  };
   int64_t i = 0;
-  for (; i + 1 < nb; i += 2) {
+  // The *_1 formats stay on pair steps: their scalar min chain beside four
+  // blocks a step measured ~7% slower at decode (Q5_1) than pairs.
+  constexpr int kQuadSteps = kHasMin<Block> ? 0 : 1;
+  for (; kQuadSteps && i + 3 < nb; i += 4) {
+    __m512i xv[RX][2], init[RX][2];
+    for (int c = 0; c < RX; ++c) {
+      for (int h = 0; h < 2; ++h) {
+        xv[c][h] = Load512(x[c]->qs + 32 * (i + 2 * h));
+        init[c][h] = init512(c, i + 2 * h);
+      }
+    }
+    __m512i lo[4], hi[4];  // pair p's lanes of blocks i, i + 1 and of i + 2, i + 3
+    for (int p = 0; p < 4; ++p) lo[p] = hi[p] = _mm512_setzero_si512();
+    for (int r = 0; r < RW; ++r) {
+      const Block* b = rows[r] + i;
+      PrefetchAhead<4 * sizeof(Block)>(b);
+      const __m512i q01 = Codes2(b[0], b[1]);
+      const __m512i q23 = Codes2(b[2], b[3]);
+      for (int c = 0; c < RX; ++c) {
+        lo[r * RX + c] = _mm512_dpbusd_epi32(init[c][0], q01, xv[c][0]);
+        hi[r * RX + c] = _mm512_dpbusd_epi32(init[c][1], q23, xv[c][1]);
+        for (int j = 0; j < 4; ++j) add_mins(b[j], i + j, r, c);
+      }
+    }
+    const __m512 sums = _mm512_cvtepi32_ps(BlockSums4(lo, hi));
+    acc = _mm_fmadd_ps(_mm512_castps512_ps128(sums), scales(i), acc);
+    acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(sums, 1), scales(i + 1), acc);
+    acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(sums, 2), scales(i + 2), acc);
+    acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(sums, 3), scales(i + 3), acc);
+  }
+  while (i + 1 < nb) {
     __m512i xv[RX], init[RX];
     for (int c = 0; c < RX; ++c) {
       xv[c] = Load512(x[c]->qs + 32 * i);
-      init[c] = kShift < 0 ? _mm512_setzero_si512()
-                           : _mm512_slli_epi32(Load512(x[c]->nsum4 + 8 * i), kShift);
+      init[c] = init512(c, i);
     }
     __m512i dots[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
                        _mm512_setzero_si512()};
     for (int r = 0; r < RW; ++r) {
       const Block& b0 = rows[r][i];
       const Block& b1 = rows[r][i + 1];
-      PrefetchAhead<1>(&b0);  // one line: two blocks are at most 48 bytes past it
-      PrefetchAhead<1>(&b1);
+      PrefetchAhead<2 * sizeof(Block)>(&b0);
       const __m512i q = Codes2(b0, b1);
       for (int c = 0; c < RX; ++c) {
         dots[r * RX + c] = _mm512_dpbusd_epi32(init[c], q, xv[c]);
@@ -198,6 +258,7 @@ void Dot32Blocks(const uint8_t* const* w, const Q8Row* const* x, float* y, int64
     BlockSums(dots, &even, &odd);
     acc = _mm_fmadd_ps(_mm_cvtepi32_ps(even), scales(i), acc);
     acc = _mm_fmadd_ps(_mm_cvtepi32_ps(odd), scales(i + 1), acc);
+    i += 2;
   }
   if (i < nb) {
     __m512i dots[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
@@ -249,9 +310,10 @@ inline __m512i SpreadWords(__m512i idx, __m128i words) {
 // sum32_j); then acc = fma(float(sum), d * d_x, acc) and min_acc =
 // fma(float(mins), dmin * d_x, min_acc), super-blocks in order, and y =
 // acc - min_acc: the sequence the AMX-INT8 prefill reproduces.
-template <bool kQ5, bool kGfni, int RW, int RX>
-void DotK45(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ldy) {
-  static_assert(RW * RX <= 4, "one xmm lane per (W row, x row) pair");
+// This is the 1 x RX tile (one W row, w); the 4 x 1 one is DotK45Rows4.
+template <bool kQ5, bool kGfni, int RX>
+void DotK45(const uint8_t* w, const Q8Row* const* x, float* y, int64_t ldy) {
+  static_assert(RX <= 4, "one xmm lane per x row");
   using Block = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   constexpr __mmask32 kHighHalf = 0xffff0000u;  // words 16-31: bytes 32-63
@@ -262,57 +324,52 @@ void DotK45(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t ld
   for (int c = 0; c < 4; ++c)
     chunk_scale[c] = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * c)),
                                         _mm256_set1_epi16(static_cast<int16_t>(2 * c + 1)), 1);
-  // Lane r * RX + c: the (W row r, x row c) pair's chains (K45 order above).
+  // Lane c: the (W row, x row c) pair's chains (K45 order above).
   __m128 acc = _mm_setzero_ps(), min_acc = _mm_setzero_ps();
   for (int64_t i = 0; i < x[0]->cols / kQK; ++i) {
     __m512i sums[4], min_sums[4];
     for (int p = 0; p < 4; ++p) sums[p] = min_sums[p] = _mm512_setzero_si512();
-    alignas(16) float d_dx[4] = {}, dmin_dx[4] = {};
-    for (int r = 0; r < RW; ++r) {
-      const Block& b = reinterpret_cast<const Block*>(w[r])[i];
-      PrefetchAhead<sizeof(Block)>(&b);
-      const __m128i scales_mins = DecodeKScalesSimd(b.scales);
-      const __m128i scales16 = _mm_cvtepu8_epi16(scales_mins);
-      const __m256i mins = _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(scales_mins, scales_mins));
-      __m512i qh;
-      if constexpr (kQ5) qh = _mm512_broadcast_i64x4(Load256(b.qh));
-      __m512i q[4], spread[4];  // chunk c's codes in element order; their scales per word
-      for (int c = 0; c < 4; ++c) {
-        const __m512i v = _mm512_broadcast_i64x4(Load256(b.qs + 32 * c));
-        q[c] = kGfni ? Gf2p8Affine(v, nibbles)
-                     : _mm512_and_si512(_mm512_mask_srli_epi16(v, kHighHalf, v, 4), m4);
-        if constexpr (kQ5) {
-          // Bit 2c of qh[l] tops bytes 0-31, bit 2c + 1 bytes 32-63.
-          const __m512i bit = _mm512_inserti64x4(
-              _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * c)))),
-              _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1))), 1);
-          q[c] = _mm512_mask_add_epi8(q[c], _mm512_test_epi8_mask(qh, bit), q[c],
-                                      _mm512_set1_epi8(16));
-        }
-        spread[c] = SpreadWords(chunk_scale[c], scales16);
+    const Block& b = reinterpret_cast<const Block*>(w)[i];
+    PrefetchAhead<sizeof(Block)>(&b);
+    const __m128i scales_mins = DecodeKScalesSimd(b.scales);
+    const __m128i scales16 = _mm_cvtepu8_epi16(scales_mins);
+    const __m256i mins = _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(scales_mins, scales_mins));
+    __m512i qh;
+    if constexpr (kQ5) qh = _mm512_broadcast_i64x4(Load256(b.qh));
+    __m512i q[4], spread[4];  // chunk c's codes in element order; their scales per word
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = _mm512_broadcast_i64x4(Load256(b.qs + 32 * c));
+      q[c] = kGfni ? Gf2p8Affine(v, nibbles)
+                   : _mm512_and_si512(_mm512_mask_srli_epi16(v, kHighHalf, v, 4), m4);
+      if constexpr (kQ5) {
+        // Bit 2c of qh[l] tops bytes 0-31, bit 2c + 1 bytes 32-63.
+        const __m512i bit = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * c)))),
+            _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1))), 1);
+        q[c] =
+            _mm512_mask_add_epi8(q[c], _mm512_test_epi8_mask(qh, bit), q[c], _mm512_set1_epi8(16));
       }
-      const float d = F16(b.d), dmin = F16(b.dmin);
-      for (int c = 0; c < RX; ++c) {
-        const int8_t* xq = x[c]->qs + kQK * i;
-        __m512i sum = _mm512_setzero_si512();
-        for (int j = 0; j < 4; ++j)
-          sum =
-              _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(q[j], Load512(xq + 64 * j)), spread[j]);
-        sums[r * RX + c] = sum;
-        min_sums[r * RX + c] =
-            _mm512_zextsi256_si512(_mm256_mullo_epi32(mins, Load256(x[c]->sum32 + 8 * i)));
-        d_dx[r * RX + c] = d * x[c]->d[i];
-        dmin_dx[r * RX + c] = dmin * x[c]->d[i];
-      }
+      spread[c] = SpreadWords(chunk_scale[c], scales16);
     }
-    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(LaneTotals(sums)), _mm_load_ps(d_dx), acc);
-    min_acc = _mm_fmadd_ps(_mm_cvtepi32_ps(LaneTotals(min_sums)), _mm_load_ps(dmin_dx), min_acc);
+    for (int c = 0; c < RX; ++c) {
+      const int8_t* xq = x[c]->qs + kQK * i;
+      __m512i sum = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j)
+        sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(q[j], Load512(xq + 64 * j)), spread[j]);
+      sums[c] = sum;
+      min_sums[c] = _mm512_zextsi256_si512(_mm256_mullo_epi32(mins, Load256(x[c]->sum32 + 8 * i)));
+    }
+    // Lane c: d * d_x and dmin * d_x of x row c, built in registers (XScales).
+    const __m128 dx = XScales<RX>(x, i);
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(LaneTotals(sums)), _mm_mul_ps(_mm_set1_ps(F16(b.d)), dx),
+                       acc);
+    min_acc = _mm_fmadd_ps(_mm_cvtepi32_ps(LaneTotals(min_sums)),
+                           _mm_mul_ps(_mm_set1_ps(F16(b.dmin)), dx), min_acc);
   }
   alignas(16) float out[4], out_min[4];
   _mm_store_ps(out, acc);
   _mm_store_ps(out_min, min_acc);
-  for (int r = 0; r < RW; ++r)
-    for (int c = 0; c < RX; ++c) y[c * ldy + r] = out[r * RX + c] - out_min[r * RX + c];
+  for (int c = 0; c < RX; ++c) y[c * ldy] = out[c] - out_min[c];
 }
 
 // Q4_K / Q5_K at decode, the 4 x 1 tile: each W row takes DotK45's steps
@@ -451,20 +508,21 @@ void DotQ6_K(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t l
     group_scale[g] = _mm512_set_epi32(4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 2,
                                       4 * g + 2, 4 * g + 2, 4 * g + 2, 4 * g + 1, 4 * g + 1,
                                       4 * g + 1, 4 * g + 1, 4 * g, 4 * g, 4 * g, 4 * g);
-  static_assert(RW * RX <= 4, "one xmm lane per (W row, x row) pair");
+  static_assert((RW == kTileRows && RX == 1) || (RW == 1 && RX <= 4), "the 4 x 1 and 1 x RX tiles");
   __m128 acc = _mm_setzero_ps();  // lane r * RX + c: the pair's chain
   for (int64_t i = 0; i < x[0]->cols / kQK; ++i) {
     __m512i sums[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
                        _mm512_setzero_si512()};
-    alignas(16) float d_dx[4] = {};
     // -32 * each lane's x sum, per x row and group, shared by the tile's W rows.
     __m512i x_init[RX][4];
     for (int c = 0; c < RX; ++c)
       for (int g = 0; g < 4; ++g)
         x_init[c][g] = _mm512_slli_epi32(Load512(x[c]->nsum4 + kQK / 4 * i + 16 * g), 5);
+    // Lane r * RX + c: d of W row r times d_x of x row c, built in registers.
     // The 4 x 1 tile converts its rows' four f16 d at once and multiplies
-    // them by dx as one vector: the products each row took alone.
-    __m512 d_dx4 = _mm512_setzero_ps();
+    // them by dx as one vector; a 1 x RX tile multiplies its row's d by the
+    // x rows' scales (XScales): the products each pair took alone.
+    __m128 scale;
     if constexpr (RW == kTileRows && RX == 1) {
       const BlockQ6_K* b0 = reinterpret_cast<const BlockQ6_K*>(w[0]) + i;
       const BlockQ6_K* b1 = reinterpret_cast<const BlockQ6_K*>(w[1]) + i;
@@ -473,7 +531,10 @@ void DotQ6_K(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t l
       const __m128i d16 = _mm_setr_epi16(static_cast<int16_t>(b0->d), static_cast<int16_t>(b1->d),
                                          static_cast<int16_t>(b2->d), static_cast<int16_t>(b3->d),
                                          0, 0, 0, 0);
-      d_dx4 = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(d16), _mm_set1_ps(x[0]->d[i])));
+      scale = _mm_mul_ps(_mm_cvtph_ps(d16), _mm_set1_ps(x[0]->d[i]));
+    } else {
+      const BlockQ6_K& b = reinterpret_cast<const BlockQ6_K*>(w[0])[i];
+      scale = _mm_mul_ps(_mm_set1_ps(F16(b.d)), XScales<RX>(x, i));
     }
     for (int r = 0; r < RW; ++r) {
       const BlockQ6_K& b = reinterpret_cast<const BlockQ6_K*>(w[r])[i];
@@ -504,16 +565,6 @@ void DotQ6_K(const uint8_t* const* w, const Q8Row* const* x, float* y, int64_t l
         }
       }
       for (int c = 0; c < RX; ++c) sums[r * RX + c] = sum[c];
-      if constexpr (!(RW == kTileRows && RX == 1)) {
-        const float d = F16(b.d);
-        for (int c = 0; c < RX; ++c) d_dx[r * RX + c] = d * x[c]->d[i];
-      }
-    }
-    __m128 scale;
-    if constexpr (RW == kTileRows && RX == 1) {
-      scale = _mm512_castps512_ps128(d_dx4);
-    } else {
-      scale = _mm_load_ps(d_dx);
     }
     acc = _mm_fmadd_ps(_mm_cvtepi32_ps(LaneTotals(sums)), scale, acc);
   }
@@ -588,7 +639,8 @@ struct K45 {
       if constexpr (RW == kTileRows && RX == 1) {
         DotK45Rows4<kQ5, kGfni>(w, *x[0], y);  // one x row: y[r] for W row r
       } else {
-        DotK45<kQ5, kGfni, RW, RX>(w, x, y, ldy);
+        static_assert(RW == 1, "Tiles runs 4 x 1 and 1 x RX tiles");
+        DotK45<kQ5, kGfni, RX>(w[0], x, y, ldy);
       }
     }
   };

@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "core/cpu_features.h"
 #include "kernels/amx_tiles.h"
@@ -42,13 +43,6 @@
 // AMX CPU does), and QuantPanelKernel hands out these kernels only where the
 // CPU has it.
 
-// C += A * B on signed bytes (AT&T operand order: B, A, C).
-#define KVFORK_TILE_DPBSSD(c, a, b) \
-  __asm__ volatile("tdpbssd %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
-// The same with A signed (activations) and B unsigned (weight codes).
-#define KVFORK_TILE_DPBSUD(c, a, b) \
-  __asm__ volatile("tdpbsud %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
-
 namespace kvfork::amx {
 namespace {
 
@@ -56,6 +50,86 @@ constexpr int kPanel = static_cast<int>(kQuantPanelRows);
 static_assert(kPanel == 16, "one tile of W rows per panel");
 // Row stride of packed B tiles and stored C tiles (a 64-bit register operand).
 constexpr int64_t kTileStride = 64;
+
+// Tile instructions on tile numbers fixed at compile time ("%c": the
+// number without punctuation), so that one step serves every kernel's
+// tiles. Memory clobbers as in amx_tiles.h.
+template <int kT>
+inline void TileZero() {
+  __asm__ volatile("tilezero %%tmm%c0" ::"i"(kT));
+}
+template <int kT>
+inline void TileLoad(const void* base, int64_t stride) {
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm%c2" ::"r"(base), "r"(stride), "i"(kT) : "memory");
+}
+template <int kT>
+inline void TileStore(void* base, int64_t stride) {
+  __asm__ volatile("tilestored %%tmm%c0, (%1,%2,1)" ::"i"(kT), "r"(base), "r"(stride) : "memory");
+}
+// C += A * B on signed bytes (TDPBSSD), or signed A (activations) times
+// unsigned B (weight codes, TDPBSUD). AT&T operand order: B, A, C.
+template <bool kUnsignedB, int kC, int kA, int kB>
+inline void TileDot() {
+  if constexpr (kUnsignedB) {
+    __asm__ volatile("tdpbsud %%tmm%c0, %%tmm%c1, %%tmm%c2" ::"i"(kB), "i"(kA), "i"(kC));
+  } else {
+    __asm__ volatile("tdpbssd %%tmm%c0, %%tmm%c1, %%tmm%c2" ::"i"(kB), "i"(kA), "i"(kC));
+  }
+}
+
+// The tile step every panel kernel takes per (super-)block: zero C, then per
+// chunk of K load A and B and multiply, then store C. kSlots blocks are in
+// flight at once (Q8_0 runs two), each with kParts C tiles (one per B part,
+// sharing the block's A: Q4_K/Q5_K's lo and hi, Q6_K's three digits),
+// summed over kChunks chunks. Chunk k is bytes [64k, 64k + 64) of each of
+// the 16 x rows (Q8_0's one chunk: the block's 32) and, per part, the B
+// rows [16k, 16k + 16) (Q8_0: its 8); a packed block holds its parts one
+// after another. Tiles: slot s's C tiles s * kParts + p first, then sets of
+// one A and kParts B tiles that successive chunks take in turn, so a
+// chunk's loads need not wait for the last chunk's products to free them.
+template <bool kUnsignedB, int kSlots, int kParts, int kChunks>
+struct TileStep {
+  static constexpr int kCTiles = kSlots * kParts;
+  static constexpr int kSets = (8 - kCTiles) / (1 + kParts);
+  static_assert(kSets >= 1, "eight tiles");
+  static constexpr int64_t kChunkBytes = 16 * kTileStride;  // one chunk's B rows of a part
+
+  // Slot kSlot's products: a = the 16 x rows' first chunk (x_stride
+  // apart), b = the packed block's first B tile.
+  template <int kSlot>
+  static void Products(const int8_t* a, int64_t x_stride, const void* b) {
+    static_assert(kSlot < kSlots, "a slot of this step");
+    [&]<int... p>(std::integer_sequence<int, p...>) {
+      (TileZero<kSlot * kParts + p>(), ...);
+    }(std::make_integer_sequence<int, kParts>());
+    [&]<int... k>(std::integer_sequence<int, k...>) {
+      (Chunk<kSlot, k>(a + 64 * k, x_stride, static_cast<const uint8_t*>(b) + k * kChunkBytes),
+       ...);
+    }(std::make_integer_sequence<int, kChunks>());
+  }
+  // Slot kSlot's C tiles to c: kParts tiles of 16 x rows x 16 W rows, int32.
+  template <int kSlot>
+  static void Store(int32_t* c) {
+    [&]<int... p>(std::integer_sequence<int, p...>) {
+      (TileStore<kSlot * kParts + p>(c + 256 * p, kTileStride), ...);
+    }(std::make_integer_sequence<int, kParts>());
+  }
+
+ private:
+  template <int kSlot, int kChunk>
+  static void Chunk(const int8_t* a, int64_t x_stride, const uint8_t* b) {
+    constexpr int kA = kCTiles + (kSlot * kChunks + kChunk) % kSets * (1 + kParts);
+    TileLoad<kA>(a, x_stride);
+    [&]<int... p>(std::integer_sequence<int, p...>) {
+      (TileLoad<kA + 1 + p>(b + p * kChunks * kChunkBytes, kTileStride), ...);
+      (TileDot<kUnsignedB, kSlot * kParts + p, kA, kA + 1 + p>(), ...);
+    }(std::make_integer_sequence<int, kParts>());
+  }
+};
+
+// Two blocks in flight, one C tile each: C tmm0-1, A tmm2 and tmm4, B tmm3
+// and tmm5 (LoadQ8TileConfig).
+using Q8Step = TileStep<false, 2, 1, 1>;
 
 void LoadQ8TileConfig() {
   TileConfig cfg;
@@ -212,25 +286,16 @@ void PanelBlocks32(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row
     };
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
-      KVFORK_TILE_LOAD(2, xa + 32 * i, stride);
-      KVFORK_TILE_LOAD(3, panel[i].b, kTileStride);
-      KVFORK_TILE_ZERO(0);
-      KVFORK_TILE_DPBSSD(0, 2, 3);
-      KVFORK_TILE_LOAD(4, xa + 32 * (i + 1), stride);
-      KVFORK_TILE_LOAD(5, panel[i + 1].b, kTileStride);
-      KVFORK_TILE_ZERO(1);
-      KVFORK_TILE_DPBSSD(1, 4, 5);
-      KVFORK_TILE_STORE(0, c0, kTileStride);
+      Q8Step::Products<0>(xa + 32 * i, stride, panel[i].b);
+      Q8Step::Products<1>(xa + 32 * (i + 1), stride, panel[i + 1].b);
+      Q8Step::Store<0>(c0);
       accumulate(c0, i);
-      KVFORK_TILE_STORE(1, c1, kTileStride);
+      Q8Step::Store<1>(c1);
       accumulate(c1, i + 1);
     }
     if (i < nb) {
-      KVFORK_TILE_LOAD(2, xa + 32 * i, stride);
-      KVFORK_TILE_LOAD(3, panel[i].b, kTileStride);
-      KVFORK_TILE_ZERO(0);
-      KVFORK_TILE_DPBSSD(0, 2, 3);
-      KVFORK_TILE_STORE(0, c0, kTileStride);
+      Q8Step::Products<0>(xa + 32 * i, stride, panel[i].b);
+      Q8Step::Store<0>(c0);
       accumulate(c0, i);
     }
 #pragma GCC unroll 16
@@ -324,6 +389,13 @@ void PackK45Panel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t nb,
   }
 }
 
+// Codes times the scales' low bits (C tmm0) and high bits (tmm1) over the
+// super-block's four chunks of 64: chunks alternate between A tmm2, B tmm3-4
+// and A tmm5, B tmm6-7.
+using K45Step = TileStep<true, 1, 2, 4>;
+static_assert(offsetof(PackedK45Block, hi) == offsetof(PackedK45Block, lo) + 4 * 16 * kTileStride,
+              "K45Step's part stride");
+
 template <bool kQ5>
 void PanelK45(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row* x, size_t x_stride,
               int64_t m, float* y, int64_t ldy) {
@@ -337,7 +409,7 @@ void PanelK45(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row* x, 
   int32_t* sum_pairs = reinterpret_cast<int32_t*>(dx + 16 * nb);
   PackK45Panel<kQ5>(w, row_bytes, rows, nb, panel);
   LoadTileConfig();  // all tiles 16 x 64 bytes
-  alignas(64) int32_t c_lo[16 * 16], c_hi[16 * 16];
+  alignas(64) int32_t c[2][16 * 16];  // lo, hi
   alignas(64) float mins[16 * 16];
   const __mmask16 live = static_cast<__mmask16>((1u << rows) - 1);
   const int64_t stride = static_cast<int64_t>(x_stride);
@@ -379,36 +451,13 @@ void PanelK45(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row* x, 
     for (__m512& a : acc) a = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
       const PackedK45Block& b = panel[i];
-      const int8_t* xi = xa + kQK * i;
-      KVFORK_TILE_ZERO(0);
-      KVFORK_TILE_ZERO(1);
-      KVFORK_TILE_LOAD(2, xi, stride);
-      KVFORK_TILE_LOAD(3, b.lo, kTileStride);
-      KVFORK_TILE_LOAD(4, b.hi, kTileStride);
-      KVFORK_TILE_DPBSUD(0, 2, 3);
-      KVFORK_TILE_DPBSUD(1, 2, 4);
-      KVFORK_TILE_LOAD(5, xi + 64, stride);
-      KVFORK_TILE_LOAD(6, b.lo + 16 * 64, kTileStride);
-      KVFORK_TILE_LOAD(7, b.hi + 16 * 64, kTileStride);
-      KVFORK_TILE_DPBSUD(0, 5, 6);
-      KVFORK_TILE_DPBSUD(1, 5, 7);
-      KVFORK_TILE_LOAD(2, xi + 128, stride);
-      KVFORK_TILE_LOAD(3, b.lo + 32 * 64, kTileStride);
-      KVFORK_TILE_LOAD(4, b.hi + 32 * 64, kTileStride);
-      KVFORK_TILE_DPBSUD(0, 2, 3);
-      KVFORK_TILE_DPBSUD(1, 2, 4);
-      KVFORK_TILE_LOAD(5, xi + 192, stride);
-      KVFORK_TILE_LOAD(6, b.lo + 48 * 64, kTileStride);
-      KVFORK_TILE_LOAD(7, b.hi + 48 * 64, kTileStride);
-      KVFORK_TILE_DPBSUD(0, 5, 6);
-      KVFORK_TILE_DPBSUD(1, 5, 7);
-      KVFORK_TILE_STORE(0, c_lo, kTileStride);
-      KVFORK_TILE_STORE(1, c_hi, kTileStride);
+      K45Step::Products<0>(xa + kQK * i, stride, b.lo);
+      K45Step::Store<0>(c[0]);
       const __m512 d = _mm512_load_ps(b.d);
 #pragma GCC unroll 16
       for (int j = 0; j < 16; ++j) {
-        const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c_hi + 16 * j), 3),
-                                             _mm512_load_si512(c_lo + 16 * j));
+        const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[1] + 16 * j), 3),
+                                             _mm512_load_si512(c[0] + 16 * j));
         acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
                                  _mm512_mul_ps(d, _mm512_set1_ps(dx[16 * i + j])), acc[j]);
       }
@@ -487,6 +536,10 @@ void PackQ6KPanel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t nb,
 // 7 v, exactly.
 inline __m512i Times7(__m512i v) { return _mm512_sub_epi32(_mm512_slli_epi32(v, 3), v); }
 
+// The three digits' C tiles tmm0-2 over the super-block's four chunks of
+// 64, each chunk's A in tmm3 and B in tmm4-6.
+using Q6KStep = TileStep<false, 1, 3, 4>;
+
 void PanelQ6_K(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row* x, size_t x_stride,
                int64_t m, float* y, int64_t ldy) {
   const int64_t nb = x[0].cols / kQK;
@@ -507,22 +560,8 @@ void PanelQ6_K(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row* x,
     for (__m512& a : acc) a = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
       const PackedQ6KBlock& b = panel[i];
-      const int8_t* xi = xa + kQK * i;
-      KVFORK_TILE_ZERO(0);
-      KVFORK_TILE_ZERO(1);
-      KVFORK_TILE_ZERO(2);
-      for (int a = 0; a < 4; ++a) {
-        KVFORK_TILE_LOAD(3, xi + 64 * a, stride);
-        KVFORK_TILE_LOAD(4, b.part[0] + 16 * 64 * a, kTileStride);
-        KVFORK_TILE_LOAD(5, b.part[1] + 16 * 64 * a, kTileStride);
-        KVFORK_TILE_LOAD(6, b.part[2] + 16 * 64 * a, kTileStride);
-        KVFORK_TILE_DPBSSD(0, 3, 4);
-        KVFORK_TILE_DPBSSD(1, 3, 5);
-        KVFORK_TILE_DPBSSD(2, 3, 6);
-      }
-      KVFORK_TILE_STORE(0, c[0], kTileStride);
-      KVFORK_TILE_STORE(1, c[1], kTileStride);
-      KVFORK_TILE_STORE(2, c[2], kTileStride);
+      Q6KStep::Products<0>(xa + kQK * i, stride, b.part[0]);
+      Q6KStep::Store<0>(c[0]);
       const __m512 d = _mm512_load_ps(b.d);
 #pragma GCC unroll 16
       for (int j = 0; j < 16; ++j) {

@@ -383,6 +383,60 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantTest, ::testing::ValuesIn(kFormats),
                            return std::string(DTypeName(p.param));
                          });
 
+// The avx512 kernels of the symmetric 32-block formats (and the AMX-INT8
+// prefill of Q8_0) take one float chain per output, blocks in order:
+// acc = fma(float(the block's exact int32 sum), d_w * d_x, acc) from 0
+// (kernels.md, "AMX-INT8 prefill"). Written out here with std::fma, for
+// every block count 1..13 (the kernels step four blocks, then two, then one:
+// every mix of the steps) and 1..5 x rows (every tile shape, and the AMX
+// panels at 5), so a step that reorders the chain fails on any AVX512-VNNI
+// CPU, AMX or not.
+TEST(QuantChainTest, SymmetricBlocksTakeOneFmaPerBlockInOrder) {
+  const int64_t n = 9;
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0}) {
+    if (avx512::QuantDotKernel(t) == nullptr) GTEST_SKIP() << "no AVX512-VNNI on this CPU";
+    const size_t block_bytes = static_cast<size_t>(Traits(t).block_bytes);
+    for (int64_t nb = 1; nb <= 13; ++nb) {
+      const int64_t k = 32 * nb, m = 5;
+      const std::vector<uint8_t> wq = RandomBlocks(t, n, k, static_cast<uint32_t>(60 + nb));
+      const std::vector<float> x = testing::RandomFloats(static_cast<size_t>(m * k), 70 + nb);
+      std::vector<float> want(static_cast<size_t>(m * n));
+      for (int64_t i = 0; i < m; ++i) {
+        std::vector<uint8_t> mem(Q8RowBytes(k, 32));
+        QuantizeQ8Row(x.data() + i * k, k, 32, mem.data());
+        const Q8Row xr = Q8RowAt(mem.data(), k, 32);
+        for (int64_t j = 0; j < n; ++j) {
+          const uint8_t* row = wq.data() + j * RowBytes(t, k);
+          float acc = 0.0f;
+          for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* blk = row + b * block_bytes;
+            const float d = GetF16(blk);
+            int32_t sum = 0;  // codes: the element over d, exact for these small integers
+            for (int e = 0; e < 32; ++e)
+              sum += static_cast<int32_t>(Element(t, blk, e) / d) * xr.qs[32 * b + e];
+            acc = std::fma(static_cast<float>(sum), d * xr.d[b], acc);
+          }
+          want[i * n + j] = acc;
+        }
+      }
+      ThreadPool pool(2);
+      for (Isa isa : {Isa::kAvx512, Isa::kAmx}) {
+        if (!IsaSupported(isa)) continue;
+        ScopedIsa scoped(isa);
+        for (int64_t rows = 1; rows <= m; ++rows) {
+          std::vector<float> y(static_cast<size_t>(rows * n));
+          MatMul(x.data(), rows, MatrixView{t, wq.data(), n, k}, y.data(), pool);
+          size_t diff = 0;
+          ASSERT_TRUE(SameBits(y.data(), want.data(), y.size(), &diff))
+              << DTypeName(t) << " on " << IsaName(isa) << ", " << nb << " blocks, M=" << rows
+              << ": y[" << diff / n << "," << diff % n << "] = " << y[diff] << ", chain "
+              << want[diff];
+        }
+      }
+    }
+  }
+}
+
 // The avx512 kernels that unpack 4- and 6-bit codes with GFNI give the bits
 // of the ones with shifts and masks, in every tile (4 x 1 at one x row, 1 x 4
 // and its 2- and 3-row forms above) and for the rows past the last 4 x 1
