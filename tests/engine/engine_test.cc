@@ -106,6 +106,28 @@ class EngineTest : public TinyModelSuite<5> {
     return std::move(e).value();
   }
 
+  // A tiny Gemma 3 (five sliding layers of window 32, one global: two KV
+  // layer groups) with random weights of `seed`, made under the suite's
+  // model directory as `name`.
+  std::unique_ptr<Model> TinyGemma3(const std::string& name, uint64_t seed) {
+    const std::string dir = model_dir_->Sub(name);
+    RandomModelOptions mo;
+    mo.arch = Architecture::kGemma3;
+    mo.shape = "tiny";
+    mo.num_layers = 6;
+    mo.seed = seed;
+    mo.tokenizer_dir = testing::QwenTokenizerDir();
+    const Status written = WriteRandomModel(mo, dir);
+    EXPECT_TRUE(written.ok()) << written.ToString();
+    ModelLoadOptions lo;
+    lo.show_progress = false;
+    auto model = Model::Load(dir, lo);
+    EXPECT_TRUE(model.ok()) << model.status().ToString();
+    if (!model.ok()) return nullptr;
+    EXPECT_EQ((*model)->MakeKvGroups(KvDType::kBf16, 16).size(), 2u);
+    return std::move(model).value();
+  }
+
   static std::vector<int32_t> RandomPrompt(std::mt19937& rng, int len) {
     // Ordinary BPE ids (well below the added special tokens).
     std::uniform_int_distribution<int32_t> d(100, 100000);
@@ -329,19 +351,8 @@ TEST_P(EngineFormatTest, BatchInvarianceUnderChunkingPrefixSharingAndPreemption)
 // chunked, sharing a prefix longer than the window and preempted, every
 // request gives bitwise its logits alone, and Check() holds every step.
 TEST_F(EngineTest, SlidingWindowModelOnLayerGroupsIsBatchInvariant) {
-  const std::string dir = model_dir_->Sub("gemma3");
-  RandomModelOptions mo;
-  mo.arch = Architecture::kGemma3;
-  mo.shape = "tiny";
-  mo.num_layers = 6;
-  mo.seed = 8;
-  mo.tokenizer_dir = testing::QwenTokenizerDir();
-  ASSERT_TRUE(WriteRandomModel(mo, dir).ok());
-  ModelLoadOptions lo;
-  lo.show_progress = false;
-  auto model = Model::Load(dir, lo);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  ASSERT_EQ((*model)->MakeKvGroups(KvDType::kBf16, 16).size(), 2u);
+  std::unique_ptr<Model> model = TinyGemma3("gemma3", 8);
+  ASSERT_NE(model, nullptr);
   std::mt19937 rng(77);
   const std::vector<int32_t> shared = RandomPrompt(rng, 70);
   std::vector<Request> reqs;
@@ -364,7 +375,7 @@ TEST_F(EngineTest, SlidingWindowModelOnLayerGroupsIsBatchInvariant) {
   o.max_num_seqs = 6;
   o.kv_blocks = 16;
   InvarianceRun run;
-  RunAloneThenTogether(**model, *tokenizer_, SmallOptions(), reqs, o, [] {}, &run);
+  RunAloneThenTogether(*model, *tokenizer_, SmallOptions(), reqs, o, [] {}, &run);
   // The global group got the bytes the sliding layers did not need: more
   // blocks than the 16 of every layer the budget names.
   EXPECT_GT(run.stats.blocks_total, 16);
@@ -773,19 +784,8 @@ TEST_F(EngineTest, DiskReadOrRecomputeGivesTheSameLogits) {
 // tokens, on the paged cache with a disk tier, the dense one, and a
 // sliding-window model's layer groups.
 TEST_F(EngineTest, WarmUpChangesNoAnswerAndNoCounter) {
-  const std::string gemma_dir = model_dir_->Sub("gemma3-warmup");
-  RandomModelOptions mo;
-  mo.arch = Architecture::kGemma3;
-  mo.shape = "tiny";
-  mo.num_layers = 6;
-  mo.seed = 9;
-  mo.tokenizer_dir = testing::QwenTokenizerDir();
-  ASSERT_TRUE(WriteRandomModel(mo, gemma_dir).ok());
-  ModelLoadOptions lo;
-  lo.show_progress = false;
-  auto gemma = Model::Load(gemma_dir, lo);
-  ASSERT_TRUE(gemma.ok()) << gemma.status().ToString();
-  ASSERT_EQ((*gemma)->MakeKvGroups(KvDType::kBf16, 16).size(), 2u);
+  std::unique_ptr<Model> gemma = TinyGemma3("gemma3-warmup", 9);
+  ASSERT_NE(gemma, nullptr);
   auto fp = ModelFilesFingerprint(model_dir_->Sub("model"));
   ASSERT_TRUE(fp.ok()) << fp.status().ToString();
 
@@ -797,7 +797,7 @@ TEST_F(EngineTest, WarmUpChangesNoAnswerAndNoCounter) {
   };
   const Case cases[] = {{"paged + disk tier", model_, "paged", true},
                         {"dense", model_, "dense", false},
-                        {"sliding-window layer groups", gemma->get(), "paged", false}};
+                        {"sliding-window layer groups", gemma.get(), "paged", false}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     std::mt19937 rng(31);
