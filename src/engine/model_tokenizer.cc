@@ -1,5 +1,6 @@
 #include "engine/model_tokenizer.h"
 
+#include <bit>
 #include <cstring>
 
 #include "model/gguf_reader.h"
@@ -48,12 +49,9 @@ StatusOr<std::vector<int32_t>> TokenTypes(const GgufReader& r) {
   if (v->type != GgufType::kArray ||
       (v->array_type != GgufType::kInt32 && v->array_type != GgufType::kUint32))
     return InvalidArgumentError("GGUF key " + key + " is not an array of int32");
-  uint64_t n = 0;
-  std::memcpy(&n, v->payload.data() + 4, 8);
-  std::vector<int32_t> types(n);
-  // An empty array leaves data() null, and memcpy from or to null is
-  // undefined even for 0 bytes.
-  if (n > 0) std::memcpy(types.data(), v->payload.data() + 12, n * 4);
+  KVFORK_ASSIGN_OR_RETURN(std::vector<uint32_t> words, r.GetArrayWords(key));
+  std::vector<int32_t> types(words.size());
+  for (size_t i = 0; i < words.size(); ++i) types[i] = static_cast<int32_t>(words[i]);
   return types;
 }
 
@@ -66,18 +64,12 @@ StatusOr<std::vector<float>> Scores(const GgufReader& r) {
   if (v->type != GgufType::kArray ||
       (v->array_type != GgufType::kFloat32 && v->array_type != GgufType::kInt32))
     return InvalidArgumentError("GGUF key " + key + " is not an array of float32");
-  uint64_t n = 0;
-  std::memcpy(&n, v->payload.data() + 4, 8);
-  std::vector<float> scores(n);
-  if (v->array_type == GgufType::kFloat32) {
-    if (n > 0) std::memcpy(scores.data(), v->payload.data() + 12, n * 4);
-  } else {
-    for (uint64_t i = 0; i < n; ++i) {
-      int32_t x;
-      std::memcpy(&x, v->payload.data() + 12 + i * 4, 4);
-      scores[i] = static_cast<float>(x);
-    }
-  }
+  KVFORK_ASSIGN_OR_RETURN(std::vector<uint32_t> words, r.GetArrayWords(key));
+  std::vector<float> scores(words.size());
+  for (size_t i = 0; i < words.size(); ++i)
+    scores[i] = v->array_type == GgufType::kFloat32
+                    ? std::bit_cast<float>(words[i])
+                    : static_cast<float>(static_cast<int32_t>(words[i]));
   return scores;
 }
 

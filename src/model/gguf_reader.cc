@@ -274,6 +274,20 @@ StatusOr<std::vector<std::string>> GgufReader::GetStringArray(const std::string&
   return out;
 }
 
+StatusOr<std::vector<uint32_t>> GgufReader::GetArrayWords(const std::string& key) const {
+  KVFORK_ASSIGN_OR_RETURN(const GgufValue* v, FindTyped(*this, path_, key, GgufType::kArray));
+  if (v->array_type != GgufType::kInt32 && v->array_type != GgufType::kUint32 &&
+      v->array_type != GgufType::kFloat32)
+    return InvalidArgumentError(path_ + ": GGUF key " + key + " is not an array of a 4-byte type");
+  uint64_t n;
+  std::memcpy(&n, v->payload.data() + 4, 8);
+  std::vector<uint32_t> words(n);
+  // The parser checked that the payload holds n elements. An empty vector's
+  // data() may be null, which memcpy must not get even for 0 bytes.
+  if (n > 0) std::memcpy(words.data(), v->payload.data() + 12, n * 4);
+  return words;
+}
+
 StatusOr<std::vector<uint8_t>> GgufReader::ReadTensor(const std::string& name) const {
   const GgufTensorInfo* t = FindTensor(name);
   if (t == nullptr) return NotFoundError(path_ + ": no tensor " + name);

@@ -53,6 +53,9 @@ class GgufReader {
   // Length of an array value.
   StatusOr<uint64_t> GetArrayLength(const std::string& key) const;
   StatusOr<std::vector<std::string>> GetStringArray(const std::string& key) const;
+  // The elements of an array of a 4-byte type (int32, uint32, float32) as
+  // their raw little-endian words; the caller reads them per array_type.
+  StatusOr<std::vector<uint32_t>> GetArrayWords(const std::string& key) const;
 
   // The bytes of an F32/F16/BF16 tensor.
   StatusOr<std::vector<uint8_t>> ReadTensor(const std::string& name) const;

@@ -24,6 +24,7 @@ void FuzzGguf(std::string_view input) {
       (void)r->GetString(key);
       (void)r->GetArrayLength(key);
       (void)r->GetStringArray(key);
+      (void)r->GetArrayWords(key);
     }
     for (const GgufTensorInfo& t : r->tensors()) {
       KVFORK_CHECK(r->FindTensor(t.name) != nullptr);

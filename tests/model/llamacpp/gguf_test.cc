@@ -33,6 +33,8 @@ TEST(GgufWriter, RoundTripsMetadataAndAlignedTensors) {
   w.Set("a.u32", GgufValue::U32(7));
   w.Set("a.f32", GgufValue::F32(0.5f));
   w.Set("a.strs", GgufValue::StringArray({"x", "", "yz"}));
+  w.Set("a.i32s", GgufValue::I32Array({-1, 0, 7}));
+  w.Set("a.empty", GgufValue::I32Array({}));
   w.Set("a.u32", GgufValue::U32(9));  // replaces, keeps its place
   std::vector<float> v = {1, 2, 3, 4, 5, 6};
   ASSERT_TRUE(w.AddTensor("t0", GgmlType::kF32, {3, 2}, [&](uint8_t* d) {
@@ -52,12 +54,16 @@ TEST(GgufWriter, RoundTripsMetadataAndAlignedTensors) {
   auto r = GgufReader::Open(path.string());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->version(), 3u);
-  ASSERT_EQ(r->metadata().size(), 4u);
+  ASSERT_EQ(r->metadata().size(), 6u);
   EXPECT_EQ(r->metadata()[1].first, "a.u32");
   EXPECT_EQ(*r->GetU32("a.u32"), 9u);
   EXPECT_EQ(*r->GetF32("a.f32"), 0.5f);
   EXPECT_EQ(*r->GetString("general.architecture"), "llama");
   EXPECT_EQ(*r->GetStringArray("a.strs"), (std::vector<std::string>{"x", "", "yz"}));
+  EXPECT_EQ(*r->GetArrayWords("a.i32s"), (std::vector<uint32_t>{0xffffffffu, 0, 7}));
+  EXPECT_TRUE(r->GetArrayWords("a.empty")->empty());  // no memcpy into a null vector
+  EXPECT_FALSE(r->GetArrayWords("a.strs").ok());      // strings are not 4-byte words
+  EXPECT_FALSE(r->GetArrayWords("a.u32").ok());       // not an array
   EXPECT_FALSE(r->GetU32("a.f32").ok());
   EXPECT_FALSE(r->GetU32("missing").ok());
   ASSERT_EQ(r->tensors().size(), 2u);
