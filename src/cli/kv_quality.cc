@@ -17,14 +17,22 @@
 // Memory: only the current chunk's base logits are kept ([ctx/2, vocab]
 // floats); each position's four numbers are all that outlives its chunk.
 //
+// kivi4 and kivi2 are not KV formats but a simulation of KIVI's layout (K
+// per channel over --kivi-group-tokens tokens, V per token, the newest
+// incomplete group in bf16; kv_quality_kivi.h), to decide whether a real
+// KIVI format would be worth its kernels: the KV is stored dequantized in
+// bf16 and nothing is saved.
+//
 // Flags: --model DIR|FILE, --file TEXT, --kv-dtype, --base-kv-dtype (bf16),
 //        --ctx N (512), --chunks N (all), --threads N, --json PATH,
-//        --dump-logits PREFIX (both runs' scored logits, for tests).
+//        --dump-logits PREFIX (both runs' scored logits, for tests),
+//        --kivi-group-tokens N (16).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <span>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -33,11 +41,13 @@
 #include "cli/flags.h"
 #include "cli/json_file.h"
 #include "cli/kv_blocks.h"
+#include "cli/kv_quality_kivi.h"
 #include "cli/model_tokenizer.h"
 #include "cli/perplexity_chunks.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
+#include "kernels/kv_kivi_sim.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -137,22 +147,22 @@ Summary Summarize(const std::vector<PositionResult>& results) {
   return s;
 }
 
-StatusOr<KvDType> ParseDTypeFlag(const std::string& flag, const std::string& name) {
-  StatusOr<KvDType> d = ParseKvDType(name);
-  if (d.ok()) return d;
-  // ParseKvDType's message names --kv-dtype; name the flag that was given.
-  std::string why = d.status().message();
-  const std::string kv_dtype_prefix = "--kv-dtype: ";
-  if (why.rfind(kv_dtype_prefix, 0) == 0) why = why.substr(kv_dtype_prefix.size());
-  return InvalidArgumentError("--" + flag + ": " + why);
-}
-
 // Appends rows to a raw file (the --dump-logits outputs).
 Status AppendRaw(const std::string& path, const void* data, size_t bytes, bool truncate) {
   std::ofstream out(path, std::ios::binary | (truncate ? std::ios::trunc : std::ios::app));
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
   if (!out) return InternalError("--dump-logits: cannot write " + path);
   return OkStatus();
+}
+
+// One chunk through the model in `format`: ForwardScoredHalf, or its KIVI
+// simulation on a bf16 layout.
+Status RunChunk(Model& model, const KvQualityFormat& format, const KvLayout& layout,
+                const BlockTable& blocks, ThreadPool& pool, std::span<const int32_t> chunk,
+                int64_t kivi_group, std::vector<float>* logits) {
+  if (format.kivi_bits == 0) return ForwardScoredHalf(model, layout, blocks, pool, chunk, logits);
+  return ForwardScoredHalfKivi(model, layout, blocks, pool, chunk, format.kivi_bits, kivi_group,
+                               logits);
 }
 
 void PrintTable(const Summary& s, const std::string& base, const std::string& tested) {
@@ -175,8 +185,11 @@ Status KvQuality(int argc, char** argv) {
   const std::string model_path =
       flags.GetRequiredString("model", "a Hugging Face model directory or a .gguf file");
   const std::string file = flags.GetRequiredString("file", "the text file to score");
-  const std::string tested_name =
-      flags.GetRequiredString("kv-dtype", "the KV format under test (bf16, f32, int8, ...)");
+  const std::string tested_name = flags.GetRequiredString(
+      "kv-dtype",
+      "the KV format under test (bf16, f32, int8, q4, q4r), or kivi4 / kivi2: KIVI's layout "
+      "simulated for quality only (K per channel, V per token, quantized and stored "
+      "dequantized in bf16: no memory saved)");
   const std::string base_name =
       flags.GetString("base-kv-dtype", "bf16", "the KV format it is compared against");
   const int64_t ctx = flags.GetInt("ctx", 512, "tokens per chunk (llama-perplexity's -c)");
@@ -185,6 +198,9 @@ Status KvQuality(int argc, char** argv) {
                                        "compute threads, one per usable core unless set");
   const std::string json_path =
       flags.GetString("json", "", "also write the result as JSON to this file (none)");
+  const int64_t kivi_group = flags.GetInt(
+      "kivi-group-tokens", 16,
+      "kivi4/kivi2: tokens per K channel group; the newest incomplete group stays bf16");
   const std::string dump_prefix = flags.GetString(
       "dump-logits", "",
       "write PREFIX.base.f32 and PREFIX.tested.f32 ([positions, vocab] logits) and "
@@ -192,8 +208,10 @@ Status KvQuality(int argc, char** argv) {
   KVFORK_RETURN_IF_ERROR(flags.Finish());
   if (ctx < 4 || ctx > (1 << 20)) return InvalidArgumentError("--ctx must be in [4, 1048576]");
   if (threads < 1) return InvalidArgumentError("--threads must be >= 1");
-  KVFORK_ASSIGN_OR_RETURN(KvDType tested_dtype, ParseDTypeFlag("kv-dtype", tested_name));
-  KVFORK_ASSIGN_OR_RETURN(KvDType base_dtype, ParseDTypeFlag("base-kv-dtype", base_name));
+  if (kivi_group < 1 || kivi_group > (1 << 20))
+    return InvalidArgumentError("--kivi-group-tokens must be in [1, 1048576]");
+  KVFORK_ASSIGN_OR_RETURN(KvQualityFormat tested, ParseKvQualityFormat("kv-dtype", tested_name));
+  KVFORK_ASSIGN_OR_RETURN(KvQualityFormat base, ParseKvQualityFormat("base-kv-dtype", base_name));
   KVFORK_ASSIGN_OR_RETURN(std::string text, ReadTextFile(file));
 
   ModelLoadOptions load;
@@ -214,8 +232,13 @@ Status KvQuality(int argc, char** argv) {
   if (chunks < 1) return InvalidArgumentError("--chunks must be >= 1 or -1 (all)");
 
   ThreadPool pool(static_cast<int>(threads));
-  const KvLayout base_layout = model->MakeKvLayout(base_dtype, 16);
-  const KvLayout tested_layout = model->MakeKvLayout(tested_dtype, 16);
+  const KvLayout base_layout = model->MakeKvLayout(base.storage, 16);
+  const KvLayout tested_layout = model->MakeKvLayout(tested.storage, 16);
+  const bool kivi = base.kivi_bits > 0 || tested.kivi_bits > 0;
+  if (kivi && base_layout.head_dim % kKiviValueGroup != 0)
+    return InvalidArgumentError("kivi4/kivi2 quantize V in groups of " +
+                                std::to_string(kKiviValueGroup) + " dims; the model's head_dim " +
+                                std::to_string(base_layout.head_dim) + " is not a multiple of it");
   KVFORK_ASSIGN_OR_RETURN(BlockTable base_blocks, AllocateBlocks(base_layout, ctx));
   KVFORK_ASSIGN_OR_RETURN(BlockTable tested_blocks, AllocateBlocks(tested_layout, ctx));
   const int64_t first = ctx / 2;
@@ -239,10 +262,10 @@ Status KvQuality(int argc, char** argv) {
   Progress progress(po);
   for (int64_t k = 0; k < chunks; ++k) {
     const std::vector<int32_t> chunk = ChunkTokens(chunked, ctx, k);
-    KVFORK_RETURN_IF_ERROR(
-        ForwardScoredHalf(*model, base_layout, base_blocks, pool, chunk, &base_logits));
-    KVFORK_RETURN_IF_ERROR(
-        ForwardScoredHalf(*model, tested_layout, tested_blocks, pool, chunk, &tested_logits));
+    KVFORK_RETURN_IF_ERROR(RunChunk(*model, base, base_layout, base_blocks, pool, chunk,
+                                    kivi_group, &base_logits));
+    KVFORK_RETURN_IF_ERROR(RunChunk(*model, tested, tested_layout, tested_blocks, pool, chunk,
+                                    kivi_group, &tested_logits));
     // Positions are independent; each task writes only its own slot, so the
     // thread split changes nothing.
     std::vector<PositionResult> chunk_results(static_cast<size_t>(scored_per_chunk));
@@ -292,6 +315,13 @@ Status KvQuality(int argc, char** argv) {
         {"top1_agreement", static_cast<double>(s.same_top1) / static_cast<double>(s.positions)},
         {"threads", threads},
         {"seconds", seconds}};
+    if (kivi) {
+      j["kivi_group_tokens"] = kivi_group;
+      j["kivi_note"] =
+          "kivi4/kivi2: KIVI's layout simulated for quality only (K per channel over the group, V "
+          "per token in groups of 32 dims, the newest incomplete group in bf16), KV stored "
+          "dequantized in bf16";
+    }
     KVFORK_RETURN_IF_ERROR(WriteJsonFile(json_path, j));
   }
   return OkStatus();
