@@ -14,6 +14,9 @@ agreement and both perplexities.
 
 - kvfork: `kvfork kv-quality --base-kv-dtype bf16 --kv-dtype X` runs both in
   one process from full f32 logits.
+  `--kvfork-kv kivi4,kivi2` adds kv-quality's KIVI simulation (K per channel,
+  V per token, the newest incomplete group in bf16; stored dequantized, a
+  quality study, not a KV format), with --kivi-group-tokens and --kivi-keys.
 - llama.cpp: `llama-perplexity --kl-divergence-base FILE` saves the base run's
   log-probabilities (f16 KV), then `--kl-divergence` with `-ctk X -ctv X`
   compares against them. llama.cpp stores them as 16-bit integers per row, so
@@ -67,6 +70,11 @@ def parse_args(argv):
     ap.add_argument("--kvfork-kv", default="f32,int8,q4,q4r",
                     help="comma-separated kvfork KV formats to test (default f32,int8,q4,q4r: f32 "
                          "shows what bf16's own rounding costs)")
+    ap.add_argument("--kivi-group-tokens", type=int, default=16,
+                    help="kivi4/kivi2 rows (kv-quality's KIVI simulation, quality only): tokens per K "
+                         "channel group (default 16)")
+    ap.add_argument("--kivi-keys", default="channel", choices=["channel", "token"],
+                    help="kivi4/kivi2 rows: K per channel (KIVI, default) or per token (an ablation)")
     ap.add_argument("--llama-bin", default=os.path.join(ROOT, ".cache/llama-server/build/bin"),
                     help="directory holding llama-perplexity (default .cache/llama-server/build/bin, "
                          "scripts/setup-llama-tools.sh builds it); llama.cpp is skipped when it is missing")
@@ -109,10 +117,14 @@ def kvfork_rows(a, gguf, work):
         cmd = [a.kvfork, "kv-quality", "--model", gguf, "--file", a.text, "--ctx", str(a.ctx),
                "--chunks", str(a.chunks), "--threads", str(a.threads), "--base-kv-dtype", a.kvfork_base,
                "--kv-dtype", dtype, "--json", out_json]
+        label = dtype
+        if dtype.startswith("kivi"):
+            cmd += ["--kivi-group-tokens", str(a.kivi_group_tokens), "--kivi-keys", a.kivi_keys]
+            label = f"{dtype} (simulated; K per {a.kivi_keys}, groups of {a.kivi_group_tokens} tokens)"
         _, sec = run(cmd)
         with open(out_json) as f:
             j = json.load(f)
-        rows.append({"engine": "kvfork", "base": a.kvfork_base, "kv": dtype, "positions": j["positions"],
+        rows.append({"engine": "kvfork", "base": a.kvfork_base, "kv": label, "positions": j["positions"],
                      "ppl_base": j["ppl_base"], "ppl_tested": j["ppl_tested"], "kl_mean": j["kl_mean"],
                      "kl_mean_stderr": j["kl_mean_stderr"], "kl_median": j["kl_median"], "kl_p99": j["kl_p99"],
                      "kl_max": j["kl_max"], "top1_agreement": j["top1_agreement"], "seconds": sec,

@@ -26,7 +26,7 @@
 // Flags: --model DIR|FILE, --file TEXT, --kv-dtype, --base-kv-dtype (bf16),
 //        --ctx N (512), --chunks N (all), --threads N, --json PATH,
 //        --dump-logits PREFIX (both runs' scored logits, for tests),
-//        --kivi-group-tokens N (16).
+//        --kivi-group-tokens N (16), --kivi-keys channel|token (channel).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -159,10 +159,9 @@ Status AppendRaw(const std::string& path, const void* data, size_t bytes, bool t
 // simulation on a bf16 layout.
 Status RunChunk(Model& model, const KvQualityFormat& format, const KvLayout& layout,
                 const BlockTable& blocks, ThreadPool& pool, std::span<const int32_t> chunk,
-                int64_t kivi_group, std::vector<float>* logits) {
+                const KiviOptions& kivi, std::vector<float>* logits) {
   if (format.kivi_bits == 0) return ForwardScoredHalf(model, layout, blocks, pool, chunk, logits);
-  return ForwardScoredHalfKivi(model, layout, blocks, pool, chunk, format.kivi_bits, kivi_group,
-                               logits);
+  return ForwardScoredHalfKivi(model, layout, blocks, pool, chunk, format.kivi_bits, kivi, logits);
 }
 
 void PrintTable(const Summary& s, const std::string& base, const std::string& tested) {
@@ -201,6 +200,9 @@ Status KvQuality(int argc, char** argv) {
   const int64_t kivi_group = flags.GetInt(
       "kivi-group-tokens", 16,
       "kivi4/kivi2: tokens per K channel group; the newest incomplete group stays bf16");
+  const std::string kivi_keys = flags.GetString(
+      "kivi-keys", "channel",
+      "kivi4/kivi2: K groups per channel (KIVI) or per token as V (token: an ablation)");
   const std::string dump_prefix = flags.GetString(
       "dump-logits", "",
       "write PREFIX.base.f32 and PREFIX.tested.f32 ([positions, vocab] logits) and "
@@ -210,6 +212,13 @@ Status KvQuality(int argc, char** argv) {
   if (threads < 1) return InvalidArgumentError("--threads must be >= 1");
   if (kivi_group < 1 || kivi_group > (1 << 20))
     return InvalidArgumentError("--kivi-group-tokens must be in [1, 1048576]");
+  KiviOptions kivi_options;
+  kivi_options.group_tokens = kivi_group;
+  if (kivi_keys == "token") {
+    kivi_options.key_axis = KiviKeyAxis::kPerToken;
+  } else if (kivi_keys != "channel") {
+    return InvalidArgumentError("--kivi-keys: expected channel or token, got '" + kivi_keys + "'");
+  }
   KVFORK_ASSIGN_OR_RETURN(KvQualityFormat tested, ParseKvQualityFormat("kv-dtype", tested_name));
   KVFORK_ASSIGN_OR_RETURN(KvQualityFormat base, ParseKvQualityFormat("base-kv-dtype", base_name));
   KVFORK_ASSIGN_OR_RETURN(std::string text, ReadTextFile(file));
@@ -263,9 +272,9 @@ Status KvQuality(int argc, char** argv) {
   for (int64_t k = 0; k < chunks; ++k) {
     const std::vector<int32_t> chunk = ChunkTokens(chunked, ctx, k);
     KVFORK_RETURN_IF_ERROR(RunChunk(*model, base, base_layout, base_blocks, pool, chunk,
-                                    kivi_group, &base_logits));
+                                    kivi_options, &base_logits));
     KVFORK_RETURN_IF_ERROR(RunChunk(*model, tested, tested_layout, tested_blocks, pool, chunk,
-                                    kivi_group, &tested_logits));
+                                    kivi_options, &tested_logits));
     // Positions are independent; each task writes only its own slot, so the
     // thread split changes nothing.
     std::vector<PositionResult> chunk_results(static_cast<size_t>(scored_per_chunk));
@@ -317,6 +326,7 @@ Status KvQuality(int argc, char** argv) {
         {"seconds", seconds}};
     if (kivi) {
       j["kivi_group_tokens"] = kivi_group;
+      j["kivi_keys"] = kivi_keys;
       j["kivi_note"] =
           "kivi4/kivi2: KIVI's layout simulated for quality only (K per channel over the group, V "
           "per token in groups of 32 dims, the newest incomplete group in bf16), KV stored "

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "kernels/kv_kivi_sim.h"
 #include "kv/kv_cache.h"
 
 namespace kvfork::cli {
@@ -30,7 +29,8 @@ StatusOr<KvQualityFormat> ParseKvQualityFormat(const std::string& flag, const st
 
 Status ForwardScoredHalfKivi(Model& model, const KvLayout& layout, const BlockTable& blocks,
                              ThreadPool& pool, std::span<const int32_t> chunk, int kivi_bits,
-                             int64_t group_tokens, std::vector<float>* logits) {
+                             const KiviOptions& options, std::vector<float>* logits) {
+  const int64_t group_tokens = options.group_tokens;
   const int64_t ctx = static_cast<int64_t>(chunk.size());
   const int64_t first = ctx / 2;
   logits->clear();
@@ -52,7 +52,7 @@ Status ForwardScoredHalfKivi(Model& model, const KvLayout& layout, const BlockTa
     if (!seq.no_logits) logits->insert(logits->end(), piece_logits.begin(), piece_logits.end());
     if (end % group_tokens == 0) {
       KiviRoundTripBf16Group(layout, blocks.blocks.data(), end - group_tokens,
-                             static_cast<int>(group_tokens), kivi_bits);
+                             static_cast<int>(group_tokens), kivi_bits, options.key_axis);
     }
     pos = end;
   }

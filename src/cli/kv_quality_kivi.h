@@ -15,6 +15,7 @@
 #include "cli/kv_blocks.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "kernels/kv_kivi_sim.h"
 #include "kernels/kv_layout.h"
 #include "model/model.h"
 
@@ -26,6 +27,12 @@ struct KvQualityFormat {
   std::string name;                // as given on the command line
   KvDType storage = KvDType::kBf16;
   int kivi_bits = 0;               // 4 or 2 for kivi4 / kivi2; 0 for a real format
+};
+
+// The simulation's settings beside the bits.
+struct KiviOptions {
+  int64_t group_tokens = 16;  // tokens per K channel group (and per bf16 residual)
+  KiviKeyAxis key_axis = KiviKeyAxis::kPerChannel;
 };
 
 // bf16, f32, int8, q4, q4r, kivi4 or kivi2; an error names `flag`.
@@ -43,6 +50,6 @@ StatusOr<KvQualityFormat> ParseKvQualityFormat(const std::string& flag, const st
 // Cost: one forward pass of the chunk in chunk.size() / group_tokens pieces.
 Status ForwardScoredHalfKivi(Model& model, const KvLayout& layout, const BlockTable& blocks,
                              ThreadPool& pool, std::span<const int32_t> chunk, int kivi_bits,
-                             int64_t group_tokens, std::vector<float>* logits);
+                             const KiviOptions& options, std::vector<float>* logits);
 
 }  // namespace kvfork::cli

@@ -47,7 +47,7 @@ void KiviRoundTripValues(float* values, int tokens, int head_dim, int bits) {
 }
 
 void KiviRoundTripBf16Group(const KvLayout& layout, uint8_t* const* blocks, int64_t first_pos,
-                            int tokens, int bits) {
+                            int tokens, int bits, KiviKeyAxis key_axis) {
   KVFORK_CHECK(layout.dtype == KvDType::kBf16);
   const int hd = layout.head_dim;
   std::vector<float> rows(static_cast<size_t>(tokens) * hd);  // [tokens][head_dim]
@@ -65,7 +65,7 @@ void KiviRoundTripBf16Group(const KvLayout& layout, uint8_t* const* blocks, int6
           const bf16_t* src = row_of(layer, kv, head, first_pos + t);
           for (int d = 0; d < hd; ++d) rows[static_cast<size_t>(t) * hd + d] = Bf16ToF32(src[d]);
         }
-        if (kv == 0) {
+        if (kv == 0 && key_axis == KiviKeyAxis::kPerChannel) {
           KiviRoundTripKeys(rows.data(), tokens, hd, bits);
         } else {
           KiviRoundTripValues(rows.data(), tokens, hd, bits);

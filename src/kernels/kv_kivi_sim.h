@@ -45,12 +45,17 @@ void KiviRoundTripKeys(float* keys, int tokens, int head_dim, int bits);
 // kKiviValueGroup dims (head_dim a multiple of it).
 void KiviRoundTripValues(float* values, int tokens, int head_dim, int bits);
 
+// How K is grouped: KIVI's per channel, or per token as V (an ablation
+// that isolates what the per-channel layout buys, everything else equal).
+enum class KiviKeyAxis { kPerChannel, kPerToken };
+
 // Rewrites positions [first_pos, first_pos + tokens) of every layer and KV
 // head of a bf16 `layout` (blocks[pos / block_size] holds pos) with their
-// KIVI round trip: K per channel over those tokens, V per token. The
-// positions may span several blocks. Deterministic: the same input bits give
-// the same output bits. head_dim must be a multiple of kKiviValueGroup.
+// KIVI round trip: K per channel over those tokens (or per token, by
+// key_axis), V per token. The positions may span several blocks.
+// Deterministic: the same input bits give the same output bits. head_dim
+// must be a multiple of kKiviValueGroup.
 void KiviRoundTripBf16Group(const KvLayout& layout, uint8_t* const* blocks, int64_t first_pos,
-                            int tokens, int bits);
+                            int tokens, int bits, KiviKeyAxis key_axis = KiviKeyAxis::kPerChannel);
 
 }  // namespace kvfork

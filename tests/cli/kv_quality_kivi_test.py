@@ -2,6 +2,7 @@
 (K per channel over --kivi-group-tokens tokens, V per token, the newest
 incomplete group in bf16, stored dequantized in bf16), on the trained model
 (head_dim 64):
+- --kivi-keys token (the ablation, K per token as V) gives other logits;
 - a group as long as the chunk quantizes nothing: the logits are bitwise
   the bf16 run's (the residual is bf16 and running a chunk group by group
   changes no bits);
@@ -36,11 +37,11 @@ def run(args, timeout=300):
     return subprocess.run([KVFORK] + args, capture_output=True, text=True, timeout=timeout)
 
 
-def kv_quality(base, tested, group, prefix):
+def kv_quality(base, tested, group, prefix, extra=()):
     out = prefix + ".json"
     p = run(["kv-quality", "--model", MODEL, "--file", TEXT, "--ctx", str(CTX), "--chunks", str(CHUNKS),
              "--threads", "2", "--base-kv-dtype", base, "--kv-dtype", tested, "--kivi-group-tokens",
-             str(group), "--json", out, "--dump-logits", prefix])
+             str(group), "--json", out, "--dump-logits", prefix] + list(extra))
     if p.returncode != 0:
         fail(f"kv-quality {base} vs {tested} (group {group}) exited {p.returncode}: {p.stderr[-2000:]}")
     with open(out) as f:
@@ -72,6 +73,9 @@ def main():
         k16, _, t16 = kv_quality("bf16", "kivi4", 16, os.path.join(tmp, "k16"))
         if np.array_equal(t16, t4):
             fail("kivi4 with groups of 16 and of 8 gave the same logits")
+        kt, _, tt = kv_quality("bf16", "kivi4", 8, os.path.join(tmp, "ktok"), ["--kivi-keys", "token"])
+        if np.array_equal(tt, t4) or kt.get("kivi_keys") != "token":
+            fail(f"--kivi-keys token: same logits as per channel, or JSON kivi_keys {kt.get('kivi_keys')!r}")
 
         p = run(["kv-quality", "--help"])
         if p.returncode != 0 or "kivi4" not in p.stdout or "no memory saved" not in p.stdout \
@@ -86,7 +90,8 @@ def main():
         for model, extra, want in (
                 (tiny, ["--kv-dtype", "kivi4"], "head_dim 16"),
                 (MODEL, ["--kv-dtype", "kivi4", "--kivi-group-tokens", "0"], "--kivi-group-tokens"),
-                (MODEL, ["--kv-dtype", "kivi3"], "kivi4")):
+                (MODEL, ["--kv-dtype", "kivi3"], "kivi4"),
+                (MODEL, ["--kv-dtype", "kivi4", "--kivi-keys", "row"], "--kivi-keys")):
             p = run(["kv-quality", "--model", model, "--file", TEXT, "--ctx", str(CTX)] + extra)
             if p.returncode == 0 or want not in p.stderr:
                 fail(f"{extra}: exit {p.returncode}, want an error naming {want!r}: {p.stderr[-500:]}")

@@ -154,5 +154,29 @@ TEST(KiviSim, Bf16GroupAcrossBlocks) {
         }
 }
 
+// The ablation axis: K grouped per token (as V) gives, on the same bf16
+// group, what KiviRoundTripValues gives on the keys' rows.
+TEST(KiviSim, Bf16KeysPerTokenAblation) {
+  KvLayout layout;
+  layout.num_layers = 1;
+  layout.num_kv_heads = 1;
+  layout.head_dim = 32;
+  layout.block_size = 4;
+  layout.dtype = KvDType::kBf16;
+  std::vector<uint8_t> block(layout.BlockBytes());
+  uint8_t* blocks[1] = {block.data()};
+  std::vector<float> keys(4 * 32);
+  for (int t = 0; t < 4; ++t)
+    for (int d = 0; d < 32; ++d) keys[t * 32 + d] = 8.0f * d + 2.0f * t;
+  bf16_t* k = reinterpret_cast<bf16_t*>(block.data() + layout.PlaneOffset(0, 0, 0));
+  for (int i = 0; i < 4 * 32; ++i) k[i] = F32ToBf16(keys[i]);
+  KiviRoundTripBf16Group(layout, blocks, 0, 4, 4, KiviKeyAxis::kPerToken);
+  std::vector<float> per_token = keys, per_channel = keys;
+  KiviRoundTripValues(per_token.data(), 4, 32, 4);
+  KiviRoundTripKeys(per_channel.data(), 4, 32, 4);
+  ASSERT_NE(per_token, per_channel);
+  for (int i = 0; i < 4 * 32; ++i) ASSERT_EQ(k[i], F32ToBf16(per_token[i])) << i;
+}
+
 }  // namespace
 }  // namespace kvfork
