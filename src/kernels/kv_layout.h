@@ -27,6 +27,23 @@
 // Hadamard transform per head (kv_q4.h: blocks of the largest power of two
 // dividing head_dim); attention rotates the queries the same way and
 // rotates its output back, so kernels read q4r exactly as q4.
+//
+// KIVI's layout (Liu et al. 2024) is measured, not a format here (issue 26:
+// `kvfork kv-quality --kv-dtype kivi4|kivi2` simulates it on a bf16 layout,
+// kernels/kv_kivi_sim.h; docs/kv_cache.md "KIVI's layout, simulated"). K is
+// quantized per channel over a group of T tokens and V per token in groups
+// of 32 dims, both asymmetric (an f16 scale and an f16 zero point a group),
+// and a sequence's newest, incomplete group stays bf16. As a block format
+// with T = block_size, a plane would be
+//
+//   K: codes [head_dim][T / 2] bytes (channel-major: one channel's T tokens
+//      in a row), scales and zeros [head_dim][2] f16      4 + 32 / T bits a value
+//   V: codes [T][head_dim / 2] bytes, scales and zeros
+//      [T][head_dim / 32][2] f16                          5 bits a value
+//
+// plus the bf16 tail block of each sequence until it fills. kivi4 at T = 16
+// is 5.5 bits a value (2.9x smaller than bf16, under issue 26's 3.5x; q4 is
+// 4.5 bits, 3.56x), at T = 32 5 bits (3.2x); kivi2 3.5 and 3 bits.
 #pragma once
 
 #include <cstddef>
