@@ -271,8 +271,8 @@ Status KvQuality(int argc, char** argv) {
   Progress progress(po);
   for (int64_t k = 0; k < chunks; ++k) {
     const std::vector<int32_t> chunk = ChunkTokens(chunked, ctx, k);
-    KVFORK_RETURN_IF_ERROR(RunChunk(*model, base, base_layout, base_blocks, pool, chunk,
-                                    kivi_options, &base_logits));
+    KVFORK_RETURN_IF_ERROR(
+        RunChunk(*model, base, base_layout, base_blocks, pool, chunk, kivi_options, &base_logits));
     KVFORK_RETURN_IF_ERROR(RunChunk(*model, tested, tested_layout, tested_blocks, pool, chunk,
                                     kivi_options, &tested_logits));
     // Positions are independent; each task writes only its own slot, so the

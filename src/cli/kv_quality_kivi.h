@@ -24,9 +24,9 @@ namespace kvfork::cli {
 // One side of a kv-quality comparison: a real KV format, or the KIVI
 // simulation stored in bf16.
 struct KvQualityFormat {
-  std::string name;                // as given on the command line
+  std::string name;  // as given on the command line
   KvDType storage = KvDType::kBf16;
-  int kivi_bits = 0;               // 4 or 2 for kivi4 / kivi2; 0 for a real format
+  int kivi_bits = 0;  // 4 or 2 for kivi4 / kivi2; 0 for a real format
 };
 
 // The simulation's settings beside the bits.

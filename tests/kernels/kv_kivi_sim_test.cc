@@ -77,10 +77,10 @@ TEST(KiviSim, ValuesArePerTokenInGroupsOf32) {
   std::vector<float> v(tokens * hd);
   for (int i = 0; i < 32; ++i) {
     const float q = static_cast<float>(i % 16);
-    v[i] = q;                       // token 0, group 0: zero 0, scale 1
-    v[32 + i] = -1.0f + 0.125f * q; // token 0, group 1: zero -1, scale 0.125
-    v[hd + i] = 512.0f + 4.0f * q;  // token 1, group 0: zero 512, scale 4
-    v[hd + 32 + i] = 2.0f * q;      // token 1, group 1: zero 0, scale 2
+    v[i] = q;                        // token 0, group 0: zero 0, scale 1
+    v[32 + i] = -1.0f + 0.125f * q;  // token 0, group 1: zero -1, scale 0.125
+    v[hd + i] = 512.0f + 4.0f * q;   // token 1, group 0: zero 512, scale 4
+    v[hd + 32 + i] = 2.0f * q;       // token 1, group 1: zero 0, scale 2
   }
   std::vector<float> want = v;
   KiviRoundTripValues(v.data(), tokens, hd, 4);
@@ -95,7 +95,8 @@ TEST(KiviSim, ValuesArePerTokenInGroupsOf32) {
   w[5] = 5.4f;
   KiviRoundTripValues(w.data(), tokens, hd, 4);
   EXPECT_EQ(w[5], 5.0f);
-  EXPECT_EQ(std::vector<float>(w.begin() + hd, w.end()), std::vector<float>(want.begin() + hd, want.end()));
+  EXPECT_EQ(std::vector<float>(w.begin() + hd, w.end()),
+            std::vector<float>(want.begin() + hd, want.end()));
 }
 
 // The bf16 block path kv-quality runs: a group of 8 positions spanning two
@@ -115,7 +116,8 @@ TEST(KiviSim, Bf16GroupAcrossBlocks) {
   for (auto& b : storage) blocks.push_back(b.data());
   auto at = [&](int layer, int kv, int head, int pos, int d) {
     return reinterpret_cast<bf16_t*>(blocks[pos / 4] + layout.PlaneOffset(layer, kv, head) +
-                                     (pos % 4) * layout.RowBytes()) + d;
+                                     (pos % 4) * layout.RowBytes()) +
+           d;
   };
   // Inside the group (t = pos - first): K[t][d] = 8 d + 2 t and V[t][d] =
   // 16 t + d % 16, all exact in bf16. Outside: 0.3.
