@@ -1,7 +1,8 @@
 """Smoke test of bench/kv_quality/kv_quality.py on the trained model (4M
 parameters) with a short context and four chunks: it runs, prints its table,
 and writes a JSON row per KV format with the statistics in range. kvfork's f32
-against bf16 base is a tested row too, and when llama.cpp's llama-perplexity is
+against bf16 base is a tested row too, and the KIVI simulation's kivi4 row
+(labelled simulated, with --kivi-group-tokens passed on); when llama.cpp's llama-perplexity is
 built (scripts/setup-llama-tools.sh) its rows are checked as well, including
 that the Hadamard rotation is on for q4_0 and off for the no-rotation row.
 Never the values themselves: bench/results/kv_quality.json has the measurement."""
@@ -26,7 +27,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "kv_quality.json")
         cmd = [sys.executable, script, "--kvfork", KVFORK, "--ctx", str(CTX), "--chunks", str(CHUNKS),
-               "--kvfork-kv", "int8,f32", "--llama-kv", "q4_0,q4_0-norot", "--llama-bin", llama_bin,
+               "--kvfork-kv", "int8,f32,kivi4", "--kivi-group-tokens", "8", "--llama-kv", "q4_0,q4_0-norot", "--llama-bin", llama_bin,
                "--work", os.path.join(tmp, "work"), "--out", out]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
         print(p.stdout[-3000:], p.stderr[-3000:])
@@ -37,7 +38,8 @@ def main():
         with open(out) as f:
             data = json.load(f)
         rows = {(r["engine"], r["kv"]): r for r in data["rows"]}
-        want = [("kvfork", "int8"), ("kvfork", "f32")]
+        kivi = "kivi4 (simulated; K per channel, groups of 8 tokens)"
+        want = [("kvfork", "int8"), ("kvfork", "f32"), ("kvfork", kivi)]
         if have_llama:
             want += [("llama.cpp", k) for k in ("q4_0", "q4_0-norot")]
         elif not any("llama.cpp skipped" in n for n in data["meta"]["notes"]):
@@ -56,6 +58,8 @@ def main():
                 fail(f"{key}: KL statistics out of order: {r}")
             if not r["ppl_base"] > 1 or not r["ppl_tested"] > 1:
                 fail(f"{key}: perplexities {r['ppl_base']}, {r['ppl_tested']}")
+        if "--kivi-group-tokens 8 --kivi-keys channel" not in rows[("kvfork", kivi)]["command"]:
+            fail(f"the kivi4 row's command does not pass the group: {rows[('kvfork', kivi)]['command']}")
         if have_llama:
             if rows[("llama.cpp", "q4_0")]["hadamard_rotation"] is not True or \
                     rows[("llama.cpp", "q4_0-norot")]["hadamard_rotation"] is not False:
