@@ -93,7 +93,7 @@ void DiskLoader::WorkerLoop() {
     lock.unlock();
     const DiskReadJob& job = load->jobs[j];
     if (prefault_) PrefaultForWrite(job.dst, block_bytes_);
-    const bool ok = tier_->Read(job.hash, job.parent_hash, job.tokens, job.dst, block_bytes_).ok();
+    const bool ok = tier_->Read(job.hash, job.parent_hash, job.tokens, job.dst, block_bytes_, job.partial).ok();
     lock.lock();
     load->ok[j] = ok ? 1 : 0;
     if (!ok) load->first_failed = std::min(load->first_failed, j);

@@ -36,6 +36,7 @@ struct DiskReadJob {
   std::optional<uint64_t> parent_hash;
   std::vector<int32_t> tokens;  // the block's token ids
   uint8_t* dst = nullptr;       // the pool block (block_bytes)
+  bool partial = false;         // a partial block (hash is its DiskPartialKey)
 };
 
 // One sequence's run. Fields under the loader's lock.

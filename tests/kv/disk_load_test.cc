@@ -1,6 +1,6 @@
 // Reading the disk tier back (issue 25, the read path): the checksum's SSE4.2
-// lanes equal the portable ones and change with every flipped bit; a
-// version-1 file is refused and counted; the paged cache's async loads fill
+// lanes equal the portable ones and change with every flipped bit; an
+// older version's file is refused and counted; the paged cache's async loads fill
 // a sequence's blocks on I/O threads while the caller goes on, and are
 // cancelled cleanly; the read-or-recompute rule computes a run a slow disk
 // would deliver later than the prefill, reads it where the disk is faster,
@@ -90,31 +90,35 @@ DiskTierOptions TierOptions(const std::string& dir) {
   return o;
 }
 
-// Files of version 1 (the splitmix64 checksum) in this version's directory
-// fail the version check: counted corrupt, deleted, never served.
-TEST(DiskBlockFile, VersionOneFilesAreRefusedAndCounted) {
+// Files of older versions in this version's directory (1: the splitmix64
+// checksum; 2: no partial flag) fail the version check: counted corrupt,
+// deleted, never served.
+TEST(DiskBlockFile, OlderVersionFilesAreRefusedAndCounted) {
   testing::TempDir dir;
   auto t = DiskTier::Open(TierOptions(dir.path()));
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  DiskBlockWrite w;
-  w.hash = 77;
-  w.parent_hash = 76;
-  w.tokens = {1, 2, 3, 4};
-  w.payload = RandomBytes(1000, 1);
-  ASSERT_TRUE((*t)->WriteNow(w).ok());
-  const std::string path = (*t)->PathOf(w.hash);
-  {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    const uint32_t v1 = 1;
-    f.seekp(8);
-    f.write(reinterpret_cast<const char*>(&v1), 4);
+  for (uint32_t old : {1u, 2u}) {
+    DiskBlockWrite w;
+    w.hash = 70 + old;
+    w.parent_hash = 69;
+    w.tokens = {1, 2, 3, 4};
+    w.payload = RandomBytes(1000, old);
+    ASSERT_TRUE((*t)->WriteNow(w).ok());
+    const std::string path = (*t)->PathOf(w.hash);
+    {
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(8);
+      f.write(reinterpret_cast<const char*>(&old), 4);
+    }
+    std::vector<uint8_t> got(w.payload.size());
+    Status s = (*t)->Read(w.hash, w.parent_hash, w.tokens, got.data(), got.size());
+    EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+    EXPECT_NE(s.message().find("version " + std::to_string(old) + ", expected 3"),
+              std::string::npos)
+        << s.ToString();
+    EXPECT_EQ((*t)->Stats().corrupt_blocks, old);
+    EXPECT_FALSE(std::filesystem::exists(path));
   }
-  std::vector<uint8_t> got(w.payload.size());
-  Status s = (*t)->Read(w.hash, w.parent_hash, w.tokens, got.data(), got.size());
-  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
-  EXPECT_NE(s.message().find("version 1, expected 2"), std::string::npos) << s.ToString();
-  EXPECT_EQ((*t)->Stats().corrupt_blocks, 1);
-  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 std::unique_ptr<PagedKvCache> MakeCache(const std::string& dir, bool async,
@@ -161,7 +165,9 @@ struct Gate {
 
 TEST(DiskLoad, AsyncAdmitLoadsWhileTheCallerGoesOn) {
   testing::TempDir dir;
-  const std::vector<int32_t> prompt = Range(100, 4 * 40 + 2);  // 40 full blocks + 2
+  // 40 full blocks + 2: the shutdown writes 40 full and 1 partial block, and
+  // the load reads 40 blocks and 1 token of the partial one (len - 1).
+  const std::vector<int32_t> prompt = Range(100, 4 * 40 + 2);
   WriteToDisk(dir.path(), {prompt});
   Gate gate;
   auto c = MakeCache(dir.path(), /*async=*/true, [&](uint64_t) { gate.Wait(); });
@@ -170,7 +176,7 @@ TEST(DiskLoad, AsyncAdmitLoadsWhileTheCallerGoesOn) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_TRUE(c->Loading(*s));
   EXPECT_EQ(m.num_reused_tokens, 0);
-  EXPECT_EQ(m.num_loading_tokens, 160);
+  EXPECT_EQ(m.num_loading_tokens, 161);
   EXPECT_EQ(c->NumTokens(*s), 0);
   EXPECT_FALSE(c->FinishLoad(*s, &m));
   const std::vector<int32_t> one = {1};
@@ -184,16 +190,17 @@ TEST(DiskLoad, AsyncAdmitLoadsWhileTheCallerGoesOn) {
   gate.Open();
   while (!c->FinishLoad(*s, &m)) c->WaitForLoads(100);
   EXPECT_FALSE(c->Loading(*s));
-  EXPECT_EQ(m.num_reused_tokens, 160);
-  EXPECT_EQ(c->NumTokens(*s), 160);
+  EXPECT_EQ(m.num_reused_tokens, 161);
+  EXPECT_EQ(m.num_tail_tokens, 1);
+  EXPECT_EQ(c->NumTokens(*s), 161);
   EXPECT_TRUE(HoldsPattern(*c, *s));
   EXPECT_EQ(c->Stats().disk_hit_blocks, 40);
   EXPECT_GT(c->Stats().disk_read_ns_per_block, 0);
-  EXPECT_EQ(gate.reads.load(), 40);
+  EXPECT_EQ(gate.reads.load(), 41);
   EXPECT_CHECK_OK(*c);
   // The rest computes as usual and the blocks are in the index.
-  std::vector<int32_t> rest(prompt.begin() + 160, prompt.end());
-  testing::FakeForward(*c, *s, prompt, 160, 2);
+  std::vector<int32_t> rest(prompt.begin() + 161, prompt.end());
+  testing::FakeForward(*c, *s, prompt, 161, 1);
   ASSERT_TRUE(c->Append(*s, rest).ok());
   c->Release(*s);
   c->Release(other);
@@ -215,7 +222,7 @@ TEST(DiskLoad, ReleaseWhileLoadingCancelsTheReads) {
   ASSERT_TRUE(c->Loading(*s));
   c->Release(*s);  // waits only for the reads in flight
   const int read_before = reads.load();
-  EXPECT_LT(read_before, 40);
+  EXPECT_LT(read_before, 41);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   EXPECT_EQ(reads.load(), read_before) << "no read after the release";
   EXPECT_EQ(c->Stats().blocks_used, 0);
@@ -226,7 +233,7 @@ TEST(DiskLoad, ReleaseWhileLoadingCancelsTheReads) {
   ASSERT_TRUE(s.ok());
   PrefixMatch m;
   while (!c->FinishLoad(*s, &m)) c->WaitForLoads(100);
-  EXPECT_EQ(m.num_reused_tokens, 160);
+  EXPECT_EQ(m.num_reused_tokens, 161);
   EXPECT_TRUE(HoldsPattern(*c, *s));
   c->Release(*s);
   EXPECT_CHECK_OK(*c);
