@@ -17,12 +17,13 @@
 // partial child sharing the most leading tokens with a prompt, as the
 // pool's tail copy does. They are never announced as KV events (only full
 // blocks are), and count against capacity like any file.
-// Reads: Read takes the header and the payload in one readv, the payload
-// straight into the caller's pool block (no bounce buffer), then checks the
-// header (magic, version, sizes, checksums), the identity the caller expects
-// (fingerprint, hash, parent, tokens) and the payload's checksum; a file that
-// fails is counted, deleted and reported as a miss, so the caller recomputes
-// the block. Never served. Reads run on any thread (disk_loader.h's I/O
+// Reads: Read takes the header and checks it (magic, version, sizes, header
+// checksum) and the identity the caller expects (fingerprint, hash, parent,
+// tokens), then reads the payload straight into the caller's pool block (no
+// bounce buffer) in chunks of kReadChunkBytes, each backed, read and
+// checksummed before the next while it sits in L2 (one pass over memory
+// instead of three); a file that fails is counted, deleted and reported as
+// a miss, so the caller recomputes the block. Never served. Reads run on any thread (disk_loader.h's I/O
 // threads); the tier times them (DiskTierStats::read_*) and logs a block's
 // average cost when it closes.
 // Bounded: LRU (by last write or read; at start by mtime) within
@@ -92,10 +93,11 @@ struct DiskTierStats {
   int64_t scanned_files = 0;      // at Open
   int64_t partial_blocks = 0;     // now: of blocks, partial ones
   // Where the valid reads' time went, wall-clock ns summed over reads (each
-  // read runs on one thread; several run at once): open + fstat, the one
-  // readv of header and payload into the pool block (page-cache copy and
-  // first-touch page faults of the block), the checks and the payload
-  // checksum. read_ns is all of it; read_ns / hits_blocks is a block's cost.
+  // read runs on one thread; several run at once): open + fstat + the
+  // header's read and checks (read_open_ns), the payload's reads into the
+  // pool block with the pages backed first (read_io_ns: page-cache copy and
+  // page zeroing), the payload checksum (read_check_ns). read_ns is all of
+  // it; read_ns / hits_blocks is a block's cost.
   int64_t read_ns = 0;
   int64_t read_open_ns = 0;
   int64_t read_io_ns = 0;
@@ -167,6 +169,14 @@ class DiskTier {
   // block matches a token. Cost O(partial children of that parent x block).
   std::optional<DiskPartialMatch> BestPartial(uint64_t parent_hash,
                                               std::span<const int32_t> tokens) const;
+  // The payload is read and checksummed in pieces of this size, well under
+  // a core's L2 (1-2 MiB where measured), so a piece is still cached when
+  // it is checksummed.
+  static constexpr size_t kReadChunkBytes = 256 * 1024;
+  // Whether Read backs the destination's pages (MADV_POPULATE_WRITE) before
+  // each piece; on (KVFORK_DISK_PREFAULT=0 turns it off, to measure).
+  bool prefault() const { return prefault_; }
+
   // Waits until the queue is empty and the writer idle (tests).
   void Drain();
   DiskTierStats Stats() const;
@@ -222,6 +232,7 @@ class DiskTier {
 
   DiskTierOptions options_;
   std::string block_dir_;
+  bool prefault_ = true;
   mutable std::mutex mu_;
   std::condition_variable cv_;       // queue non-empty, or stopping
   std::condition_variable idle_cv_;  // queue empty and writer idle

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -71,8 +72,11 @@ PagedKvCache::PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockP
   if (options_.clock_ms) index_->set_clock(options_.clock_ms);
   if (disk_ != nullptr) {
     index_->set_eviction_hook([this](BlockId id) { SpillToDisk(id); });
-    const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 2,
-                                                kMaxDiskReadThreads);
+    int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 2,
+                                          kMaxDiskReadThreads);
+    // To measure the reads' parallelism (docs/kv_cache.md): 1-16 threads.
+    if (const char* v = std::getenv("KVFORK_DISK_READ_THREADS"))
+      threads = std::clamp<int64_t>(std::atoll(v), 1, 16);
     loader_ = std::make_unique<DiskLoader>(disk_.get(), pool_->block_bytes(),
                                            static_cast<int>(threads));
   }

@@ -1,6 +1,7 @@
 // Reading the disk tier back (issue 25, the read path): the checksum's SSE4.2
 // lanes equal the portable ones and change with every flipped bit; an
-// older version's file is refused and counted; the paged cache's async loads fill
+// older version's file is refused and counted; a payload read in several
+// pieces is checked in each; the paged cache's async loads fill
 // a sequence's blocks on I/O threads while the caller goes on, and are
 // cancelled cleanly; the read-or-recompute rule computes a run a slow disk
 // would deliver later than the prefill, reads it where the disk is faster,
@@ -118,6 +119,47 @@ TEST(DiskBlockFile, OlderVersionFilesAreRefusedAndCounted) {
         << s.ToString();
     EXPECT_EQ((*t)->Stats().corrupt_blocks, old);
     EXPECT_FALSE(std::filesystem::exists(path));
+  }
+}
+
+// The payload is read and checksummed in pieces (DiskTier::kReadChunkBytes):
+// a block of several pieces and a ragged end comes back byte for byte, and
+// a flipped byte in its first, a middle or its last piece fails the
+// checksum (counted, deleted, never served).
+TEST(DiskTier, MultiPieceReadsComeBackWholeAndEveryPieceIsChecked) {
+  testing::TempDir dir;
+  auto t = DiskTier::Open(TierOptions(dir.path()));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const size_t bytes = 4 * DiskTier::kReadChunkBytes + 13;
+  int corrupt = 0;
+  for (size_t flip : {SIZE_MAX, size_t{5}, 2 * DiskTier::kReadChunkBytes + 1, bytes - 1}) {
+    DiskBlockWrite w;
+    w.hash = 500 + flip % 1000;
+    w.tokens = {9, 8, 7};
+    w.payload = RandomBytes(bytes, static_cast<uint32_t>(flip));
+    ASSERT_TRUE((*t)->WriteNow(w).ok());
+    const std::string path = (*t)->PathOf(w.hash);
+    if (flip != SIZE_MAX) {
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(static_cast<std::streamoff>(DiskBlockHeaderBytes(3) + flip));
+      char byte = 0;
+      f.read(&byte, 1);
+      byte = static_cast<char>(byte ^ 0x04);
+      f.seekp(static_cast<std::streamoff>(DiskBlockHeaderBytes(3) + flip));
+      f.write(&byte, 1);
+    }
+    std::vector<uint8_t> got(bytes);
+    Status s = (*t)->Read(w.hash, std::nullopt, w.tokens, got.data(), got.size());
+    if (flip == SIZE_MAX) {
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_EQ(got, w.payload);
+    } else {
+      ++corrupt;
+      EXPECT_EQ(s.code(), StatusCode::kNotFound) << "byte " << flip;
+      EXPECT_NE(s.message().find("payload checksum"), std::string::npos) << s.ToString();
+      EXPECT_FALSE(std::filesystem::exists(path));
+    }
+    EXPECT_EQ((*t)->Stats().corrupt_blocks, corrupt);
   }
 }
 
