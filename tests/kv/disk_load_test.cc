@@ -30,6 +30,7 @@
 namespace kvfork {
 namespace {
 
+using testing::Concat;
 using testing::HoldsPattern;
 using testing::Prefill;
 using testing::Range;
@@ -324,6 +325,36 @@ TEST(DiskLoad, ReadOrRecomputeFollowsTheMeasuredCosts) {
     reads += m.num_reused_tokens == 80;
   }
   EXPECT_EQ(reads, 1);
+  EXPECT_CHECK_OK(*c);
+}
+
+// A disk run the rule computes leaves the plan at the pool's chain end: the
+// pool's tail is looked for at that offset. (It used to be looked for at the
+// offset after the skipped disk run, under the pool chain's last block, so a
+// partial child there whose tokens happened to equal the prompt's later ones
+// had its K/V copied to the wrong positions.)
+TEST(DiskLoad, AComputedDiskRunLeavesNoTailFromAnotherOffset) {
+  testing::TempDir dir;
+  const std::vector<int32_t> a = Range(100, 4), b = Range(200, 4), x = Range(300, 2);
+  WriteToDisk(dir.path(), {Concat(Concat(a, b), Range(900, 1)), Range(5000, 9)});
+  auto c = MakeCache(dir.path(), /*async=*/false, [](uint64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  });
+  PrefixMatch m;
+  c->Release(Prefill(*c, Range(5000, 9), "", &m));  // measures the slow disk
+  ASSERT_EQ(m.num_reused_tokens, 8);
+  c->SetPrefillCost(1000);  // computing a block (4 us) beats reading it
+  // The pool: block a (computed) and its partial child x.
+  c->Release(Prefill(*c, Concat(a, x), "", &m));
+  ASSERT_EQ(m.num_reused_tokens, 0);
+  // a (pool), b (disk, computed), then x's tokens: only a is reused.
+  const std::vector<int32_t> prompt = Concat(Concat(Concat(a, b), x), Range(400, 3));
+  EXPECT_EQ(c->Match(prompt, "").num_reused_tokens, 4);
+  SeqId s = Prefill(*c, prompt, "", &m);
+  EXPECT_EQ(m.num_reused_tokens, 4);
+  EXPECT_EQ(m.num_tail_tokens, 0);
+  EXPECT_TRUE(HoldsPattern(*c, s));
+  c->Release(s);
   EXPECT_CHECK_OK(*c);
 }
 
