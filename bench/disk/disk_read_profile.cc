@@ -11,10 +11,18 @@
 //     -lzmq -lpthread -o /tmp/disk_read_profile
 //   /tmp/disk_read_profile write DIR 300 [int8|q4]; /tmp/disk_read_profile read DIR 300 [int8|q4]
 //   KVFORK_DISK_PREFAULT=0 /tmp/disk_read_profile read DIR 300   # without the prefault
+//   KVFORK_DISK_READ_THREADS=1 ...   # I/O threads; PROFILE_HUGEPAGE=1: the pool on THP
+// `read` also prints the load's CPU time a block (user: checksums; sys: the
+// kernel's page zeroing and page-cache copies), which does not depend on
+// the machine's load the way wall time does.
 //
 // -DOLD builds the `write` and `read` modes against a checkout before the
 // async loads (sync Admit, version-1 files) for a same-minute comparison.
+#include <sys/mman.h>
+#include <sys/resource.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -86,12 +94,28 @@ int main(int argc, char** argv) {
   { auto t = std::chrono::steady_clock::now(); PrefixMatch m; auto s = (*c)->Admit(prompt, "", prompt.size(), &m); (void)s;
     std::printf("OLD loaded %lld tokens in %.0f ms: %.3f ms a block wall\n", (long long)m.num_reused_tokens, Ms(t), Ms(t) / n); return 0; }
 #else
+  if (const char* hp = std::getenv("PROFILE_HUGEPAGE"); hp != nullptr && std::string(hp) == "1") {
+    // The pool's arena with transparent huge pages (an experiment: fewer,
+    // larger page populations on the read path).
+    const uintptr_t base = reinterpret_cast<uintptr_t>((*c)->pool().Data(0)) & ~uintptr_t{4095};
+    const size_t len = static_cast<size_t>((*c)->pool().num_blocks()) * bytes;
+    if (::madvise(reinterpret_cast<void*>(base), len, MADV_HUGEPAGE) != 0) std::perror("madvise");
+  }
+  struct rusage ru0;
+  getrusage(RUSAGE_SELF, &ru0);
   auto t = std::chrono::steady_clock::now();
   PrefixMatch m;
   auto s = (*c)->Admit(prompt, "", prompt.size(), &m);
   const double admit_ms = Ms(t);
   while (!(*c)->FinishLoad(*s, &m)) (*c)->WaitForLoads(50);
   const double ms = Ms(t);
+  struct rusage ru1;
+  getrusage(RUSAGE_SELF, &ru1);
+  auto cpu_ms = [](const timeval& a, const timeval& b) {
+    return (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_usec - a.tv_usec) * 1e-3;
+  };
+  std::printf("load CPU: user %.3f ms, sys %.3f ms a block\n",
+              cpu_ms(ru0.ru_utime, ru1.ru_utime) / n, cpu_ms(ru0.ru_stime, ru1.ru_stime) / n);
   DiskTierStats d = (*c)->disk()->Stats();
   double k = d.hits_blocks * 1e6;
   std::printf("loaded %lld tokens (%lld blocks) in %.0f ms (Admit returned after %.2f ms): %.3f ms a block wall; per read: %.3f ms (open %.3f, readv %.3f, checks+checksum %.3f)\n",

@@ -196,7 +196,7 @@ def wait_settled(server, settle_s, timeout=300.0):
 def block_files(disk_dir):
     out = []
     for root, _, files in os.walk(disk_dir):
-        out += [os.path.join(root, f) for f in files if f.endswith(".kvb")]
+        out += [os.path.join(root, f) for f in files if f.endswith((".kvb", ".kvp"))]
     return sorted(out)
 
 

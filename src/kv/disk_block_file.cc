@@ -8,6 +8,11 @@ namespace kvfork {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'V', 'F', 'B', 'L', 'K', '0', '1'};
+// The flags word at offset 40.
+constexpr uint32_t kHasParent = 1;
+constexpr uint32_t kPartial = 2;
+// Mixed into a partial block's chained hash (DiskPartialKey).
+constexpr uint64_t kPartialTag = 0x9a27141b10c4ull;
 
 template <typename T>
 void Put(std::vector<uint8_t>* out, size_t at, T v) {
@@ -38,6 +43,10 @@ uint64_t DiskFingerprint(uint64_t model_fingerprint, const KvLayout& layout,
   return h == 0 ? 1 : h;
 }
 
+uint64_t DiskPartialKey(uint64_t parent_hash, std::span<const int32_t> tokens) {
+  return BlockHashMix(ChainBlockHash(parent_hash, tokens) ^ kPartialTag);
+}
+
 std::vector<uint8_t> EncodeDiskBlock(const DiskBlockHeader& header,
                                      std::span<const uint8_t> payload) {
   const size_t hb = DiskBlockHeaderBytes(header.tokens.size());
@@ -48,7 +57,8 @@ std::vector<uint8_t> EncodeDiskBlock(const DiskBlockHeader& header,
   Put<uint64_t>(&out, 16, header.fingerprint);
   Put<uint64_t>(&out, 24, header.block_hash);
   Put<uint64_t>(&out, 32, header.parent_hash.value_or(0));
-  Put<uint32_t>(&out, 40, header.parent_hash.has_value() ? 1 : 0);
+  Put<uint32_t>(&out, 40, (header.parent_hash.has_value() ? kHasParent : 0u) |
+                              (header.partial ? kPartial : 0u));
   Put<uint32_t>(&out, 44, static_cast<uint32_t>(header.tokens.size()));
   Put<uint64_t>(&out, 48, payload.size());
   Put<uint64_t>(&out, 56, DiskChecksum(payload.data(), payload.size()));
@@ -74,6 +84,9 @@ StatusOr<DiskBlockHeader> DecodeDiskBlockHeader(std::span<const uint8_t> bytes,
   if (version != kDiskBlockVersion)
     return DataLossError("KV disk block: version " + std::to_string(version) + ", expected " +
                          std::to_string(kDiskBlockVersion));
+  const uint32_t flags = Get<uint32_t>(bytes, 40);
+  if ((flags & ~(kHasParent | kPartial)) != 0)
+    return DataLossError("KV disk block: unknown flags " + std::to_string(flags));
   const uint32_t hb = Get<uint32_t>(bytes, 12);
   const uint32_t num_tokens = Get<uint32_t>(bytes, 44);
   if (num_tokens > (1u << 20) || hb != DiskBlockHeaderBytes(num_tokens))
@@ -92,7 +105,8 @@ StatusOr<DiskBlockHeader> DecodeDiskBlockHeader(std::span<const uint8_t> bytes,
   DiskBlockHeader h;
   h.fingerprint = Get<uint64_t>(bytes, 16);
   h.block_hash = Get<uint64_t>(bytes, 24);
-  if (Get<uint32_t>(bytes, 40) != 0) h.parent_hash = Get<uint64_t>(bytes, 32);
+  if ((flags & kHasParent) != 0) h.parent_hash = Get<uint64_t>(bytes, 32);
+  h.partial = (flags & kPartial) != 0;
   h.tokens.resize(num_tokens);
   std::memcpy(h.tokens.data(), bytes.data() + kDiskBlockFixedHeaderBytes, 4 * num_tokens);
   h.payload_bytes = payload_bytes;
@@ -102,13 +116,18 @@ StatusOr<DiskBlockHeader> DecodeDiskBlockHeader(std::span<const uint8_t> bytes,
 
 Status CheckDiskBlockIdentity(const DiskBlockHeader& header, uint64_t fingerprint,
                               uint64_t block_hash, std::optional<uint64_t> parent_hash,
-                              std::span<const int32_t> tokens, size_t payload_bytes) {
+                              std::span<const int32_t> tokens, bool partial,
+                              size_t payload_bytes) {
   if (header.fingerprint != fingerprint)
     return FailedPreconditionError("KV disk block: fingerprint differs (another model, KV "
                                    "format or kernel ISA level)");
   if (header.block_hash != block_hash) return FailedPreconditionError("KV disk block: hash differs");
   if (header.parent_hash != parent_hash)
     return FailedPreconditionError("KV disk block: parent hash differs");
+  if (header.partial != partial)
+    return FailedPreconditionError(std::string("KV disk block: a ") +
+                                   (header.partial ? "partial" : "full") + " block, expected a " +
+                                   (partial ? "partial" : "full") + " one");
   if (header.tokens.size() != tokens.size() ||
       std::memcmp(header.tokens.data(), tokens.data(), 4 * tokens.size()) != 0)
     return FailedPreconditionError("KV disk block: token ids differ");

@@ -3,9 +3,10 @@
 //
 //   offset  field
 //   0       magic "KVFBLK01" (8 bytes)
-//   8       version (u32, 2), header_bytes (u32: 72 + 4 * num_tokens)
+//   8       version (u32, 3), header_bytes (u32: 72 + 4 * num_tokens)
 //   16      fingerprint (u64): everything that changes the bits (DiskFingerprint)
-//   24      block hash (u64), 32 parent hash (u64), 40 has_parent (u32)
+//   24      block hash (u64), 32 parent hash (u64), 40 flags (u32: bit 0 has a
+//           parent, bit 1 partial block; the other bits 0)
 //   44      num_tokens (u32), 48 payload_bytes (u64), 56 payload checksum (u64)
 //   64      header checksum (u64): of bytes [0, 64) and the token ids
 //   72      token ids (int32 each), then the payload (the pool block's bytes)
@@ -17,11 +18,19 @@
 // VerifyDiskPayload). Checksum: disk_checksum.h (four CRC32C lanes, at about
 // memory speed); it detects corruption, it is not a MAC.
 //
-// Version 2 (2026-12-06) changed only the checksum (version 1: a splitmix64
-// mix per 8-byte word, a third of the speed). The version enters the
-// fingerprint, so a version-1 directory is another subdirectory this
-// version never opens; a version-1 file found in this version's directory
-// fails the version check and is counted corrupt and deleted.
+// Partial blocks (version 3): a finished sequence's last block, fewer than
+// block_size tokens, written at a clean shutdown so a restarted server
+// reuses the conversation's tail as the warm one does (docs/kv_cache.md).
+// Its file holds the whole pool block (positions past its tokens are
+// garbage, as in any block being written) and its key is DiskPartialKey: the
+// chained hash of its tokens marked partial, so it never names a full block.
+//
+// Versions: 2 (2026-12-06) changed the checksum (version 1: a splitmix64 mix
+// per 8-byte word, a third of the speed); 3 (2026-12-06) made word 40 a
+// flags word with the partial bit. The version enters the fingerprint, so an
+// older directory is another subdirectory this version never opens; an
+// older file found in this version's directory fails the version check and
+// is counted corrupt and deleted.
 //
 // Pure functions; thread-safe.
 #pragma once
@@ -39,7 +48,7 @@
 
 namespace kvfork {
 
-inline constexpr uint32_t kDiskBlockVersion = 2;
+inline constexpr uint32_t kDiskBlockVersion = 3;
 inline constexpr size_t kDiskBlockFixedHeaderBytes = 72;
 
 // The fingerprint of everything that changes a block's bits: the model's
@@ -54,9 +63,15 @@ struct DiskBlockHeader {
   uint64_t block_hash = 0;
   std::optional<uint64_t> parent_hash;
   std::vector<int32_t> tokens;
+  bool partial = false;  // a partial block (fewer tokens than a block holds)
   uint64_t payload_bytes = 0;
   uint64_t payload_checksum = 0;
 };
+
+// The key (and file name) of a partial block whose parent has parent_hash
+// and whose token ids are tokens: their chained hash (block_hash.h), mixed
+// with a tag so that it differs from the hash of any full block.
+uint64_t DiskPartialKey(uint64_t parent_hash, std::span<const int32_t> tokens);
 
 // The whole file: header, tokens, payload.
 std::vector<uint8_t> EncodeDiskBlock(const DiskBlockHeader& header,
@@ -75,10 +90,12 @@ StatusOr<DiskBlockHeader> DecodeDiskBlockHeader(std::span<const uint8_t> header_
                                                 uint64_t file_bytes);
 
 // Checks a decoded header against what the reader expects (fingerprint,
-// hash, parent, tokens, payload size); FailedPrecondition naming the mismatch.
+// hash, parent, tokens, full or partial, payload size); FailedPrecondition
+// naming the mismatch.
 Status CheckDiskBlockIdentity(const DiskBlockHeader& header, uint64_t fingerprint,
                               uint64_t block_hash, std::optional<uint64_t> parent_hash,
-                              std::span<const int32_t> tokens, size_t payload_bytes);
+                              std::span<const int32_t> tokens, bool partial,
+                              size_t payload_bytes);
 
 // DataLoss when the payload's checksum differs from the header's.
 Status VerifyDiskPayload(const DiskBlockHeader& header, std::span<const uint8_t> payload);

@@ -1,35 +1,11 @@
 #include "kv/disk_loader.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <string>
 
 #include "core/timer.h"
 
 namespace kvfork {
-namespace {
-
-// Backs the pool block's pages before the read writes them: one madvise
-// instead of a page fault per 4 KiB page inside the readv (a 1.8 MB block is
-// 448 of them, in a fresh process every one). The pages are the block's own
-// (or shared with a neighbour block, which this does not change); a kernel
-// without MADV_POPULATE_WRITE (before 5.14) just faults them in the read.
-void PrefaultForWrite(uint8_t* p, size_t n) {
-#ifdef MADV_POPULATE_WRITE
-  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n + page - 1) & ~(page - 1);
-  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
-#else
-  (void)p, (void)n;
-#endif
-}
-
-}  // namespace
 
 size_t DiskLoad::LeadingOk() const {
   size_t n = 0;
@@ -39,7 +15,6 @@ size_t DiskLoad::LeadingOk() const {
 
 DiskLoader::DiskLoader(DiskTier* tier, size_t block_bytes, int threads)
     : tier_(tier), block_bytes_(block_bytes) {
-  if (const char* v = std::getenv("KVFORK_DISK_PREFAULT")) prefault_ = std::string(v) != "0";
   for (int t = 0; t < std::max(1, threads); ++t) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
@@ -92,8 +67,7 @@ void DiskLoader::WorkerLoop() {
     ++load->running;
     lock.unlock();
     const DiskReadJob& job = load->jobs[j];
-    if (prefault_) PrefaultForWrite(job.dst, block_bytes_);
-    const bool ok = tier_->Read(job.hash, job.parent_hash, job.tokens, job.dst, block_bytes_).ok();
+    const bool ok = tier_->Read(job.hash, job.parent_hash, job.tokens, job.dst, block_bytes_, job.partial).ok();
     lock.lock();
     load->ok[j] = ok ? 1 : 0;
     if (!ok) load->first_failed = std::min(load->first_failed, j);

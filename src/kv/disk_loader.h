@@ -36,6 +36,7 @@ struct DiskReadJob {
   std::optional<uint64_t> parent_hash;
   std::vector<int32_t> tokens;  // the block's token ids
   uint8_t* dst = nullptr;       // the pool block (block_bytes)
+  bool partial = false;         // a partial block (hash is its DiskPartialKey)
 };
 
 // One sequence's run. Fields under the loader's lock.
@@ -76,16 +77,12 @@ class DiskLoader {
   // whether one is.
   bool WaitAnyDone(int64_t timeout_ms);
   int threads() const { return static_cast<int>(workers_.size()); }
-  // Whether workers back a block's pages (MADV_POPULATE_WRITE) before its
-  // read; on by default (KVFORK_DISK_PREFAULT=0 turns it off, to measure).
-  bool prefault() const { return prefault_; }
 
  private:
   void WorkerLoop();
 
   DiskTier* tier_;
   size_t block_bytes_;
-  bool prefault_ = true;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // a job to take, or stopping
   std::condition_variable done_cv_;  // a job finished

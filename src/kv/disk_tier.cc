@@ -3,13 +3,14 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -21,6 +22,7 @@ namespace kvfork {
 namespace {
 
 constexpr char kSuffix[] = ".kvb";
+constexpr char kPartialSuffix[] = ".kvp";
 constexpr char kTempMark[] = ".tmp.";
 // Files found at start announced per wake of the engine (change log).
 constexpr size_t kAnnounceBatch = 256;
@@ -31,9 +33,9 @@ std::string Hex16(uint64_t v) {
   return buf;
 }
 
-// "<16 hex>.kvb" -> hash; anything else -> nullopt.
-std::optional<uint64_t> ParseBlockName(const char* name) {
-  if (std::strlen(name) != 16 + sizeof(kSuffix) - 1 || std::strcmp(name + 16, kSuffix) != 0)
+// "<16 hex><suffix>" -> hash; anything else -> nullopt.
+std::optional<uint64_t> ParseBlockName(const char* name, const char* suffix) {
+  if (std::strlen(name) != 16 + std::strlen(suffix) || std::strcmp(name + 16, suffix) != 0)
     return std::nullopt;
   uint64_t v = 0;
   for (int i = 0; i < 16; ++i) {
@@ -66,6 +68,36 @@ bool WriteAll(int fd, const uint8_t* p, size_t n) {
   return true;
 }
 
+// Reads up to n bytes at offset; the bytes read (short at end of file), -1
+// on an error.
+ssize_t PreadAll(int fd, uint8_t* p, size_t n, off_t offset) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::pread(fd, p + got, n - got, offset + static_cast<off_t>(got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  return static_cast<ssize_t>(got);
+}
+
+// Backs [p, p + n)'s pages before a read writes them: one madvise instead of
+// a page fault per 4 KiB page inside the read (in a fresh process every page
+// of the pool is new). The pages are the destination's own (or shared with a
+// neighbour block, which this does not change); a kernel without
+// MADV_POPULATE_WRITE (before 5.14) just faults them in the read.
+void PrefaultForWrite(uint8_t* p, size_t n) {
+#ifdef MADV_POPULATE_WRITE
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n + page - 1) & ~(page - 1);
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#else
+  (void)p, (void)n;
+#endif
+}
+
 bool ReadAll(int fd, uint8_t* p, size_t n) {
   while (n > 0) {
     ssize_t r = ::read(fd, p, n);
@@ -95,7 +127,9 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
 }
 
 DiskTier::DiskTier(const DiskTierOptions& options, std::string block_dir)
-    : options_(options), block_dir_(std::move(block_dir)) {}
+    : options_(options), block_dir_(std::move(block_dir)) {
+  if (const char* v = std::getenv("KVFORK_DISK_PREFAULT")) prefault_ = std::string(v) != "0";
+}
 
 DiskTier::~DiskTier() {
   {
@@ -117,7 +151,9 @@ DiskTier::~DiskTier() {
   if (writer_.joinable()) writer_.join();
 }
 
-std::string DiskTier::PathOf(uint64_t hash) const { return block_dir_ + "/" + Hex16(hash) + kSuffix; }
+std::string DiskTier::PathOf(uint64_t hash, bool partial) const {
+  return block_dir_ + "/" + Hex16(hash) + (partial ? kPartialSuffix : kSuffix);
+}
 
 Status DiskTier::Scan() {
   DIR* d = ::opendir(block_dir_.c_str());
@@ -130,6 +166,7 @@ Status DiskTier::Scan() {
     int64_t bytes;
   };
   std::vector<Found> found;
+  std::vector<Found> partials;
   const int dfd = ::dirfd(d);
   while (struct dirent* e = ::readdir(d)) {
     const char* name = e->d_name;
@@ -142,20 +179,40 @@ Status DiskTier::Scan() {
       ::unlinkat(dfd, name, 0);
       continue;
     }
-    std::optional<uint64_t> hash = ParseBlockName(name);
+    std::optional<uint64_t> hash = ParseBlockName(name, kSuffix);
+    const bool partial = !hash;
+    if (partial) hash = ParseBlockName(name, kPartialSuffix);
     if (!hash) continue;
     struct stat st;
     if (::fstatat(dfd, name, &st, 0) != 0 || !S_ISREG(st.st_mode)) continue;
-    found.push_back({static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
-                     *hash, static_cast<int64_t>(st.st_size)});
+    (partial ? partials : found)
+        .push_back({static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+                    *hash, static_cast<int64_t>(st.st_size)});
   }
   ::closedir(d);
+  // A partial block is found by its parent and tokens, which only its
+  // header holds: read them now (few files, one small read each).
+  std::vector<std::pair<Found, DiskBlockHeader>> partial_headers;
+  for (const Found& f : partials) {
+    StatusOr<DiskBlockHeader> h = ReadHeader(f.hash, /*partial=*/true);
+    if (h.ok() && (!h->partial || !h->parent_hash.has_value()))
+      h = DataLossError("KV disk block: a .kvp file that is not a partial block with a parent");
+    else if (h.ok() && h->block_hash != DiskPartialKey(*h->parent_hash, h->tokens))
+      h = DataLossError("KV disk block: a partial block's name is not the key of its tokens");
+    if (h.ok()) {
+      partial_headers.emplace_back(f, *std::move(h));
+    } else if (h.status().code() != StatusCode::kNotFound) {
+      DropCorrupt(f.hash, h.status(), /*partial=*/true);
+    }
+  }
   // Oldest first, so ticks follow modification order (the LRU of last run).
   std::sort(found.begin(), found.end(),
             [](const Found& a, const Found& b) { return a.mtime_ns < b.mtime_ns; });
   std::lock_guard<std::mutex> lock(mu_);
   for (const Found& f : found) AddLocked(f.hash, f.bytes, ++clock_);
-  stats_.scanned_files = static_cast<int64_t>(found.size());
+  // After the full blocks: the newest of what a shutdown wrote.
+  for (const auto& [f, h] : partial_headers) AddLocked(f.hash, f.bytes, ++clock_, &h);
+  stats_.scanned_files = static_cast<int64_t>(found.size() + partial_headers.size());
   EvictOverCapacityLocked();
   return OkStatus();
 }
@@ -284,8 +341,11 @@ Status DiskTier::WriteFile(const DiskBlockWrite& block, bool fsync) {
   h.block_hash = block.hash;
   h.parent_hash = block.parent_hash;
   h.tokens = block.tokens;
+  h.partial = block.partial;
+  if (block.partial && !block.parent_hash.has_value())
+    return InvalidArgumentError("KV disk tier: a partial block without a parent is not written");
   std::vector<uint8_t> bytes = EncodeDiskBlock(h, block.payload);
-  const std::string path = PathOf(block.hash);
+  const std::string path = PathOf(block.hash, block.partial);
   uint64_t n;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -310,32 +370,77 @@ Status DiskTier::WriteFile(const DiskBlockWrite& block, bool fsync) {
   bool logged;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    AddLocked(block.hash, static_cast<int64_t>(bytes.size()), ++clock_);
+    AddLocked(block.hash, static_cast<int64_t>(bytes.size()), ++clock_,
+              block.partial ? &h : nullptr);
     stats_.bytes_written += static_cast<int64_t>(bytes.size());
     ++stats_.blocks_written;
     // Announced only now: a block is on disk once its file is renamed.
-    logged = AnnounceLocked(block.hash, block.parent_hash, block.tokens);
+    // Partial blocks are not announced (KV events name full blocks only).
+    logged = !block.partial && AnnounceLocked(block.hash, block.parent_hash, block.tokens);
     logged = EvictOverCapacityLocked() || logged;
   }
   if (logged) Wake();
   return OkStatus();
 }
 
-void DiskTier::AddLocked(uint64_t hash, int64_t bytes, uint64_t tick) {
+void DiskTier::AddLocked(uint64_t hash, int64_t bytes, uint64_t tick,
+                         const DiskBlockHeader* partial) {
   auto old = index_.find(hash);
   const bool announced = old != index_.end() && old->second.announced;
   RemoveLocked(hash);
-  index_[hash] = {bytes, tick, announced};
+  Entry e{bytes, tick, announced};
+  if (partial != nullptr) {
+    e.partial = true;
+    e.parent = partial->parent_hash.value_or(0);
+    partials_[e.parent].push_back({hash, partial->tokens});
+    ++num_partials_;
+  }
+  index_[hash] = e;
   lru_.emplace(tick, hash);
   bytes_ += bytes;
+}
+
+void DiskTier::TouchLocked(uint64_t hash) {
+  auto it = index_.find(hash);
+  if (it == index_.end()) return;
+  lru_.erase({it->second.tick, hash});
+  it->second.tick = ++clock_;
+  lru_.emplace(it->second.tick, hash);
 }
 
 void DiskTier::RemoveLocked(uint64_t hash) {
   auto it = index_.find(hash);
   if (it == index_.end()) return;
+  if (it->second.partial) {
+    auto p = partials_.find(it->second.parent);
+    if (p != partials_.end()) {
+      std::erase_if(p->second, [&](const Partial& q) { return q.key == hash; });
+      if (p->second.empty()) partials_.erase(p);
+    }
+    --num_partials_;
+  }
   lru_.erase({it->second.tick, hash});
   bytes_ -= it->second.bytes;
   index_.erase(it);
+}
+
+std::optional<DiskPartialMatch> DiskTier::BestPartial(uint64_t parent_hash,
+                                                      std::span<const int32_t> tokens) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto p = partials_.find(parent_hash);
+  if (p == partials_.end()) return std::nullopt;
+  const Partial* best = nullptr;
+  size_t best_n = 0;
+  for (const Partial& q : p->second) {
+    size_t n = 0;
+    while (n < q.tokens.size() && n < tokens.size() && q.tokens[n] == tokens[n]) ++n;
+    if (n > best_n) {
+      best_n = n;
+      best = &q;
+    }
+  }
+  if (best == nullptr) return std::nullopt;
+  return DiskPartialMatch{best->key, best->tokens, static_cast<int>(best_n)};
 }
 
 bool DiskTier::ForgetLocked(uint64_t hash) {
@@ -370,21 +475,22 @@ bool DiskTier::EvictOverCapacityLocked() {
   bool logged = false;
   while (bytes_ > options_.capacity_bytes && !lru_.empty()) {
     uint64_t hash = lru_.begin()->second;
+    const bool partial = index_.at(hash).partial;
     logged = ForgetLocked(hash) || logged;
-    ::unlink(PathOf(hash).c_str());
+    ::unlink(PathOf(hash, partial).c_str());
     ++stats_.evicted_blocks;
   }
   return logged;
 }
 
-void DiskTier::DropCorrupt(uint64_t hash, const Status& why) {
-  KVFORK_LOG(kWarn) << "KV disk tier: block " << PathOf(hash) << " is unusable, deleted ("
+void DiskTier::DropCorrupt(uint64_t hash, const Status& why, bool partial) {
+  KVFORK_LOG(kWarn) << "KV disk tier: block " << PathOf(hash, partial) << " is unusable, deleted ("
                     << why.message() << "); it will be recomputed";
   bool logged;
   {
     std::lock_guard<std::mutex> lock(mu_);
     logged = ForgetLocked(hash);
-    ::unlink(PathOf(hash).c_str());
+    ::unlink(PathOf(hash, partial).c_str());
     ++stats_.corrupt_blocks;
   }
   if (logged) Wake();
@@ -406,7 +512,8 @@ void DiskTier::EnableChangeLog() {
     if (log_changes_) return;
     log_changes_ = true;
     // Oldest first, the order the files were last used in.
-    for (const auto& [tick, hash] : lru_) to_announce_.push_back(hash);
+    for (const auto& [tick, hash] : lru_)
+      if (!index_.at(hash).partial) to_announce_.push_back(hash);
   }
   cv_.notify_one();
 }
@@ -423,14 +530,15 @@ std::vector<uint64_t> DiskTier::Hashes() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     out.reserve(index_.size());
-    for (const auto& [hash, entry] : index_) out.push_back(hash);
+    for (const auto& [hash, entry] : index_)
+      if (!entry.partial) out.push_back(hash);
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
-StatusOr<DiskBlockHeader> DiskTier::ReadHeader(uint64_t hash) const {
-  const std::string path = PathOf(hash);
+StatusOr<DiskBlockHeader> DiskTier::ReadHeader(uint64_t hash, bool partial) const {
+  const std::string path = PathOf(hash, partial);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return NotFoundError("KV disk block " + path + " is gone");
@@ -468,10 +576,11 @@ StatusOr<DiskBlockHeader> DiskTier::ReadHeader(uint64_t hash) const {
 }
 
 Status DiskTier::Read(uint64_t hash, std::optional<uint64_t> parent_hash,
-                      std::span<const int32_t> tokens, uint8_t* dst, size_t payload_bytes) {
+                      std::span<const int32_t> tokens, uint8_t* dst, size_t payload_bytes,
+                      bool partial) {
   if (options_.read_hook) options_.read_hook(hash);
   const int64_t t0 = NowNanos();
-  const std::string path = PathOf(hash);
+  const std::string path = PathOf(hash, partial);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     // Gone (another process evicted it): a miss, not corruption.
@@ -486,66 +595,60 @@ Status DiskTier::Read(uint64_t hash, std::optional<uint64_t> parent_hash,
   }
   struct stat st;
   Status s = OkStatus();
-  // The header the caller expects and the payload, in one readv: the payload
-  // lands in the pool block, and a file of another size fails the checks
-  // below (fstat gives its real size).
+  // The header the caller expects, checked before any payload byte is read
+  // (a file of another size fails here: fstat gives its real size).
   std::vector<uint8_t> head(DiskBlockHeaderBytes(tokens.size()));
-  const bool stat_ok = ::fstat(fd, &st) == 0;
-  const int64_t t_open = NowNanos();
-  size_t got = 0;
-  if (!stat_ok) {
+  std::optional<DiskBlockHeader> header;
+  if (::fstat(fd, &st) != 0) {
     s = DataLossError("KV disk block: fstat failed");
   } else {
-    struct iovec iov[2] = {{head.data(), head.size()}, {dst, payload_bytes}};
-    const size_t want = head.size() + payload_bytes;
-    int first = 0;
-    while (got < want) {
-      ssize_t r = ::readv(fd, iov + first, 2 - first);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      got += static_cast<size_t>(r);
-      size_t left = static_cast<size_t>(r);  // advance the iovecs past what was read
-      while (first < 2 && left >= iov[first].iov_len) {
-        left -= iov[first].iov_len;
-        ++first;
-      }
-      if (first < 2) {
-        iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + left;
-        iov[first].iov_len -= left;
-      }
-    }
-  }
-  ::close(fd);
-  const int64_t t_io = NowNanos();
-  if (s.ok()) {
+    const ssize_t r = PreadAll(fd, head.data(), head.size(), 0);
     StatusOr<DiskBlockHeader> h =
-        DecodeDiskBlockHeader(std::span<const uint8_t>(head.data(), std::min(got, head.size())),
+        DecodeDiskBlockHeader(std::span<const uint8_t>(head.data(), static_cast<size_t>(r)),
                               static_cast<uint64_t>(st.st_size));
     s = h.status();
     if (s.ok())
-      s = CheckDiskBlockIdentity(*h, options_.fingerprint, hash, parent_hash, tokens,
+      s = CheckDiskBlockIdentity(*h, options_.fingerprint, hash, parent_hash, tokens, partial,
                                  payload_bytes);
-    if (s.ok() && got != head.size() + payload_bytes)
-      s = DataLossError("KV disk block: short payload");
-    if (s.ok()) s = VerifyDiskPayload(*h, std::span<const uint8_t>(dst, payload_bytes));
+    if (s.ok()) header = *std::move(h);
   }
+  const int64_t t_open = NowNanos();
+  int64_t io_ns = 0;
+  if (s.ok()) {
+    // The payload in chunks small enough to stay in the core's L2: each is
+    // backed (MADV_POPULATE_WRITE: the kernel zeroes the pages), copied from
+    // the page cache and checksummed before the next, so the three passes
+    // over a 1.8 MB block hit the cache instead of memory.
+    DiskChecksummer sum;
+    for (size_t off = 0; off < payload_bytes && s.ok(); off += kReadChunkBytes) {
+      const size_t n = std::min(kReadChunkBytes, payload_bytes - off);
+      const int64_t t_chunk = NowNanos();
+      if (prefault_) PrefaultForWrite(dst + off, n);
+      if (PreadAll(fd, dst + off, n, static_cast<off_t>(head.size() + off)) !=
+          static_cast<ssize_t>(n)) {
+        s = DataLossError("KV disk block: short payload");
+        break;
+      }
+      io_ns += NowNanos() - t_chunk;
+      sum.Update(dst + off, n);
+    }
+    if (s.ok() && sum.Finish() != header->payload_checksum)
+      s = DataLossError("KV disk block: payload checksum mismatch");
+  }
+  ::close(fd);
   if (!s.ok()) {
-    DropCorrupt(hash, s);
+    DropCorrupt(hash, s, partial);
     return NotFoundError(s.message());
   }
   const int64_t t_end = NowNanos();
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = index_.find(hash);
-  if (it != index_.end()) {
-    int64_t bytes = it->second.bytes;
-    AddLocked(hash, bytes, ++clock_);  // touch: most recently used
-  }
+  TouchLocked(hash);
   ++stats_.hits_blocks;
   stats_.bytes_read += static_cast<int64_t>(st.st_size);
   stats_.read_ns += t_end - t0;
   stats_.read_open_ns += t_open - t0;
-  stats_.read_io_ns += t_io - t_open;
-  stats_.read_check_ns += t_end - t_io;
+  stats_.read_io_ns += io_ns;
+  stats_.read_check_ns += t_end - t_open - io_ns;
   return OkStatus();
 }
 
@@ -554,6 +657,7 @@ DiskTierStats DiskTier::Stats() const {
   DiskTierStats s = stats_;
   s.blocks = static_cast<int64_t>(index_.size());
   s.bytes = bytes_;
+  s.partial_blocks = num_partials_;
   return s;
 }
 

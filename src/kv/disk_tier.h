@@ -9,12 +9,21 @@
 // temp file + fsync + rename, so a reader or a later process sees either
 // the whole file or none: kill -9 loses at most the blocks being written.
 // WriteNow writes on the caller's thread (clean shutdown).
-// Reads: Read takes the header and the payload in one readv, the payload
-// straight into the caller's pool block (no bounce buffer), then checks the
-// header (magic, version, sizes, checksums), the identity the caller expects
-// (fingerprint, hash, parent, tokens) and the payload's checksum; a file that
-// fails is counted, deleted and reported as a miss, so the caller recomputes
-// the block. Never served. Reads run on any thread (disk_loader.h's I/O
+// Partial blocks (disk_block_file.h): a finished sequence's last block,
+// written only at a clean shutdown (WriteNow), named <key>.kvp by
+// DiskPartialKey. The tier keeps their parent hashes and tokens in memory
+// (from the write, or at start from their headers: one small read per
+// partial file) so BestPartial finds, after a chain of full blocks, the
+// partial child sharing the most leading tokens with a prompt, as the
+// pool's tail copy does. They are never announced as KV events (only full
+// blocks are), and count against capacity like any file.
+// Reads: Read takes the header and checks it (magic, version, sizes, header
+// checksum) and the identity the caller expects (fingerprint, hash, parent,
+// tokens), then reads the payload straight into the caller's pool block (no
+// bounce buffer) in chunks of kReadChunkBytes, each backed, read and
+// checksummed before the next while it sits in L2 (one pass over memory
+// instead of three); a file that fails is counted, deleted and reported as
+// a miss, so the caller recomputes the block. Never served. Reads run on any thread (disk_loader.h's I/O
 // threads); the tier times them (DiskTierStats::read_*) and logs a block's
 // average cost when it closes.
 // Bounded: LRU (by last write or read; at start by mtime) within
@@ -82,11 +91,13 @@ struct DiskTierStats {
   int64_t corrupt_blocks = 0;     // failed a check on read; deleted
   int64_t evicted_blocks = 0;     // deleted to stay within capacity
   int64_t scanned_files = 0;      // at Open
+  int64_t partial_blocks = 0;     // now: of blocks, partial ones
   // Where the valid reads' time went, wall-clock ns summed over reads (each
-  // read runs on one thread; several run at once): open + fstat, the one
-  // readv of header and payload into the pool block (page-cache copy and
-  // first-touch page faults of the block), the checks and the payload
-  // checksum. read_ns is all of it; read_ns / hits_blocks is a block's cost.
+  // read runs on one thread; several run at once): open + fstat + the
+  // header's read and checks (read_open_ns), the payload's reads into the
+  // pool block with the pages backed first (read_io_ns: page-cache copy and
+  // page zeroing), the payload checksum (read_check_ns). read_ns is all of
+  // it; read_ns / hits_blocks is a block's cost.
   int64_t read_ns = 0;
   int64_t read_open_ns = 0;
   int64_t read_io_ns = 0;
@@ -108,6 +119,15 @@ struct DiskBlockWrite {
   std::optional<uint64_t> parent_hash;
   std::vector<int32_t> tokens;
   std::vector<uint8_t> payload;
+  // A partial block: hash is DiskPartialKey(parent, tokens), parent_hash set.
+  bool partial = false;
+};
+
+// A partial block on disk that shares matched leading tokens with a prompt.
+struct DiskPartialMatch {
+  uint64_t key = 0;             // DiskPartialKey: its name
+  std::vector<int32_t> tokens;  // all its token ids (what Read checks)
+  int matched = 0;              // leading tokens equal to the prompt's, >= 1
 };
 
 class DiskTier {
@@ -131,22 +151,37 @@ class DiskTier {
   // queued: a full queue costs the caller no copy of the block's bytes.
   bool Enqueue(uint64_t hash, const std::function<DiskBlockWrite()>& make);
   // Writes on this thread without an fsync per file (clean shutdown: call
-  // Sync once after the last); Status of the write.
+  // Sync once after the last); Status of the write. The only way a partial
+  // block is written.
   Status WriteNow(const DiskBlockWrite& block);
   // Flushes the block directory's file system (syncfs): what WriteNow wrote
   // is durable after it returns.
   void Sync();
   // Reads the block into dst (payload_bytes bytes) after checking it is the
-  // block (hash, parent, tokens) of this fingerprint. NotFound when there is
-  // no valid file (gone, or corrupt: then it was counted and deleted); dst
-  // holds garbage then.
+  // block (hash, parent, tokens, full or partial) of this fingerprint.
+  // NotFound when there is no valid file (gone, or corrupt: then it was
+  // counted and deleted); dst holds garbage then. A partial block is read by
+  // its key, with all its tokens (DiskPartialMatch).
   Status Read(uint64_t hash, std::optional<uint64_t> parent_hash, std::span<const int32_t> tokens,
-              uint8_t* dst, size_t payload_bytes);
+              uint8_t* dst, size_t payload_bytes, bool partial = false);
+  // Among the partial blocks whose parent has parent_hash, the one whose
+  // leading tokens match the most of tokens[0, max); none when no partial
+  // block matches a token. Cost O(partial children of that parent x block).
+  std::optional<DiskPartialMatch> BestPartial(uint64_t parent_hash,
+                                              std::span<const int32_t> tokens) const;
+  // The payload is read and checksummed in pieces of this size, well under
+  // a core's L2 (1-2 MiB where measured), so a piece is still cached when
+  // it is checksummed.
+  static constexpr size_t kReadChunkBytes = 256 * 1024;
+  // Whether Read backs the destination's pages (MADV_POPULATE_WRITE) before
+  // each piece; on (KVFORK_DISK_PREFAULT=0 turns it off, to measure).
+  bool prefault() const { return prefault_; }
+
   // Waits until the queue is empty and the writer idle (tests).
   void Drain();
   DiskTierStats Stats() const;
-  // The file of a block (tests corrupt it).
-  std::string PathOf(uint64_t hash) const;
+  // The file of a block, or of a partial block's key (tests corrupt them).
+  std::string PathOf(uint64_t hash, bool partial = false) const;
 
   // Starts the change log; the files indexed now are announced in the
   // background (their headers are read by the writer thread; a file whose
@@ -166,13 +201,22 @@ class DiskTier {
     int64_t bytes = 0;
     uint64_t tick = 0;
     bool announced = false;  // logged as stored (change log on)
+    bool partial = false;    // a partial block: also in partials_[parent]
+    uint64_t parent = 0;     // a partial block's parent hash
+  };
+  struct Partial {
+    uint64_t key = 0;
+    std::vector<int32_t> tokens;
   };
   explicit DiskTier(const DiskTierOptions& options, std::string block_dir);
   Status Scan();
   void WriterLoop();
   Status WriteFile(const DiskBlockWrite& block, bool fsync);
-  // Under mu_: index a file written or found, evict over capacity.
-  void AddLocked(uint64_t hash, int64_t bytes, uint64_t tick);
+  // Under mu_: index a file written or found (partial: its identity).
+  void AddLocked(uint64_t hash, int64_t bytes, uint64_t tick,
+                 const DiskBlockHeader* partial = nullptr);
+  // Under mu_: makes an indexed block the most recently used.
+  void TouchLocked(uint64_t hash);
   void RemoveLocked(uint64_t hash);
   // RemoveLocked for a block the tier loses; logs its removal if announced.
   // Returns whether a change was logged (the caller wakes after unlocking).
@@ -181,13 +225,14 @@ class DiskTier {
   bool AnnounceLocked(uint64_t hash, std::optional<uint64_t> parent_hash,
                       std::vector<int32_t> tokens);
   // Reads and checks a block file's header (the writer's announcements).
-  StatusOr<DiskBlockHeader> ReadHeader(uint64_t hash) const;
+  StatusOr<DiskBlockHeader> ReadHeader(uint64_t hash, bool partial = false) const;
   void Wake();
   bool EvictOverCapacityLocked();
-  void DropCorrupt(uint64_t hash, const Status& why);
+  void DropCorrupt(uint64_t hash, const Status& why, bool partial = false);
 
   DiskTierOptions options_;
   std::string block_dir_;
+  bool prefault_ = true;
   mutable std::mutex mu_;
   std::condition_variable cv_;       // queue non-empty, or stopping
   std::condition_variable idle_cv_;  // queue empty and writer idle
@@ -197,6 +242,9 @@ class DiskTier {
   bool writing_ = false;
   bool stop_ = false;
   std::unordered_map<uint64_t, Entry> index_;
+  // Partial blocks by their parent's hash (few: one per conversation).
+  std::unordered_map<uint64_t, std::vector<Partial>> partials_;
+  int64_t num_partials_ = 0;
   std::set<std::pair<uint64_t, uint64_t>> lru_;  // (tick, hash)
   uint64_t clock_ = 0;
   int64_t bytes_ = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -71,8 +72,11 @@ PagedKvCache::PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockP
   if (options_.clock_ms) index_->set_clock(options_.clock_ms);
   if (disk_ != nullptr) {
     index_->set_eviction_hook([this](BlockId id) { SpillToDisk(id); });
-    const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 2,
-                                                kMaxDiskReadThreads);
+    int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 2,
+                                          kMaxDiskReadThreads);
+    // To measure the reads' parallelism (docs/kv_cache.md): 1-16 threads.
+    if (const char* v = std::getenv("KVFORK_DISK_READ_THREADS"))
+      threads = std::clamp<int64_t>(std::atoll(v), 1, 16);
     loader_ = std::make_unique<DiskLoader>(disk_.get(), pool_->block_bytes(),
                                            static_cast<int>(threads));
   }
@@ -92,6 +96,10 @@ DiskBlockWrite PagedKvCache::DiskCopyOf(BlockId id) const {
   w.hash = index_->hash(id);
   w.parent_hash = index_->parent_hash(id);
   w.tokens.assign(index_->tokens(id).begin(), index_->tokens(id).end());
+  if (!index_->IsFull(id)) {
+    w.partial = true;
+    w.hash = DiskPartialKey(w.parent_hash.value_or(0), w.tokens);
+  }
   const uint8_t* data = pool_->Data(id);
   w.payload.assign(data, data + pool_->block_bytes());
   return w;
@@ -107,8 +115,14 @@ int64_t PagedKvCache::WriteAllToDisk() {
   if (disk_ == nullptr) return 0;
   int64_t written = 0;
   for (BlockId b = 0; b < pool_->num_blocks(); ++b) {
-    if (!index_->IsRegistered(b) || !index_->IsFull(b) || disk_->Contains(index_->hash(b)))
-      continue;
+    if (!index_->IsRegistered(b)) continue;
+    // A partial block is found on disk under its parent's hash; a first
+    // block that is partial (a prompt under one block) is cheaper to compute.
+    if (!index_->IsFull(b) && !index_->parent_hash(b).has_value()) continue;
+    const uint64_t key = index_->IsFull(b)
+                             ? index_->hash(b)
+                             : DiskPartialKey(*index_->parent_hash(b), index_->tokens(b));
+    if (disk_->Contains(key)) continue;
     if (disk_->WriteNow(DiskCopyOf(b)).ok()) ++written;
   }
   // One flush for all (an fsync per file would make shutdown slow).
@@ -128,12 +142,22 @@ PagedKvCache::Sequence& PagedKvCache::Get(SeqId seq) {
   return it->second;
 }
 
-bool PagedKvCache::ReadBeatsCompute() const {
+bool PagedKvCache::ReadBeatsCompute(int64_t tokens) const {
   // Unmeasured: read (on every machine measured so far a block read back in
   // 1-6 ms against 50-130 ms to compute it; docs/kv_cache.md).
   if (disk_ns_per_block_ <= 0 || prefill_ns_per_token_ <= 0) return true;
-  return disk_ns_per_block_ <
-         prefill_ns_per_token_ * static_cast<double>(pool_->layout().block_size);
+  return disk_ns_per_block_ < prefill_ns_per_token_ * static_cast<double>(tokens);
+}
+
+void PagedKvCache::PlanDiskTail(uint64_t parent_hash, const int32_t* rest, int64_t max_tail,
+                                int min_tokens, Plan* plan) const {
+  if (max_tail <= 0) return;
+  std::optional<DiskPartialMatch> m = disk_->BestPartial(
+      parent_hash, std::span<const int32_t>(rest, static_cast<size_t>(max_tail)));
+  if (!m || m->matched <= min_tokens || !ReadBeatsCompute(m->matched)) return;
+  plan->tail_src = kNoBlock;
+  plan->tail_tokens = m->matched;
+  plan->disk_tail = std::move(m);
 }
 
 PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, uint64_t salt_key,
@@ -154,22 +178,29 @@ PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, uint6
   if (disk_ != nullptr && (k + 1) * bs <= limit) {
     // Continue the chain on disk: a block there is named by its chained hash.
     uint64_t h = parent == kNoBlock ? RootBlockHashSeed(salt_key) : index_->hash(parent);
-    while ((k + 1) * bs <= limit) {
-      h = ChainBlockHash(h, std::span<const int32_t>(prompt.data() + k * bs, bs));
+    int64_t d = k;
+    while ((d + 1) * bs <= limit) {
+      h = ChainBlockHash(h, std::span<const int32_t>(prompt.data() + d * bs, bs));
       if (!disk_->Contains(h)) break;
       plan.disk.push_back(h);
-      ++k;
+      ++d;
     }
-    plan.disk_miss = (k + 1) * bs <= limit;
+    plan.disk_miss = (d + 1) * bs <= limit;
     // Read or recompute: one estimate of each side for every block of the
     // run, so the choice is the run's (docs/kv_cache.md says why). A run
     // computed goes on like a miss: the pool's partial tail may still match.
-    if (!plan.disk.empty() && !force_read && !ReadBeatsCompute()) {
+    if (!plan.disk.empty() && !force_read && !ReadBeatsCompute(bs)) {
       plan.disk_recomputed = static_cast<int64_t>(plan.disk.size());
       plan.disk.clear();
     }
-    // Partial blocks never go to disk, so there is no tail after a disk run.
-    if (!plan.disk.empty()) return plan;
+    // After a disk run, the tail can only be a partial block on disk (the
+    // pool holds no child of a block it does not hold).
+    if (!plan.disk.empty()) {
+      if (options_.tail_copy)
+        PlanDiskTail(plan.disk.back(), prompt.data() + d * bs, std::min(bs, limit - d * bs), 0,
+                     &plan);
+      return plan;
+    }
   }
   if (options_.tail_copy) {
     int64_t max_tail = std::min(bs, limit - k * bs);
@@ -178,6 +209,10 @@ PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, uint6
           index_->BestPrefix(parent, salt_key, prompt.data() + k * bs, static_cast<int>(max_tail));
       plan.tail_src = src;
       plan.tail_tokens = n;
+      // A partial block on disk (a restart's, say) wins only if it matches
+      // more. Partial blocks without a parent are never written.
+      if (disk_ != nullptr && parent != kNoBlock)
+        PlanDiskTail(index_->hash(parent), prompt.data() + k * bs, max_tail, n, &plan);
     }
   }
   FitWindows(&plan);
@@ -317,10 +352,11 @@ void PagedKvCache::TakeBlocks(int64_t n, Sequence* s) {
   }
 }
 
-std::shared_ptr<DiskLoad> PagedKvCache::StartLoad(const std::vector<uint64_t>& hashes,
-                                                  int64_t shared, std::span<const int32_t> prompt,
+std::shared_ptr<DiskLoad> PagedKvCache::StartLoad(const Plan& plan, int64_t shared,
+                                                  std::span<const int32_t> prompt,
                                                   const Sequence& s) {
   const int64_t bs = pool_->layout().block_size;
+  const std::vector<uint64_t>& hashes = plan.disk;
   std::vector<DiskReadJob> jobs(hashes.size());
   for (size_t j = 0; j < hashes.size(); ++j) {
     const int64_t i = shared + static_cast<int64_t>(j);
@@ -334,6 +370,18 @@ std::shared_ptr<DiskLoad> PagedKvCache::StartLoad(const std::vector<uint64_t>& h
     job.tokens.assign(prompt.begin() + i * bs, prompt.begin() + (i + 1) * bs);
     job.dst = pool_->Data(s.blocks[i]);
   }
+  if (plan.disk_tail) {
+    // Last: the partial block, read whole into the sequence's tail block
+    // (positions past the matched tokens are overwritten by the prefill).
+    const int64_t i = shared + static_cast<int64_t>(hashes.size());
+    DiskReadJob job;
+    job.hash = plan.disk_tail->key;
+    job.parent_hash = hashes.empty() ? index_->hash(s.blocks[i - 1]) : hashes.back();
+    job.tokens = plan.disk_tail->tokens;
+    job.dst = pool_->Data(s.blocks[i]);
+    job.partial = true;
+    jobs.push_back(std::move(job));
+  }
   return loader_->Start(std::move(jobs));
 }
 
@@ -342,15 +390,23 @@ void PagedKvCache::ApplyLoad(Sequence* s) {
   DiskLoad& load = *s->load;
   loader_->Forget(s->load);
   const int64_t n = static_cast<int64_t>(load.jobs.size());
-  const int64_t ok = static_cast<int64_t>(load.LeadingOk());
+  const int64_t n_full = n - (s->load_tail > 0 ? 1 : 0);
+  const int64_t ok_all = static_cast<int64_t>(load.LeadingOk());
+  const int64_t ok = std::min(ok_all, n_full);
+  // The partial block counts only after every full block before it.
+  const int64_t tail = ok_all == n ? s->load_tail : 0;
   // Chain order; a block another sequence registered meanwhile is shared
   // (same bits) and ours freed, as when a computed block fills.
   s->tokens.assign(s->load_tokens.begin(), s->load_tokens.begin() + (s->registered + ok) * bs);
   RegisterFilled(s);
+  // The tail stays private (unregistered), as a tail copied from the pool.
+  s->tokens.insert(s->tokens.end(), s->load_tokens.begin() + s->tokens.size(),
+                   s->load_tokens.begin() + s->tokens.size() + tail);
   s->reused = static_cast<int64_t>(s->tokens.size());
   stats_.disk_hit_blocks += ok;
-  stats_.hits_tokens += ok * bs;
-  if (s->load_miss || ok < n) ++stats_.disk_miss_lookups;
+  stats_.hits_tokens += ok * bs + tail;
+  stats_.tail_copied_tokens += tail;
+  if (s->load_miss || ok_all < n) ++stats_.disk_miss_lookups;
   // The read side of the rule: a load's wall time per block, as the
   // request waits for it (reads in parallel, beside the engine's compute).
   const double per_block = static_cast<double>(load.end_ns - load.start_ns) / static_cast<double>(n);
@@ -360,14 +416,18 @@ void PagedKvCache::ApplyLoad(Sequence* s) {
                              ? per_block
                              : disk_ns_per_block_ + kAlpha * (per_block - disk_ns_per_block_);
   }
-  char line[200];
+  char line[240];
   std::snprintf(line, sizeof(line),
-                "KV disk: read %lld of %lld blocks in %.1f ms (%.3f ms a block, %d I/O threads)",
-                static_cast<long long>(ok), static_cast<long long>(n),
+                "KV disk: read %lld of %lld blocks%s in %.1f ms (%.3f ms a block, %d I/O threads)",
+                static_cast<long long>(ok_all), static_cast<long long>(n),
+                s->load_tail > 0 ? (tail > 0 ? " (the last a partial block, used)"
+                                             : " (the last a partial block, not used)")
+                                 : "",
                 static_cast<double>(load.end_ns - load.start_ns) * 1e-6, per_block * 1e-6,
                 loader_->threads());
   KVFORK_LOG(kInfo) << line;
   s->load.reset();
+  s->load_tail = 0;
   std::vector<int32_t>().swap(s->load_tokens);
 }
 
@@ -379,7 +439,7 @@ bool PagedKvCache::FinishLoad(SeqId seq, PrefixMatch* match) {
   if (match != nullptr) {
     match->num_reused_tokens = s.reused;
     match->num_shared_blocks = s.registered;
-    match->num_tail_tokens = 0;
+    match->num_tail_tokens = s.reused - s.registered * pool_->layout().block_size;
     match->num_loading_tokens = 0;
   }
   UpdatePeaks();
@@ -472,25 +532,30 @@ StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string
   }
   // Disk blocks: read into the first new blocks by the I/O threads, then
   // registered in chain order (ApplyLoad); the first that fails its checks
-  // ends the run (the rest is computed).
+  // ends the run (the rest is computed). A partial block on disk is read
+  // last, into the tail block.
   std::shared_ptr<DiskLoad> load;
-  if (!plan.disk.empty()) load = StartLoad(plan.disk, shared, prompt, s);
-  const int64_t reused = shared * bs + plan.tail_tokens;
+  if (!plan.disk.empty() || plan.disk_tail) load = StartLoad(plan, shared, prompt, s);
+  const int64_t pool_tail = plan.tail_src != kNoBlock ? plan.tail_tokens : 0;
+  const int64_t disk_tail = plan.disk_tail ? plan.tail_tokens : 0;
+  const int64_t reused = shared * bs + pool_tail;
   s.tokens.assign(prompt.begin(), prompt.begin() + reused);
   s.reused = reused;
   s.registered = shared;
   stats_.queries_tokens += static_cast<int64_t>(prompt.size());
   stats_.hits_tokens += reused;
-  stats_.tail_copied_tokens += plan.tail_tokens;
+  stats_.tail_copied_tokens += pool_tail;
   stats_.disk_recomputed_blocks += plan.disk_recomputed;
   if (load == nullptr && plan.disk_miss) ++stats_.disk_miss_lookups;
   SeqId id = next_seq_++;
   Sequence& q = seqs_.emplace(id, std::move(s)).first->second;
   if (load != nullptr) {
     q.load = std::move(load);
-    q.load_tokens.assign(prompt.begin(),
-                         prompt.begin() + (shared + static_cast<int64_t>(plan.disk.size())) * bs);
+    q.load_tokens.assign(
+        prompt.begin(),
+        prompt.begin() + (shared + static_cast<int64_t>(plan.disk.size())) * bs + disk_tail);
     q.load_miss = plan.disk_miss;
+    q.load_tail = disk_tail;
     if (!options_.disk_async_reads) {
       loader_->Wait(*q.load);
       ApplyLoad(&q);
@@ -499,9 +564,9 @@ StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string
   if (match != nullptr) {
     match->num_reused_tokens = q.reused;
     match->num_shared_blocks = q.registered;
-    match->num_tail_tokens = plan.tail_tokens;
+    match->num_tail_tokens = q.load != nullptr ? pool_tail : q.reused - q.registered * bs;
     match->num_loading_tokens =
-        q.load != nullptr ? static_cast<int64_t>(plan.disk.size()) * bs : 0;
+        q.load != nullptr ? static_cast<int64_t>(plan.disk.size()) * bs + disk_tail : 0;
   }
   UpdatePeaks();
   return id;

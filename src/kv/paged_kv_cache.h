@@ -13,8 +13,9 @@
 // (disk_loader.h) read into the sequence's new blocks, where reading beats
 // recomputing (docs/kv_cache.md, "Read or recompute"); they are registered
 // when the load is collected (at once, or by FinishLoad with async reads);
-// the destructor (a clean shutdown) writes every registered full block not
-// yet on disk.
+// the destructor (a clean shutdown) writes every registered block not yet on
+// disk, the partial tail blocks too (a partial block on disk is read into
+// the sequence's tail block, like the pool's tail copy).
 //
 // With sliding-window layer groups (options.groups, issue 24): the primary
 // pool holds the global group's layers and its blocks are the prefix index's
@@ -105,8 +106,9 @@ class PagedKvCache final : public KvCache {
   // nullptr when the disk tier is off.
   DiskTier* disk() const { return disk_.get(); }
   DiskTier* disk_tier() const override { return disk_.get(); }
-  // Writes every registered full block not yet on disk, on this thread (the
-  // destructor calls it); returns how many were written.
+  // Writes every registered block not yet on disk (full ones, and partial
+  // ones that have a parent), on this thread (the destructor calls it);
+  // returns how many were written.
   int64_t WriteAllToDisk();
 
  private:
@@ -129,13 +131,18 @@ class PagedKvCache final : public KvCache {
     std::shared_ptr<DiskLoad> load;
     std::vector<int32_t> load_tokens;
     bool load_miss = false;
+    // Tokens reused from a partial block on disk (the load's last job), 0: none.
+    int64_t load_tail = 0;
   };
   // What Match found: the shared chain and the tail source.
   struct Plan {
     std::vector<BlockId> shared;
+    // The tail: tail_tokens copied from the pool's tail_src, or read from
+    // disk_tail (a partial block on disk, after `shared` and `disk`).
     BlockId tail_src = kNoBlock;
     int tail_tokens = 0;
-    // Full blocks after `shared` found on disk, by hash (tail is then off).
+    std::optional<DiskPartialMatch> disk_tail;
+    // Full blocks after `shared` found on disk, by hash.
     std::vector<uint64_t> disk;
     bool disk_miss = false;  // the next full block was on neither tier
     // Blocks on disk that will be computed: reading was judged slower.
@@ -148,15 +155,21 @@ class PagedKvCache final : public KvCache {
   // The eviction hook: queues a full victim's copy for the disk tier.
   void SpillToDisk(BlockId id);
   DiskBlockWrite DiskCopyOf(BlockId id) const;
-  // Starts reading the disk run `hashes` (the chain after s's first `shared`
-  // blocks) into s's next blocks on the I/O threads.
-  std::shared_ptr<DiskLoad> StartLoad(const std::vector<uint64_t>& hashes, int64_t shared,
+  // Starts reading the plan's disk run (the chain after s's first `shared`
+  // blocks), then its disk tail, into s's next blocks on the I/O threads.
+  std::shared_ptr<DiskLoad> StartLoad(const Plan& plan, int64_t shared,
                                       std::span<const int32_t> prompt, const Sequence& s);
   // Registers what a finished load read back and counts it (FinishLoad).
   void ApplyLoad(Sequence* s);
   // The read-or-recompute rule: whether reading a disk block is estimated
-  // to take less time than computing it (true while either is unmeasured).
-  bool ReadBeatsCompute() const;
+  // to take less time than computing `tokens` of it (true while either is
+  // unmeasured).
+  bool ReadBeatsCompute(int64_t tokens) const;
+  // Sets plan->disk_tail (and tail_tokens) to the partial block on disk
+  // under parent_hash matching most of rest[0, max_tail) when it matches
+  // more than min_tokens and reading it beats computing them.
+  void PlanDiskTail(uint64_t parent_hash, const int32_t* rest, int64_t max_tail,
+                    int min_tokens, Plan* plan) const;
   // Readers of a disk run: page-cache copies are CPU-bound, so about the
   // cores, and at least 2 so a cold-cache read waits beside another.
   static constexpr int64_t kMaxDiskReadThreads = 4;

@@ -401,6 +401,7 @@ struct HttpServer::Impl {
                          {"corrupt_blocks", s.kv_disk.corrupt_blocks},
                          {"evicted_blocks", s.kv_disk.evicted_blocks},
                          {"scanned_files", s.kv_disk.scanned_files},
+                         {"partial_blocks", s.kv_disk.partial_blocks},
                          {"recomputed_blocks", s.kv_disk_recomputed_blocks},
                          {"read_ns", s.kv_disk.read_ns},
                          {"read_open_ns", s.kv_disk.read_open_ns},

@@ -24,6 +24,7 @@
 #include "engine/tiny_model_suite.h"
 #include "engine/warmup.h"
 #include "kv/block_hash.h"
+#include "kv/disk_block_file.h"
 #include "kv/model_files_fingerprint.h"
 #include "model/gguf_quantize.h"
 #include "model/model.h"
@@ -548,15 +549,19 @@ TEST_P(EngineFormatTest, CachedTokensCountReusedPrompt) {
   EXPECT_GT(e->Stats().prefix_hits_tokens, 0);
 }
 
-// Issue 25: the disk tier. A clean shutdown writes the cached blocks; a new
-// engine on the same directory reads them back (cached_tokens, disk hits)
-// and gives bitwise the same logits and tokens as the run that computed
-// them (invariant 1 across a restart). A truncated block file is detected,
-// deleted and recomputed: still the same logits, fewer cached tokens. The
-// restarted engine warms up first (EngineOptions::warmup), the damaged one
-// does not.
+// Issue 25: the disk tier. A clean shutdown writes the cached blocks, the
+// partial tail block too; a new engine on the same directory reads them back
+// (cached_tokens, disk hits) and gives bitwise the same logits and tokens as
+// the run that computed them (invariant 1 across a restart). The next turn
+// of the conversation (its prompt ends past the first turn's last block)
+// reuses after the restart exactly the tokens the warm engine reuses, the
+// partial block's included. A truncated block file, or a partial one with a
+// flipped byte, is detected, deleted and recomputed: still the same logits,
+// fewer cached tokens. The restarted engine warms up first
+// (EngineOptions::warmup), the damaged ones do not.
 TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   testing::TempDir disk;
+  testing::TempDir warm_disk;
   auto fp = ModelFilesFingerprint(model_path_);
   ASSERT_TRUE(fp.ok()) << fp.status().ToString();
   std::mt19937 rng(11);
@@ -565,34 +570,58 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   r.prompt_tokens = RandomPrompt(rng, 100);
   r.sampling.temperature = 0;
   r.sampling.max_tokens = 6;
-  auto run = [&](Recorder* rec, EngineStats* stats, bool warmup = false) {
+  auto run = [&](const std::string& dir, Recorder* rec, EngineStats* stats,
+                 const std::vector<Request>& requests, bool warmup = false) {
     EngineOptions o = SmallOptions();
     o.warmup = warmup;
-    o.kv_disk_dir = disk.path();
+    o.kv_disk_dir = dir;
     o.kv_disk_gib = 1;
     o.kv_model_fingerprint = *fp;
     rec->Attach(&o);
     auto e = Make(o);
-    Result res = Drain(**e->Submit(r));
-    EXPECT_TRUE(res.error.ok()) << res.error.ToString();
+    std::vector<Result> res;
+    for (const Request& q : requests) {
+      res.push_back(Drain(**e->Submit(q)));
+      EXPECT_TRUE(res.back().error.ok()) << res.back().error.ToString();
+    }
     *stats = e->Stats();
     EXPECT_TRUE(stats->kv_disk_enabled);
     e->Shutdown();
     return res;
   };
-  Recorder cold, warm, damaged;
-  EngineStats s_cold, s_warm, s_damaged;
-  Result a = run(&cold, &s_cold);
+  auto same_rows = [](Recorder& x, Recorder& y, const std::string& id) {
+    ASSERT_EQ(x.rows[id].size(), y.rows[id].size()) << id;
+    for (size_t i = 0; i < x.rows[id].size(); ++i)
+      EXPECT_TRUE(BitwiseEqual(x.rows[id][i], y.rows[id][i])) << id << " logits row " << i;
+  };
+  Recorder cold, warm, restarted, damaged, partial_damaged, warm_engine;
+  EngineStats s_cold, s_warm, s_restarted, s_damaged, s_partial_damaged, s_warm_engine;
+  Result a = run(disk.path(), &cold, &s_cold, {r})[0];
   EXPECT_EQ(a.usage.cached_tokens, 0);
   EXPECT_EQ(s_cold.kv_disk.scanned_files, 0);
-  Result b = run(&warm, &s_warm, /*warmup=*/true);
-  EXPECT_EQ(s_warm.kv_disk.scanned_files, 6) << "6 full blocks of 16 written at shutdown";
-  EXPECT_EQ(b.usage.cached_tokens, 96);
+  // r's sequence ends at 100 + 5 tokens: 6 full blocks and a partial one of 9.
+  Result b = run(disk.path(), &warm, &s_warm, {r}, /*warmup=*/true)[0];
+  EXPECT_EQ(s_warm.kv_disk.scanned_files, 7) << "6 full blocks of 16 and the partial one";
+  EXPECT_EQ(s_warm.kv_disk.partial_blocks, 1);
+  EXPECT_EQ(b.usage.cached_tokens, 99) << "6 blocks and 3 tokens of the partial one (len - 1)";
   EXPECT_EQ(s_warm.kv_disk_hit_blocks, 6);
   EXPECT_EQ(b.tokens, a.tokens);
-  ASSERT_EQ(warm.rows["r/0"].size(), cold.rows["r/0"].size());
-  for (size_t i = 0; i < cold.rows["r/0"].size(); ++i)
-    EXPECT_TRUE(BitwiseEqual(warm.rows["r/0"][i], cold.rows["r/0"][i])) << "logits row " << i;
+  same_rows(warm, cold, "r/0");
+  // The next turn: the first turn's prompt and answer, then 4 new tokens.
+  Request next = r;
+  next.id = "next";
+  const std::vector<int32_t>& answer = a.tokens.at(0);
+  next.prompt_tokens.insert(next.prompt_tokens.end(), answer.begin(), answer.end());
+  for (int i = 0; i < 4; ++i) next.prompt_tokens.push_back(RandomPrompt(rng, 1)[0]);
+  // Warm: one engine runs both turns (its own directory, same answers).
+  std::vector<Result> w = run(warm_disk.path(), &warm_engine, &s_warm_engine, {r, next});
+  const int64_t warm_cached = w[1].usage.cached_tokens;
+  EXPECT_EQ(warm_cached, 105) << "the first turn's 6 blocks and its partial tail of 9";
+  // Restarted: the directory the first turn's engines wrote.
+  Result n = run(disk.path(), &restarted, &s_restarted, {next}, /*warmup=*/true)[0];
+  EXPECT_EQ(n.usage.cached_tokens, warm_cached) << "the restart reuses what the warm engine does";
+  EXPECT_EQ(n.tokens, w[1].tokens);
+  same_rows(restarted, warm_engine, "next/0");
   // Truncate the 4th block's file: 3 blocks come from disk, the rest is computed.
   std::string sub;
   for (const auto& d : std::filesystem::directory_iterator(disk.path())) sub = d.path().string();
@@ -603,14 +632,40 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   std::snprintf(name, sizeof(name), "/%016llx.kvb", static_cast<unsigned long long>(h));
   ASSERT_TRUE(std::filesystem::exists(sub + name));
   std::filesystem::resize_file(sub + name, 100);
-  Result c = run(&damaged, &s_damaged);
+  Result c = run(disk.path(), &damaged, &s_damaged, {r})[0];
   EXPECT_EQ(c.usage.cached_tokens, 48);
   EXPECT_EQ(s_damaged.kv_disk.corrupt_blocks, 1);
   EXPECT_EQ(c.tokens, a.tokens);
-  ASSERT_EQ(damaged.rows["r/0"].size(), cold.rows["r/0"].size());
-  for (size_t i = 0; i < cold.rows["r/0"].size(); ++i)
-    EXPECT_TRUE(BitwiseEqual(damaged.rows["r/0"][i], cold.rows["r/0"][i])) << "logits row " << i;
-  EXPECT_EQ(cold.bad_checks + warm.bad_checks + damaged.bad_checks, 0) << cold.first_bad;
+  same_rows(damaged, cold, "r/0");
+  // Flip a byte of the partial block's payload: 6 blocks from disk, its 3
+  // tokens computed (and the block written again, whole, at shutdown). (The
+  // damaged run wrote the 4th block again; the partial block's parent is
+  // the 6th.)
+  for (int blk = 4; blk < 6; ++blk)
+    h = ChainBlockHash(h, std::span<const int32_t>(r.prompt_tokens.data() + 16 * blk, 16));
+  std::vector<int32_t> tail(r.prompt_tokens.begin() + 96, r.prompt_tokens.end());
+  tail.insert(tail.end(), answer.begin(), answer.begin() + 5);
+  std::snprintf(name, sizeof(name), "/%016llx.kvp",
+                static_cast<unsigned long long>(DiskPartialKey(h, tail)));
+  ASSERT_TRUE(std::filesystem::exists(sub + name));
+  {
+    std::fstream f(sub + name, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-7, std::ios::end);
+    char byte = 0;
+    f.read(&byte, 1);
+    byte = static_cast<char>(byte ^ 0x01);
+    f.seekp(-7, std::ios::end);
+    f.write(&byte, 1);
+  }
+  Result d = run(disk.path(), &partial_damaged, &s_partial_damaged, {r})[0];
+  EXPECT_EQ(d.usage.cached_tokens, 96);
+  EXPECT_EQ(s_partial_damaged.kv_disk.corrupt_blocks, 1);
+  EXPECT_EQ(d.tokens, a.tokens);
+  same_rows(partial_damaged, cold, "r/0");
+  EXPECT_EQ(cold.bad_checks + warm.bad_checks + restarted.bad_checks + damaged.bad_checks +
+                partial_damaged.bad_checks + warm_engine.bad_checks,
+            0)
+      << cold.first_bad;
 }
 
 // Issue 25: a request whose cached prefix continues on disk waits in a
@@ -691,7 +746,8 @@ TEST_F(EngineTest, DiskLoadDoesNotStallRunningDecode) {
   e->Cancel(a.id);
   reader.join();
   ASSERT_TRUE(warm_b.error.ok()) << warm_b.error.ToString();
-  EXPECT_EQ(warm_b.usage.cached_tokens, 16 * kDiskBlocks);
+  EXPECT_EQ(warm_b.usage.cached_tokens, 16 * kDiskBlocks + 4)
+      << "the blocks and 4 tokens of the partial one (5 of the prompt, 3 of the answer)";
   EXPECT_EQ(e->Stats().kv_disk_hit_blocks, kDiskBlocks);
   EXPECT_EQ(warm_b.tokens, cold_b.tokens);
   ASSERT_EQ(warm.rows["b/0"].size(), cold.rows["b/0"].size());
@@ -723,7 +779,7 @@ TEST_F(EngineTest, DiskReadOrRecomputeGivesTheSameLogits) {
   std::vector<Request> r(4);
   for (int i = 0; i < 4; ++i) {
     r[i].id = "p" + std::to_string(i);
-    r[i].prompt_tokens = RandomPrompt(rng, 70);  // 4 full blocks
+    r[i].prompt_tokens = RandomPrompt(rng, 70);  // 4 full blocks and a partial one
     r[i].sampling.temperature = 0;
     r[i].sampling.max_tokens = 3;
   }
@@ -750,7 +806,8 @@ TEST_F(EngineTest, DiskReadOrRecomputeGivesTheSameLogits) {
   // p0 and p3 are on no tier: computed, they measure the prefill rate.
   EXPECT_EQ(Drain(**e->Submit(r[0])).usage.cached_tokens, 0);
   Result p1 = Drain(**e->Submit(r[1]));
-  EXPECT_EQ(p1.usage.cached_tokens, 64) << "read: the disk was not measured yet";
+  EXPECT_EQ(p1.usage.cached_tokens, 69)
+      << "read (4 blocks and 5 tokens of the partial one): the disk was not measured yet";
   EXPECT_EQ(Drain(**e->Submit(r[3])).usage.cached_tokens, 0);
   const EngineStats before = e->Stats();
   Result p2 = Drain(**e->Submit(r[2]));

@@ -1,6 +1,7 @@
 // Reading the disk tier back (issue 25, the read path): the checksum's SSE4.2
-// lanes equal the portable ones and change with every flipped bit; a
-// version-1 file is refused and counted; the paged cache's async loads fill
+// lanes equal the portable ones and change with every flipped bit; an
+// older version's file is refused and counted; a payload read in several
+// pieces is checked in each; the paged cache's async loads fill
 // a sequence's blocks on I/O threads while the caller goes on, and are
 // cancelled cleanly; the read-or-recompute rule computes a run a slow disk
 // would deliver later than the prefill, reads it where the disk is faster,
@@ -29,6 +30,7 @@
 namespace kvfork {
 namespace {
 
+using testing::Concat;
 using testing::HoldsPattern;
 using testing::Prefill;
 using testing::Range;
@@ -90,31 +92,76 @@ DiskTierOptions TierOptions(const std::string& dir) {
   return o;
 }
 
-// Files of version 1 (the splitmix64 checksum) in this version's directory
-// fail the version check: counted corrupt, deleted, never served.
-TEST(DiskBlockFile, VersionOneFilesAreRefusedAndCounted) {
+// Files of older versions in this version's directory (1: the splitmix64
+// checksum; 2: no partial flag) fail the version check: counted corrupt,
+// deleted, never served.
+TEST(DiskBlockFile, OlderVersionFilesAreRefusedAndCounted) {
   testing::TempDir dir;
   auto t = DiskTier::Open(TierOptions(dir.path()));
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  DiskBlockWrite w;
-  w.hash = 77;
-  w.parent_hash = 76;
-  w.tokens = {1, 2, 3, 4};
-  w.payload = RandomBytes(1000, 1);
-  ASSERT_TRUE((*t)->WriteNow(w).ok());
-  const std::string path = (*t)->PathOf(w.hash);
-  {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    const uint32_t v1 = 1;
-    f.seekp(8);
-    f.write(reinterpret_cast<const char*>(&v1), 4);
+  for (uint32_t old : {1u, 2u}) {
+    DiskBlockWrite w;
+    w.hash = 70 + old;
+    w.parent_hash = 69;
+    w.tokens = {1, 2, 3, 4};
+    w.payload = RandomBytes(1000, old);
+    ASSERT_TRUE((*t)->WriteNow(w).ok());
+    const std::string path = (*t)->PathOf(w.hash);
+    {
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(8);
+      f.write(reinterpret_cast<const char*>(&old), 4);
+    }
+    std::vector<uint8_t> got(w.payload.size());
+    Status s = (*t)->Read(w.hash, w.parent_hash, w.tokens, got.data(), got.size());
+    EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+    EXPECT_NE(s.message().find("version " + std::to_string(old) + ", expected 3"),
+              std::string::npos)
+        << s.ToString();
+    EXPECT_EQ((*t)->Stats().corrupt_blocks, old);
+    EXPECT_FALSE(std::filesystem::exists(path));
   }
-  std::vector<uint8_t> got(w.payload.size());
-  Status s = (*t)->Read(w.hash, w.parent_hash, w.tokens, got.data(), got.size());
-  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
-  EXPECT_NE(s.message().find("version 1, expected 2"), std::string::npos) << s.ToString();
-  EXPECT_EQ((*t)->Stats().corrupt_blocks, 1);
-  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+// The payload is read and checksummed in pieces (DiskTier::kReadChunkBytes):
+// a block of several pieces and a ragged end comes back byte for byte, and
+// a flipped byte in its first, a middle or its last piece fails the
+// checksum (counted, deleted, never served).
+TEST(DiskTier, MultiPieceReadsComeBackWholeAndEveryPieceIsChecked) {
+  testing::TempDir dir;
+  auto t = DiskTier::Open(TierOptions(dir.path()));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const size_t bytes = 4 * DiskTier::kReadChunkBytes + 13;
+  int corrupt = 0;
+  for (size_t flip : {SIZE_MAX, size_t{5}, 2 * DiskTier::kReadChunkBytes + 1, bytes - 1}) {
+    DiskBlockWrite w;
+    w.hash = 500 + flip % 1000;
+    w.tokens = {9, 8, 7};
+    w.payload = RandomBytes(bytes, static_cast<uint32_t>(flip));
+    ASSERT_TRUE((*t)->WriteNow(w).ok());
+    const std::string path = (*t)->PathOf(w.hash);
+    if (flip != SIZE_MAX) {
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(static_cast<std::streamoff>(DiskBlockHeaderBytes(3) + flip));
+      char byte = 0;
+      f.read(&byte, 1);
+      byte = static_cast<char>(byte ^ 0x04);
+      f.seekp(static_cast<std::streamoff>(DiskBlockHeaderBytes(3) + flip));
+      f.write(&byte, 1);
+    }
+    std::vector<uint8_t> got(bytes);
+    Status s = (*t)->Read(w.hash, std::nullopt, w.tokens, got.data(), got.size());
+    if (flip == SIZE_MAX) {
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_EQ(got, w.payload);
+    } else {
+      ++corrupt;
+      EXPECT_EQ(s.code(), StatusCode::kNotFound) << "byte " << flip;
+      EXPECT_NE(s.message().find("payload checksum"), std::string::npos) << s.ToString();
+      EXPECT_FALSE(std::filesystem::exists(path));
+    }
+    EXPECT_EQ((*t)->Stats().corrupt_blocks, corrupt);
+  }
 }
 
 std::unique_ptr<PagedKvCache> MakeCache(const std::string& dir, bool async,
@@ -161,7 +208,9 @@ struct Gate {
 
 TEST(DiskLoad, AsyncAdmitLoadsWhileTheCallerGoesOn) {
   testing::TempDir dir;
-  const std::vector<int32_t> prompt = Range(100, 4 * 40 + 2);  // 40 full blocks + 2
+  // 40 full blocks + 2: the shutdown writes 40 full and 1 partial block, and
+  // the load reads 40 blocks and 1 token of the partial one (len - 1).
+  const std::vector<int32_t> prompt = Range(100, 4 * 40 + 2);
   WriteToDisk(dir.path(), {prompt});
   Gate gate;
   auto c = MakeCache(dir.path(), /*async=*/true, [&](uint64_t) { gate.Wait(); });
@@ -170,7 +219,7 @@ TEST(DiskLoad, AsyncAdmitLoadsWhileTheCallerGoesOn) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_TRUE(c->Loading(*s));
   EXPECT_EQ(m.num_reused_tokens, 0);
-  EXPECT_EQ(m.num_loading_tokens, 160);
+  EXPECT_EQ(m.num_loading_tokens, 161);
   EXPECT_EQ(c->NumTokens(*s), 0);
   EXPECT_FALSE(c->FinishLoad(*s, &m));
   const std::vector<int32_t> one = {1};
@@ -184,16 +233,17 @@ TEST(DiskLoad, AsyncAdmitLoadsWhileTheCallerGoesOn) {
   gate.Open();
   while (!c->FinishLoad(*s, &m)) c->WaitForLoads(100);
   EXPECT_FALSE(c->Loading(*s));
-  EXPECT_EQ(m.num_reused_tokens, 160);
-  EXPECT_EQ(c->NumTokens(*s), 160);
+  EXPECT_EQ(m.num_reused_tokens, 161);
+  EXPECT_EQ(m.num_tail_tokens, 1);
+  EXPECT_EQ(c->NumTokens(*s), 161);
   EXPECT_TRUE(HoldsPattern(*c, *s));
   EXPECT_EQ(c->Stats().disk_hit_blocks, 40);
   EXPECT_GT(c->Stats().disk_read_ns_per_block, 0);
-  EXPECT_EQ(gate.reads.load(), 40);
+  EXPECT_EQ(gate.reads.load(), 41);
   EXPECT_CHECK_OK(*c);
   // The rest computes as usual and the blocks are in the index.
-  std::vector<int32_t> rest(prompt.begin() + 160, prompt.end());
-  testing::FakeForward(*c, *s, prompt, 160, 2);
+  std::vector<int32_t> rest(prompt.begin() + 161, prompt.end());
+  testing::FakeForward(*c, *s, prompt, 161, 1);
   ASSERT_TRUE(c->Append(*s, rest).ok());
   c->Release(*s);
   c->Release(other);
@@ -215,7 +265,7 @@ TEST(DiskLoad, ReleaseWhileLoadingCancelsTheReads) {
   ASSERT_TRUE(c->Loading(*s));
   c->Release(*s);  // waits only for the reads in flight
   const int read_before = reads.load();
-  EXPECT_LT(read_before, 40);
+  EXPECT_LT(read_before, 41);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   EXPECT_EQ(reads.load(), read_before) << "no read after the release";
   EXPECT_EQ(c->Stats().blocks_used, 0);
@@ -226,7 +276,7 @@ TEST(DiskLoad, ReleaseWhileLoadingCancelsTheReads) {
   ASSERT_TRUE(s.ok());
   PrefixMatch m;
   while (!c->FinishLoad(*s, &m)) c->WaitForLoads(100);
-  EXPECT_EQ(m.num_reused_tokens, 160);
+  EXPECT_EQ(m.num_reused_tokens, 161);
   EXPECT_TRUE(HoldsPattern(*c, *s));
   c->Release(*s);
   EXPECT_CHECK_OK(*c);
@@ -275,6 +325,36 @@ TEST(DiskLoad, ReadOrRecomputeFollowsTheMeasuredCosts) {
     reads += m.num_reused_tokens == 80;
   }
   EXPECT_EQ(reads, 1);
+  EXPECT_CHECK_OK(*c);
+}
+
+// A disk run the rule computes leaves the plan at the pool's chain end: the
+// pool's tail is looked for at that offset. (It used to be looked for at the
+// offset after the skipped disk run, under the pool chain's last block, so a
+// partial child there whose tokens happened to equal the prompt's later ones
+// had its K/V copied to the wrong positions.)
+TEST(DiskLoad, AComputedDiskRunLeavesNoTailFromAnotherOffset) {
+  testing::TempDir dir;
+  const std::vector<int32_t> a = Range(100, 4), b = Range(200, 4), x = Range(300, 2);
+  WriteToDisk(dir.path(), {Concat(Concat(a, b), Range(900, 1)), Range(5000, 9)});
+  auto c = MakeCache(dir.path(), /*async=*/false, [](uint64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  });
+  PrefixMatch m;
+  c->Release(Prefill(*c, Range(5000, 9), "", &m));  // measures the slow disk
+  ASSERT_EQ(m.num_reused_tokens, 8);
+  c->SetPrefillCost(1000);  // computing a block (4 us) beats reading it
+  // The pool: block a (computed) and its partial child x.
+  c->Release(Prefill(*c, Concat(a, x), "", &m));
+  ASSERT_EQ(m.num_reused_tokens, 0);
+  // a (pool), b (disk, computed), then x's tokens: only a is reused.
+  const std::vector<int32_t> prompt = Concat(Concat(Concat(a, b), x), Range(400, 3));
+  EXPECT_EQ(c->Match(prompt, "").num_reused_tokens, 4);
+  SeqId s = Prefill(*c, prompt, "", &m);
+  EXPECT_EQ(m.num_reused_tokens, 4);
+  EXPECT_EQ(m.num_tail_tokens, 0);
+  EXPECT_TRUE(HoldsPattern(*c, s));
+  c->Release(s);
   EXPECT_CHECK_OK(*c);
 }
 

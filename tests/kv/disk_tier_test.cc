@@ -61,7 +61,8 @@ DiskBlockHeader SampleHeader() {
 Status DecodeWhole(const std::vector<uint8_t>& file, const DiskBlockHeader& want, size_t payload) {
   KVFORK_ASSIGN_OR_RETURN(DiskBlockHeader h, DecodeDiskBlockHeader(file, file.size()));
   KVFORK_RETURN_IF_ERROR(CheckDiskBlockIdentity(h, want.fingerprint, want.block_hash,
-                                                want.parent_hash, want.tokens, payload));
+                                                want.parent_hash, want.tokens, want.partial,
+                                                payload));
   size_t hb = DiskBlockHeaderBytes(h.tokens.size());
   return VerifyDiskPayload(h, std::span<const uint8_t>(file.data() + hb, file.size() - hb));
 }
@@ -82,6 +83,19 @@ TEST(DiskBlockFile, RoundTrips) {
   d = DecodeDiskBlockHeader(file, file.size());
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(d->parent_hash.has_value());
+  EXPECT_FALSE(d->partial);
+  // A partial block says so (version 3's flags word).
+  h = SampleHeader();
+  h.partial = true;
+  h.block_hash = DiskPartialKey(*h.parent_hash, h.tokens);
+  file = EncodeDiskBlock(h, payload);
+  EXPECT_TRUE(DecodeWhole(file, h, 256).ok());
+  d = DecodeDiskBlockHeader(file, file.size());
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->partial);
+  EXPECT_EQ(d->parent_hash, h.parent_hash);
+  // Its key is never the hash a full block of the same tokens would have.
+  EXPECT_NE(h.block_hash, ChainBlockHash(*h.parent_hash, h.tokens));
 }
 
 TEST(DiskBlockFile, EveryTruncationIsRefused) {
@@ -116,6 +130,11 @@ TEST(DiskBlockFile, AnotherFingerprintOrIdentityIsRefused) {
   other.tokens[3] = 9;
   EXPECT_FALSE(DecodeWhole(file, other, 64).ok());
   EXPECT_FALSE(DecodeWhole(file, h, 128).ok());  // the pool's blocks are another size
+  other = h;
+  other.partial = true;  // a full block is never read as a partial one
+  EXPECT_FALSE(DecodeWhole(file, other, 64).ok());
+  std::vector<uint8_t> partial_file = EncodeDiskBlock(other, Bytes(64, 2));
+  EXPECT_FALSE(DecodeWhole(partial_file, h, 64).ok());  // nor the other way round
 }
 
 TEST(DiskBlockFile, FingerprintCoversLayoutModelAndIsa) {
@@ -435,13 +454,14 @@ TEST(PagedKvCacheDisk, RestartReusesThePrefixAndCorruptBlocksAreRecomputed) {
   {
     auto c = MakeDiskPaged(dir.path(), 16);
     c->Release(Prefill(*c, prompt));
-  }  // clean shutdown writes every cached full block
+  }  // clean shutdown writes every cached block, the partial tail too
   {
     auto c = MakeDiskPaged(dir.path(), 16);
-    EXPECT_EQ(c->disk()->Stats().scanned_files, 4);
+    EXPECT_EQ(c->disk()->Stats().scanned_files, 5);
+    EXPECT_EQ(c->disk()->Stats().partial_blocks, 1);
     PrefixMatch m;
     SeqId s = Prefill(*c, prompt, "", &m);
-    EXPECT_EQ(m.num_reused_tokens, 16);
+    EXPECT_EQ(m.num_reused_tokens, 17) << "4 blocks and 1 token of the partial one (len - 1)";
     EXPECT_TRUE(HoldsPattern(*c, s));
     EXPECT_CHECK_OK(*c);
     c->Release(s);
@@ -468,6 +488,91 @@ TEST(PagedKvCacheDisk, RestartReusesThePrefixAndCorruptBlocksAreRecomputed) {
   // Another model's fingerprint finds nothing.
   auto c = MakeDiskPaged(dir.path(), 16, /*model=*/43);
   EXPECT_EQ(c->Match(prompt, "").num_reused_tokens, 0);
+}
+
+// A clean shutdown writes the partial tail block too, so the next turn of a
+// conversation reuses after a restart exactly what the warm cache reuses
+// (its tail read into the sequence's own block, like the pool's tail copy),
+// with the same K/V. A damaged partial file is never served: a flipped
+// payload byte fails on read, a truncated file already at start; both are
+// counted and deleted and those tokens recomputed. A conversation shorter
+// than one block writes no partial block (it has no parent to be found by).
+TEST(PagedKvCacheDisk, PartialTailComesBackAfterARestartAsInTheWarmPool) {
+  testing::TempDir dir;
+  const std::vector<int32_t> turn = Range(7, 4 * 4 + 3);  // 4 full blocks + 3
+  // Next turns: the same 19 tokens, then 6 others (block 4 differs in each).
+  const std::vector<int32_t> next = Concat(turn, Range(500, 6));
+  int64_t warm_reused = 0;
+  {
+    auto c = MakeDiskPaged(dir.path(), 16);
+    c->Release(Prefill(*c, turn));
+    c->Release(Prefill(*c, Range(900, 2)));  // under one block: not written
+    warm_reused = c->Match(next, "").num_reused_tokens;
+    EXPECT_EQ(warm_reused, 19);
+  }
+  uint64_t parent = RootBlockHashSeed(0);
+  for (int b = 0; b < 4; ++b)
+    parent = ChainBlockHash(parent, std::span<const int32_t>(turn.data() + 4 * b, 4));
+  const uint64_t key = DiskPartialKey(parent, std::span<const int32_t>(turn.data() + 16, 3));
+  std::string path;
+  // want_match: what Match previews (no file is read before Admit).
+  auto restart = [&](const std::vector<int32_t>& prompt, int64_t want_reused,
+                     int64_t want_match) {
+    auto c = MakeDiskPaged(dir.path(), 16);
+    path = c->disk()->PathOf(key, /*partial=*/true);
+    EXPECT_EQ(c->Match(prompt, "").num_reused_tokens, want_match);
+    PrefixMatch m;
+    SeqId s = Prefill(*c, prompt, "", &m);
+    EXPECT_EQ(m.num_reused_tokens, want_reused);
+    EXPECT_TRUE(HoldsPattern(*c, s)) << "the K/V of every position, the tail's too";
+    EXPECT_CHECK_OK(*c);
+    c->Release(s);
+    return c;
+  };
+  {
+    auto c = restart(next, warm_reused, warm_reused);
+    EXPECT_EQ(c->disk()->Stats().scanned_files, 5);
+    EXPECT_EQ(c->disk()->Stats().partial_blocks, 1);
+    EXPECT_EQ(c->Stats().disk_hit_blocks, 4);
+    EXPECT_EQ(c->Stats().tail_copied_tokens, 3);
+    EXPECT_TRUE(std::filesystem::exists(path));
+    // KV events and the DISK set name full blocks only.
+    EXPECT_EQ(c->disk()->Hashes().size(), 4u);
+  }
+  // The same turn again: 2 of the partial block's 3 tokens (len - 1).
+  restart(turn, 18, 18);
+  // next's own last block (1 token after 6 full ones) was written too.
+  EXPECT_EQ(MakeDiskPaged(dir.path(), 16)->disk()->Stats().partial_blocks, 2);
+  // A flipped payload byte: found on read, deleted, the 3 tokens computed.
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    f.seekg(-5, std::ios::end);
+    char byte = 0;
+    f.read(&byte, 1);
+    byte = static_cast<char>(byte ^ 0x10);
+    f.seekp(-5, std::ios::end);
+    f.write(&byte, 1);
+  }
+  {
+    auto c = restart(Concat(turn, Range(700, 6)), 16, 19);
+    EXPECT_EQ(c->disk()->Stats().corrupt_blocks, 1);
+    EXPECT_FALSE(std::filesystem::exists(path));
+  }
+  // Written again by a turn that ends there; then truncated: refused when
+  // the directory is indexed, before any request reads it.
+  {
+    auto c = MakeDiskPaged(dir.path(), 16);
+    c->Release(Prefill(*c, turn));
+  }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 3);
+  {
+    auto c = MakeDiskPaged(dir.path(), 16);
+    EXPECT_EQ(c->disk()->Stats().corrupt_blocks, 1);
+    EXPECT_FALSE(std::filesystem::exists(path));
+  }
+  restart(Concat(turn, Range(800, 6)), 16, 16);
 }
 
 TEST(PagedKvCacheDisk, ResetDoesNotSpillAndDenseRefusesTheDisk) {

@@ -87,7 +87,7 @@ def block_files(disk):
     subs = [os.path.join(disk, d) for d in os.listdir(disk)]
     if len(subs) != 1:
         fail(f"expected one fingerprint directory in {disk}, found {subs}")
-    return subs[0], sorted(f for f in os.listdir(subs[0]) if f.endswith(".kvb"))
+    return subs[0], sorted(f for f in os.listdir(subs[0]) if f.endswith((".kvb", ".kvp")))
 
 
 def main():
