@@ -36,12 +36,15 @@ inline float F16(uint16_t h) { return _cvtsh_ss(h); }
 // hardware prefetchers alone left a 1-thread Q4_K GEMV at 10 GB/s where the
 // same loop from L2 reads 24 (qwen3-0.6b's 2048 x 1024, Zen 5 VM). Each block
 // a kernel reads asks for the lines kPrefetchBytes further on, as the bf16
-// decode path does (matmul_avx512.cc).
+// decode path does (matmul_avx512.cc), into L2 (T1) rather than L1 (T0):
+// on the Sapphire Rapids VM, qwen3-0.6b decode alternated T0 / T1 in one
+// quiet run rose in 11 of 12 rounds (Q4_K_M 62.7% -> 67.3% of the limit,
+// Q8_0 56.0% -> 59.1%; docs/kernels.md). Prefetches change no bits.
 constexpr int64_t kPrefetchBytes = 4096;
 template <int kBytes>
 inline void PrefetchAhead(const void* block) {
   const char* p = static_cast<const char*>(block) + kPrefetchBytes;
-  for (int off = 0; off < kBytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+  for (int off = 0; off < kBytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T1);
 }
 
 inline __m256i Load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
