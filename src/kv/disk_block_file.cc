@@ -89,6 +89,9 @@ StatusOr<DiskBlockHeader> DecodeDiskBlockHeader(std::span<const uint8_t> bytes,
     return DataLossError("KV disk block: unknown flags " + std::to_string(flags));
   const uint32_t hb = Get<uint32_t>(bytes, 12);
   const uint32_t num_tokens = Get<uint32_t>(bytes, 44);
+  // No block holds 0 tokens (a partial one has at least 1); refusing them
+  // here also keeps the token copy below off an empty vector's null data().
+  if (num_tokens == 0) return DataLossError("KV disk block: no tokens");
   if (num_tokens > (1u << 20) || hb != DiskBlockHeaderBytes(num_tokens))
     return DataLossError("KV disk block: header size " + std::to_string(hb) +
                          " does not match its " + std::to_string(num_tokens) + " tokens");

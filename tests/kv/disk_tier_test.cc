@@ -98,6 +98,18 @@ TEST(DiskBlockFile, RoundTrips) {
   EXPECT_NE(h.block_hash, ChainBlockHash(*h.parent_hash, h.tokens));
 }
 
+// A header claiming no tokens is corrupt (no block is written with none),
+// and refused before its token ids would be copied (an empty copy into an
+// empty vector is undefined behaviour that UBSan reports).
+TEST(DiskBlockFile, ZeroTokensAreRefused) {
+  DiskBlockHeader h = SampleHeader();
+  h.tokens.clear();
+  const std::vector<uint8_t> file = EncodeDiskBlock(h, Bytes(64, 1));
+  auto d = DecodeDiskBlockHeader(file, file.size());
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("no tokens"), std::string::npos) << d.status().message();
+}
+
 TEST(DiskBlockFile, EveryTruncationIsRefused) {
   DiskBlockHeader h = SampleHeader();
   std::vector<uint8_t> file = EncodeDiskBlock(h, Bytes(128, 9));
