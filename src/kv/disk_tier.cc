@@ -603,9 +603,14 @@ Status DiskTier::Read(uint64_t hash, std::optional<uint64_t> parent_hash,
     s = DataLossError("KV disk block: fstat failed");
   } else {
     const ssize_t r = PreadAll(fd, head.data(), head.size(), 0);
+    // r < 0 (EIO, or EISDIR where a directory took the file's name) must
+    // not become a span of SIZE_MAX bytes.
     StatusOr<DiskBlockHeader> h =
-        DecodeDiskBlockHeader(std::span<const uint8_t>(head.data(), static_cast<size_t>(r)),
-                              static_cast<uint64_t>(st.st_size));
+        r < 0 ? StatusOr<DiskBlockHeader>(DataLossError(
+                    "KV disk block: cannot read the header (" + std::string(std::strerror(errno)) +
+                    ")"))
+              : DecodeDiskBlockHeader(std::span<const uint8_t>(head.data(), static_cast<size_t>(r)),
+                                      static_cast<uint64_t>(st.st_size));
     s = h.status();
     if (s.ok())
       s = CheckDiskBlockIdentity(*h, options_.fingerprint, hash, parent_hash, tokens, partial,

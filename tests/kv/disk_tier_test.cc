@@ -307,6 +307,24 @@ TEST(DiskTier, CorruptTruncatedAndForeignFilesAreDeletedNotServed) {
   });
 }
 
+// A block file that cannot be read at all (here a directory took its name,
+// so pread fails with EISDIR) is an error counted as corrupt, never a header
+// decoded from a failed read's length.
+TEST(DiskTier, UnreadableBlockFileIsAnErrorNotServed) {
+  testing::TempDir dir;
+  DiskBlockWrite w = Block(9, 300, 4);
+  auto t = OpenTier(TierOptions(dir.path()));
+  ASSERT_TRUE(t->WriteNow(w).ok());
+  const std::string path = t->PathOf(w.hash);
+  std::filesystem::remove(path);
+  std::filesystem::create_directory(path);
+  std::vector<uint8_t> got;
+  Status s = ReadBack(*t, w, &got);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(t->Stats().corrupt_blocks, 1);
+  EXPECT_FALSE(t->Contains(w.hash));
+}
+
 TEST(DiskTier, LruWithinCapacity) {
   testing::TempDir dir;
   const size_t file_bytes = DiskBlockHeaderBytes(4) + 1000;
