@@ -50,9 +50,17 @@ def main():
             for op in ["gemv", "gemm"]:
                 if (op, dtype) not in qops:
                     fail(f"no quantized {op} {dtype} rows in {sorted(qops)}")
+        if ("gemv", "bf16") not in qops or ("gemm", "bf16") in qops:
+            fail(f"want bf16 GEMV rows (the baseline) and no bf16 GEMM rows: {sorted(qops)}")
         for r in j["quantized_matmul"]:
             if not (r["ours_ms"] > 0 and r["rate"] > 0):
                 fail(f"quantized row without positive time and rate: {r}")
+            if r["op"] == "gemv":
+                # The compute bound: W in L2 on one core, and the fraction of
+                # the limit if streaming and compute added up, 1/(1 + bw/hot).
+                if not (r["hot_rate"] > 0 and 0 < r["no_overlap_fraction"] < 1
+                        and 0 < r["hot_rows"] <= r["n"]):
+                    fail(f"GEMV row without its in-cache rate and no-overlap bound: {r}")
         cases = [r["case"] for r in j["attention"]]
         if cases != ATTENTION_CASES:
             fail(f"attention cases {cases}, want {ATTENTION_CASES}")
