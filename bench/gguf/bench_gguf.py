@@ -14,7 +14,10 @@ has one shape per architecture kvfork runs (some cut in layers, which the
 JSON's "cut" says); an engine that refuses or fails on a file is reported
 with its error and the other engine's numbers are kept.
 kvfork's row also carries its decode limit (read bandwidth measured in the
-same run / bytes of quantized weights read per token) and its fraction.
+same run / bytes of quantized weights read per token) and its fraction, and
+the fraction its compute allows if streaming the weights and computing on
+them do not overlap ("bound": 1 / (read + compute), the matrices' compute
+timed with the weights in L2; see `kvfork bench model`).
 
 On a CPU with AMX, llama-bench runs with no_amx_preload.c preloaded: ggml's
 AMX weight buffers die with SIGILL on the Sapphire Rapids VM, and llama-bench
@@ -121,6 +124,7 @@ def run_kvfork(path, threads, tmp, pp, tg):
     d = rows[("decode", "tok/s")]
     return {f"pp{pp}": rows[("prefill", "tok/s")]["value"], f"tg{tg}": d["value"],
             "decode_limit": d["limit"], "decode_fraction": d["fraction"],
+            "decode_no_overlap_fraction": j["decode_no_overlap_fraction"],
             "read_bandwidth_gbps": j["read_bandwidth_gbps"]}
 
 
@@ -203,7 +207,8 @@ def main():
                     rounds.append(res)
                     k, l = res.get("kvfork"), res.get("llama.cpp")
                     kv = (f"kvfork {PP} {k[PP]:7.1f} {TG} {k[TG]:6.1f} "
-                          f"({100 * k['decode_fraction']:.0f}% of {k['decode_limit']:.1f})"
+                          f"({100 * k['decode_fraction']:.0f}% of {k['decode_limit']:.1f}, "
+                          f"bound {100 * k['decode_no_overlap_fraction']:.0f}%)"
                           if k else "kvfork failed")
                     ll = (f"llama.cpp {PP} {l[PP]:7.1f} {TG} {l[TG]:6.1f}" if l
                           else "llama.cpp failed")
@@ -220,21 +225,24 @@ def main():
                     row["decode_ratio"] = m["kvfork"][TG] / m["llama.cpp"][TG]
                     row["prefill_ratio"] = m["kvfork"][PP] / m["llama.cpp"][PP]
                 if "kvfork" in m:
-                    row["decode_fraction_median"] = statistics.median(
-                        x["kvfork"]["decode_fraction"] for x in rounds if "kvfork" in x)
+                    for key in ("decode_fraction", "decode_no_overlap_fraction"):
+                        row[key + "_median"] = statistics.median(
+                            x["kvfork"][key] for x in rounds if "kvfork" in x)
                 results.append(row)
     print(f"\n{'shape':20} {'format':7} {'kvfork ' + PP:>12} {'llama ' + PP:>12} {'ratio':>6} "
-          f"{'kvfork ' + TG:>12} {'llama ' + TG:>12} {'ratio':>6} {'of limit':>8}")
+          f"{'kvfork ' + TG:>12} {'llama ' + TG:>12} {'ratio':>6} {'of limit':>8} {'bound':>6}")
     cell = lambda row, e, key: (f"{row['median'][e][key]:12.1f}" if e in row["median"]
                                 else f"{'failed':>12}")
     ratio = lambda row, key: f"{row[key]:6.2f}" if key in row else f"{'-':>6}"
     for row in results:
         frac = row.get("decode_fraction_median")
+        bound = row.get("decode_no_overlap_fraction_median")
         print(f"{row['shape']:20} {row['format']:7} {cell(row, 'kvfork', PP)} "
               f"{cell(row, 'llama.cpp', PP)} {ratio(row, 'prefill_ratio')} "
               f"{cell(row, 'kvfork', TG)} {cell(row, 'llama.cpp', TG)} "
               f"{ratio(row, 'decode_ratio')} "
-              f"{(f'{100 * frac:7.0f}%') if frac is not None else '-':>8}")
+              f"{(f'{100 * frac:7.0f}%') if frac is not None else '-':>8} "
+              f"{(f'{100 * bound:5.0f}%') if bound is not None else '-':>6}")
         for e, msg in row["errors"].items():
             print(f"  {e} failed: {msg}")
     os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)

@@ -245,4 +245,14 @@ const char* PeakFlops::BestBf16Name() const {
   return "f32 fma";
 }
 
+double HotGemvBytesPerSecond(const MatrixView& w, double min_seconds) {
+  const size_t row_bytes = w.row_bytes();
+  const int64_t rows = std::clamp<int64_t>(static_cast<int64_t>(kHotGemvBytes / row_bytes), 1, w.rows);
+  const MatrixView hot{w.dtype, w.data, rows, w.cols};
+  std::vector<float> x(static_cast<size_t>(w.cols), 0.5f), y(static_cast<size_t>(rows));
+  ThreadPool one_thread(1);
+  const double s = TimeBest([&] { MatMul(x.data(), 1, hot, y.data(), one_thread); }, min_seconds);
+  return static_cast<double>(row_bytes) * static_cast<double>(rows) / s;
+}
+
 }  // namespace kvfork::cli

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/ops.h"
 
 namespace kvfork::cli {
 
@@ -95,6 +96,20 @@ PeakFlops MeasurePeakFlops(ThreadPool& pool, double min_seconds);
 
 // Each rate the larger of a's and b's.
 PeakFlops Best(const PeakFlops& a, const PeakFlops& b);
+
+// ---- The decode GEMV's compute alone (issue 22's compute bound) ----------
+
+// W's first rows that fit kHotGemvBytes: in one core's L2 on every CPU here
+// (512 KiB on Zen 3/4, 2 MiB on Zen 5 and Sapphire Rapids).
+constexpr size_t kHotGemvBytes = size_t{512} << 10;
+
+// Bytes of W per second a decode GEMV (m = 1) of those rows computes on one
+// thread, run again and again so they stay in its L2: the kernel's compute
+// rate with no DRAM stream under it (the fastest run, as for the limits).
+// One thread: on two, ParallelFor's tasks change cores from call to call, so
+// each call would read its rows from the other core's L2 or the L3 and time
+// that. Times the threads of a run, it is that run's compute rate.
+double HotGemvBytesPerSecond(const MatrixView& w, double min_seconds);
 
 }  // namespace kvfork::cli
 

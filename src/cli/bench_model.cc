@@ -23,6 +23,11 @@
 //             must not lower the limit: it did to 9.6 GB/s among 21-32, and
 //             the bytes-over-time mean then put decode at 131% of it); all
 //             printed and in the JSON
+//   compute   the decode's matrices at their kernels' in-L2 rates
+//             (bench_decode_compute.h), after the decode: the step's compute
+//             alone, and the decode's bounds if reading and computing do not
+//             overlap at all (1 / (read + compute)) or overlap perfectly
+//             (1 / max(read, compute)), as fractions of the limit
 //
 // Without --model, writes random bf16 weights of --shape (model/random_model.h)
 // to a temporary directory and removes it afterwards.
@@ -44,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_decode_compute.h"
 #include "cli/bench_limits.h"
 #include "cli/command.h"
 #include "cli/flags.h"
@@ -265,6 +271,7 @@ Status BenchModel(int argc, char** argv) {
   bandwidth_samples.push_back(probe.Sample());
   const double bw = Median(bandwidth_samples);
 
+  const DecodeCompute compute = MeasureDecodeCompute(w, c, o.threads, 0.05);
   const PeakFlops peak_after = MeasurePeakFlops(pool, 0.3);
   const PeakFlops peak = Best(peak_before, peak_after);
   // The machine's best bf16 rate, whatever the active ISA can use.
@@ -298,6 +305,9 @@ Status BenchModel(int argc, char** argv) {
                               static_cast<double>(w.embed_tokens.row_bytes());
   const double decode_tok_s = static_cast<double>(o.decode_tokens) / decode_s;
   const double decode_tok_limit = bw / weight_bytes;
+  const double read_s = weight_bytes / bw;
+  const double no_overlap_tok_s = 1.0 / (read_s + compute.seconds_per_token);
+  const double overlap_tok_s = 1.0 / std::max(read_s, compute.seconds_per_token);
   // Mean KV bytes a decode step reads (positions [0, pos] at step pos).
   const double kv_bytes_mean = static_cast<double>(layout.BytesPerToken()) *
                                (T + 1 + static_cast<double>(o.decode_tokens - 1) / 2);
@@ -342,6 +352,13 @@ Status BenchModel(int argc, char** argv) {
          {"limit", r.limit > 0 ? nlohmann::json(r.limit) : nlohmann::json()},
          {"fraction", r.limit > 0 ? nlohmann::json(r.value / r.limit) : nlohmann::json()}});
   }
+  std::printf(
+      "\ndecode compute alone %.2f ms/token (its matrices in L2) beside %.2f ms of reading: "
+      "bound %.1f tok/s (%.1f%% of the limit) if they do not overlap, %.1f (%.1f%%) if they "
+      "overlap perfectly; measured %.1f%%\n",
+      compute.seconds_per_token * 1e3, read_s * 1e3, no_overlap_tok_s,
+      100.0 * no_overlap_tok_s / decode_tok_limit, overlap_tok_s,
+      100.0 * overlap_tok_s / decode_tok_limit, 100.0 * decode_tok_s / decode_tok_limit);
   std::printf("\nprefill %.3f s (median of", prefill_s);
   for (double r : prefill_runs_s) std::printf(" %.3f", r);
   std::printf("; first call, buffers unsized: %.3f s), decode %.2f ms/token\n", first_prefill_s,
@@ -377,6 +394,10 @@ Status BenchModel(int argc, char** argv) {
   out["decode_s"] = decode_s;
   out["decode_weight_bytes_per_token"] = weight_bytes;
   out["decode_kv_bytes_per_token_mean"] = kv_bytes_mean;
+  out["decode_compute_s_per_token"] = compute.seconds_per_token;
+  out["decode_compute_by_format"] = compute.by_format;
+  out["decode_no_overlap_fraction"] = no_overlap_tok_s / decode_tok_limit;
+  out["decode_overlap_fraction"] = overlap_tok_s / decode_tok_limit;
   out["generated_tokens"] = generated;
   out["rows"] = json_rows;
   KVFORK_RETURN_IF_ERROR(WriteJsonFile(o.json_path, out));

@@ -20,14 +20,6 @@ struct Shape {
   int64_t n, k;
 };
 
-// A GEMV's W from the caches: the rows that fit in this many bytes, the
-// same matrix again, on one thread, so they stay in its core's L2 (512 KiB
-// on Zen 3/4, 2 MiB on Zen 5 and Sapphire Rapids; within L3 elsewhere).
-// One thread, scaled by the pool's threads: on two, ParallelFor's tasks
-// change cores from call to call, so each call would read its rows from
-// the other core's L2 or the L3 and measure that, not the compute.
-constexpr size_t kHotBytes = size_t{512} << 10;
-
 // Random code bytes with a finite f16 scale (and min) in every block: no
 // NaN or subnormal scale may slow the float part down. bf16 weights are
 // random values in (-1, 1).
@@ -72,13 +64,12 @@ nlohmann::json BenchQuantMatMul(ThreadPool& pool, double min_seconds, double ban
   // table's).
   const DType formats[] = {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_K, DType::kQ4_0,
                            DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kBf16};
-  // "hot": the GEMV with W in L2 (kHotBytes, one thread, times the pool's
+  // "hot": the GEMV with W in L2 (HotGemvBytesPerSecond, times the pool's
   // threads), its compute alone; "no-overlap": the fraction of the limit a
   // GEMV from DRAM would reach if streaming W and computing on it simply
   // added up (docs/kernels.md shows they do on the Sapphire Rapids VM):
   // 1 / (1 + bandwidth / hot rate). With perfect overlap it would reach
   // min(1, hot rate / bandwidth) instead.
-  ThreadPool one_thread(1);
   std::printf("\n%-6s %-5s %-26s %10s %10s %8s %10s %10s\n", "op", "quant", "shape (n x k)",
               "ours ms", "rate", "of limit", "hot GB/s", "no-overlap");
   nlohmann::json rows = nlohmann::json::array();
@@ -122,22 +113,13 @@ nlohmann::json BenchQuantMatMul(ThreadPool& pool, double min_seconds, double ban
           std::printf("%-6s %-5s %-26s %10.3f %6.1f GOP/s\n", "gemm", DTypeName(t), shape, s * 1e3,
                       rate * 1e-9);
         } else {
-          // The first rows of the same matrix, as many as fit kHotBytes.
-          const int64_t hot_n = std::min<int64_t>(
-              n, std::max<int64_t>(16, static_cast<int64_t>(kHotBytes / RowBytes(t, k)) / 16 * 16));
-          const size_t hot_bytes = RowBytes(t, k) * static_cast<size_t>(hot_n);
-          // Best run: the compute bound is the best the core does.
-          const double hot_s = TimeBest(
-              [&] {
-                MatMul(x.data(), 1, MatrixView{t, ws[0].data(), hot_n, k}, y.data(), one_thread);
-              },
-              min_seconds);
-          const double hot_rate = static_cast<double>(hot_bytes) / hot_s * pool.num_threads();
+          const double hot_rate = HotGemvBytesPerSecond(MatrixView{t, ws[0].data(), n, k},
+                                                        min_seconds) *
+                                  pool.num_threads();
           const double no_overlap = 1.0 / (1.0 + bandwidth / hot_rate);
           std::printf("%-6s %-5s %-26s %10.3f %6.1f GB/s %7.1f%% %10.1f %9.1f%%\n", "gemv",
                       DTypeName(t), shape, s * 1e3, rate * 1e-9, frac * 100.0, hot_rate * 1e-9,
                       no_overlap * 100.0);
-          row["hot_rows"] = hot_n;
           row["hot_rate"] = hot_rate * 1e-9;
           row["no_overlap_fraction"] = no_overlap;
         }

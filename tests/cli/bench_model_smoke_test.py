@@ -71,6 +71,30 @@ def main():
         want = statistics.median(got)
         if abs(j["read_bandwidth_gbps"] - want) > 1e-9 * want:
             fail(f"read_bandwidth_gbps {j['read_bandwidth_gbps']} is not the median of {got}")
+        # The decode's compute bound: its matrices' compute in L2 (per format,
+        # summing to the compute time and to the weights one step reads, the
+        # embedding row aside), and the fractions of the limit with no
+        # overlap, 1 / (read + compute), and perfect overlap, 1 / max(...).
+        compute = j.get("decode_compute_s_per_token", 0)
+        by_format = j.get("decode_compute_by_format", [])
+        if compute <= 0 or not by_format:
+            fail(f"no decode compute: {compute}, {by_format}")
+        if abs(sum(f["seconds_per_token"] for f in by_format) - compute) > 1e-9 * compute:
+            fail(f"per-format compute {by_format} does not sum to {compute}")
+        if [f["dtype"] for f in by_format] != ["bf16"]:
+            fail(f"a bf16 model's matrices should all be bf16: {by_format}")
+        weights = j["decode_weight_bytes_per_token"]
+        matrices = sum(f["bytes_per_token"] for f in by_format)
+        if not 0.99 * weights <= matrices < weights:
+            fail(f"the matrices' {matrices} bytes are not the step's {weights} less an embedding row")
+        read = weights / (j["read_bandwidth_gbps"] * 1e9)
+        want = {"decode_no_overlap_fraction": read / (read + compute),
+                "decode_overlap_fraction": read / max(read, compute)}
+        for key, value in want.items():
+            if abs(j.get(key, -1) - value) > 1e-9:
+                fail(f"{key} {j.get(key)}, want {value}")
+        if "decode compute alone" not in table:
+            fail("table has no decode compute line")
         runs = j["prefill_runs_s"]
         if len(runs) != 3 or min(runs) <= 0:
             fail(f"prefill_runs_s should hold 3 positive times, got {runs}")
