@@ -69,7 +69,7 @@ bool WriteAll(int fd, const uint8_t* p, size_t n) {
 }
 
 // Reads up to n bytes at offset; the bytes read (short at end of file), -1
-// on an error.
+// on an error. Every read of a block file goes through it.
 ssize_t PreadAll(int fd, uint8_t* p, size_t n, off_t offset) {
   size_t got = 0;
   while (got < n) {
@@ -96,17 +96,6 @@ void PrefaultForWrite(uint8_t* p, size_t n) {
 #else
   (void)p, (void)n;
 #endif
-}
-
-bool ReadAll(int fd, uint8_t* p, size_t n) {
-  while (n > 0) {
-    ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
 }
 
 }  // namespace
@@ -548,7 +537,8 @@ StatusOr<DiskBlockHeader> DiskTier::ReadHeader(uint64_t hash, bool partial) cons
   struct stat st;
   std::vector<uint8_t> head(kDiskBlockFixedHeaderBytes);
   Status s = OkStatus();
-  if (::fstat(fd, &st) != 0 || !ReadAll(fd, head.data(), head.size())) {
+  if (::fstat(fd, &st) != 0 ||
+      PreadAll(fd, head.data(), head.size(), 0) != static_cast<ssize_t>(head.size())) {
     s = DataLossError("KV disk block: short read of the header");
   } else {
     // The fixed part gives the header's size (checked again by the decoder).
@@ -559,7 +549,9 @@ StatusOr<DiskBlockHeader> DiskTier::ReadHeader(uint64_t hash, bool partial) cons
       s = DataLossError("KV disk block: header size " + std::to_string(hb) + " out of range");
     } else {
       head.resize(hb);
-      if (!ReadAll(fd, head.data() + kDiskBlockFixedHeaderBytes, hb - kDiskBlockFixedHeaderBytes))
+      const size_t rest = hb - kDiskBlockFixedHeaderBytes;
+      if (PreadAll(fd, head.data() + kDiskBlockFixedHeaderBytes, rest,
+                   kDiskBlockFixedHeaderBytes) != static_cast<ssize_t>(rest))
         s = DataLossError("KV disk block: short read of the token ids");
     }
   }
