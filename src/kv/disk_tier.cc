@@ -382,7 +382,6 @@ void DiskTier::AddLocked(uint64_t hash, int64_t bytes, uint64_t tick,
     e.partial = true;
     e.parent = partial->parent_hash.value_or(0);
     partials_[e.parent].push_back({hash, partial->tokens});
-    ++num_partials_;
   }
   index_[hash] = e;
   lru_.emplace(tick, hash);
@@ -406,7 +405,6 @@ void DiskTier::RemoveLocked(uint64_t hash) {
       std::erase_if(p->second, [&](const Partial& q) { return q.key == hash; });
       if (p->second.empty()) partials_.erase(p);
     }
-    --num_partials_;
   }
   lru_.erase({it->second.tick, hash});
   bytes_ -= it->second.bytes;
@@ -654,7 +652,9 @@ DiskTierStats DiskTier::Stats() const {
   DiskTierStats s = stats_;
   s.blocks = static_cast<int64_t>(index_.size());
   s.bytes = bytes_;
-  s.partial_blocks = num_partials_;
+  s.partial_blocks = 0;
+  for (const auto& [parent, children] : partials_)
+    s.partial_blocks += static_cast<int64_t>(children.size());
   return s;
 }
 

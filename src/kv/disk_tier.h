@@ -242,9 +242,9 @@ class DiskTier {
   bool writing_ = false;
   bool stop_ = false;
   std::unordered_map<uint64_t, Entry> index_;
-  // Partial blocks by their parent's hash (few: one per conversation).
+  // Partial blocks by their parent's hash (few: one per conversation); Stats
+  // counts them here.
   std::unordered_map<uint64_t, std::vector<Partial>> partials_;
-  int64_t num_partials_ = 0;
   std::set<std::pair<uint64_t, uint64_t>> lru_;  // (tick, hash)
   uint64_t clock_ = 0;
   int64_t bytes_ = 0;

@@ -587,6 +587,7 @@ TEST(PagedKvCacheDisk, PartialTailComesBackAfterARestartAsInTheWarmPool) {
   {
     auto c = restart(Concat(turn, Range(700, 6)), 16, 19);
     EXPECT_EQ(c->disk()->Stats().corrupt_blocks, 1);
+    EXPECT_EQ(c->disk()->Stats().partial_blocks, 1) << "of 2 indexed, the deleted one is gone";
     EXPECT_FALSE(std::filesystem::exists(path));
   }
   // Written again by a turn that ends there; then truncated: refused when
