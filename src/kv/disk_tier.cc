@@ -116,9 +116,7 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
 }
 
 DiskTier::DiskTier(const DiskTierOptions& options, std::string block_dir)
-    : options_(options), block_dir_(std::move(block_dir)) {
-  if (const char* v = std::getenv("KVFORK_DISK_PREFAULT")) prefault_ = std::string(v) != "0";
-}
+    : options_(options), block_dir_(std::move(block_dir)) {}
 
 DiskTier::~DiskTier() {
   {
@@ -618,7 +616,7 @@ Status DiskTier::Read(uint64_t hash, std::optional<uint64_t> parent_hash,
     for (size_t off = 0; off < payload_bytes && s.ok(); off += kReadChunkBytes) {
       const size_t n = std::min(kReadChunkBytes, payload_bytes - off);
       const int64_t t_chunk = NowNanos();
-      if (prefault_) PrefaultForWrite(dst + off, n);
+      if (options_.prefault) PrefaultForWrite(dst + off, n);
       if (PreadAll(fd, dst + off, n, static_cast<off_t>(head.size() + off)) !=
           static_cast<ssize_t>(n)) {
         s = DataLossError("KV disk block: short payload");
