@@ -152,8 +152,9 @@ struct KvCacheStats {
   int64_t pinned_blocks = 0;         // now: blocks pinned by cache control (Pin)
   int64_t pinned_evictions = 0;      // pinned blocks evicted before their TTL ran out
   // Disk tier (all zero when off): its own counters, and of admitted
-  // prompts, the blocks read back from disk and the lookups whose next full
-  // block was neither in the pool nor on disk.
+  // prompts, the blocks read back from disk and used (full blocks and a
+  // partial tail block alike) and the lookups whose next full block was
+  // neither in the pool nor on disk.
   bool disk_enabled = false;
   DiskTierStats disk;
   int64_t disk_hit_blocks = 0;

@@ -402,7 +402,8 @@ void PagedKvCache::ApplyLoad(Sequence* s) {
   s->tokens.insert(s->tokens.end(), s->load_tokens.begin() + s->tokens.size(),
                    s->load_tokens.begin() + s->tokens.size() + tail);
   s->reused = static_cast<int64_t>(s->tokens.size());
-  stats_.disk_hit_blocks += ok;
+  // A partial block read back and used is a block read back, as a full one.
+  stats_.disk_hit_blocks += ok + (tail > 0 ? 1 : 0);
   stats_.hits_tokens += ok * bs + tail;
   stats_.tail_copied_tokens += tail;
   if (s->load_miss || ok_all < n) ++stats_.disk_miss_lookups;

@@ -604,7 +604,7 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   EXPECT_EQ(s_warm.kv_disk.scanned_files, 7) << "6 full blocks of 16 and the partial one";
   EXPECT_EQ(s_warm.kv_disk.partial_blocks, 1);
   EXPECT_EQ(b.usage.cached_tokens, 99) << "6 blocks and 3 tokens of the partial one (len - 1)";
-  EXPECT_EQ(s_warm.kv_disk_hit_blocks, 6);
+  EXPECT_EQ(s_warm.kv_disk_hit_blocks, 7) << "the partial block counts as one";
   EXPECT_EQ(b.tokens, a.tokens);
   same_rows(warm, cold, "r/0");
   // The next turn: the first turn's prompt and answer, then 4 new tokens.
@@ -748,7 +748,7 @@ TEST_F(EngineTest, DiskLoadDoesNotStallRunningDecode) {
   ASSERT_TRUE(warm_b.error.ok()) << warm_b.error.ToString();
   EXPECT_EQ(warm_b.usage.cached_tokens, 16 * kDiskBlocks + 4)
       << "the blocks and 4 tokens of the partial one (5 of the prompt, 3 of the answer)";
-  EXPECT_EQ(e->Stats().kv_disk_hit_blocks, kDiskBlocks);
+  EXPECT_EQ(e->Stats().kv_disk_hit_blocks, kDiskBlocks + 1) << "and the partial one";
   EXPECT_EQ(warm_b.tokens, cold_b.tokens);
   ASSERT_EQ(warm.rows["b/0"].size(), cold.rows["b/0"].size());
   for (size_t i = 0; i < cold.rows["b/0"].size(); ++i)
@@ -815,7 +815,7 @@ TEST_F(EngineTest, DiskReadOrRecomputeGivesTheSameLogits) {
       << "computed: a disk block read in " << before.kv_disk_read_ns_per_block * 1e-6
       << " ms against a prefill of " << before.kv_prefill_ns_per_token * 1e-6 << " ms a token";
   EngineStats s = e->Stats();
-  EXPECT_EQ(s.kv_disk_hit_blocks, 4);
+  EXPECT_EQ(s.kv_disk_hit_blocks, 5) << "p1's 4 blocks and its partial one";
   EXPECT_EQ(s.kv_disk_recomputed_blocks, 4);
   for (const Result* res : {&p1, &p2}) ASSERT_TRUE(res->error.ok()) << res->error.ToString();
   EXPECT_EQ(p1.tokens, cold_results["p1"].tokens);
