@@ -12,6 +12,8 @@
 //   /tmp/disk_read_profile write DIR 300 [int8|q4]; /tmp/disk_read_profile read DIR 300 [int8|q4]
 //   KVFORK_DISK_PREFAULT=0 /tmp/disk_read_profile read DIR 300   # without the prefault
 //   KVFORK_DISK_READ_THREADS=1 ...   # I/O threads; PROFILE_HUGEPAGE=1: the pool on THP
+// (this program reads those variables into KvCacheOptions::disk_prefault and
+// disk_read_threads; the server reads neither).
 // `read` also prints the load's CPU time a block (user: checksums; sys: the
 // kernel's page zeroing and page-cache copies), which does not depend on
 // the machine's load the way wall time does.
@@ -57,6 +59,9 @@ int main(int argc, char** argv) {
   o.model_fingerprint = 7;
 #ifndef OLD
   o.disk_async_reads = true;
+  // The knobs to measure with (KvCacheOptions), from the environment here.
+  if (const char* v = std::getenv("KVFORK_DISK_PREFAULT")) o.disk_prefault = std::string(v) != "0";
+  if (const char* v = std::getenv("KVFORK_DISK_READ_THREADS")) o.disk_read_threads = std::atoi(v);
 #endif
   std::vector<int32_t> prompt(n * 16 + 1);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = 100 + static_cast<int32_t>(i % 5000);

@@ -443,6 +443,21 @@ inline void AddPv(int d, const float* corr_rows, QueryTile* tile) {
   }
 }
 
+// One step of P x V: O for dims [16 d, 16 d + 32) = P * V's chunks d and
+// d + 1, P's hi and lo halves already in tmm2 and tmm3 (hi first, then lo,
+// into each O tile: the same order for every format), then AddPv.
+void PvChunkPair(int d, const PackedV& pv, const float* corr_rows, QueryTile* tile) {
+  KVFORK_TILE_ZERO(0);
+  KVFORK_TILE_ZERO(1);
+  KVFORK_TILE_LOAD(4, pv.tiles[d], kTileStride);
+  KVFORK_TILE_LOAD(5, pv.tiles[d + 1], kTileStride);
+  KVFORK_TILE_DP(0, 2, 4);
+  KVFORK_TILE_DP(0, 3, 4);
+  KVFORK_TILE_DP(1, 2, 5);
+  KVFORK_TILE_DP(1, 3, 5);
+  AddPv(d, corr_rows, tile);
+}
+
 // q4 KV: S^T of one key group (keys in rows) into st. Per 32-dim chunk c
 // (q4 group c) the K codes of keys 0-15 (tmm0) and 16-31 (tmm1) meet Q_hi
 // and Q_lo, loaded once for both, and the C tiles are stored; then each
@@ -509,17 +524,9 @@ void AccumulatePvQ4(int hd, const __m512* sc, const PackedV& pv, const float* co
       _mm512_store_si512(p_hi + i * 32, h);
       _mm512_store_si512(p_lo + i * 32, o);
     }
-    KVFORK_TILE_ZERO(0);
-    KVFORK_TILE_ZERO(1);
     KVFORK_TILE_LOAD(2, p_hi, kTileStride);
     KVFORK_TILE_LOAD(3, p_lo, kTileStride);
-    KVFORK_TILE_LOAD(4, pv.tiles[d], kTileStride);
-    KVFORK_TILE_LOAD(5, pv.tiles[d + 1], kTileStride);
-    KVFORK_TILE_DP(0, 2, 4);
-    KVFORK_TILE_DP(0, 3, 4);
-    KVFORK_TILE_DP(1, 2, 5);
-    KVFORK_TILE_DP(1, 3, 5);
-    AddPv(d, corr_rows, tile);
+    PvChunkPair(d, pv, corr_rows, tile);
   }
 }
 
@@ -623,15 +630,7 @@ void TileGroup(const KvLayout& l, const AttentionSeq& s, int layer, int kvh, flo
   KVFORK_TILE_LOAD(3, p_lo, kTileStride);
   for (int d = 0; d < hd / 16; d += 2) {
     pf.Step(16);
-    KVFORK_TILE_ZERO(0);
-    KVFORK_TILE_ZERO(1);
-    KVFORK_TILE_LOAD(4, pv.tiles[d], kTileStride);
-    KVFORK_TILE_LOAD(5, pv.tiles[d + 1], kTileStride);
-    KVFORK_TILE_DP(0, 2, 4);
-    KVFORK_TILE_DP(0, 3, 4);
-    KVFORK_TILE_DP(1, 2, 5);
-    KVFORK_TILE_DP(1, 3, 5);
-    AddPv(d, corr_rows, tile);
+    PvChunkPair(d, pv, corr_rows, tile);
   }
 }
 

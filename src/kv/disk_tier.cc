@@ -69,7 +69,7 @@ bool WriteAll(int fd, const uint8_t* p, size_t n) {
 }
 
 // Reads up to n bytes at offset; the bytes read (short at end of file), -1
-// on an error.
+// on an error. Every read of a block file goes through it.
 ssize_t PreadAll(int fd, uint8_t* p, size_t n, off_t offset) {
   size_t got = 0;
   while (got < n) {
@@ -98,17 +98,6 @@ void PrefaultForWrite(uint8_t* p, size_t n) {
 #endif
 }
 
-bool ReadAll(int fd, uint8_t* p, size_t n) {
-  while (n > 0) {
-    ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options) {
@@ -127,9 +116,7 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
 }
 
 DiskTier::DiskTier(const DiskTierOptions& options, std::string block_dir)
-    : options_(options), block_dir_(std::move(block_dir)) {
-  if (const char* v = std::getenv("KVFORK_DISK_PREFAULT")) prefault_ = std::string(v) != "0";
-}
+    : options_(options), block_dir_(std::move(block_dir)) {}
 
 DiskTier::~DiskTier() {
   {
@@ -393,7 +380,6 @@ void DiskTier::AddLocked(uint64_t hash, int64_t bytes, uint64_t tick,
     e.partial = true;
     e.parent = partial->parent_hash.value_or(0);
     partials_[e.parent].push_back({hash, partial->tokens});
-    ++num_partials_;
   }
   index_[hash] = e;
   lru_.emplace(tick, hash);
@@ -417,7 +403,6 @@ void DiskTier::RemoveLocked(uint64_t hash) {
       std::erase_if(p->second, [&](const Partial& q) { return q.key == hash; });
       if (p->second.empty()) partials_.erase(p);
     }
-    --num_partials_;
   }
   lru_.erase({it->second.tick, hash});
   bytes_ -= it->second.bytes;
@@ -548,7 +533,8 @@ StatusOr<DiskBlockHeader> DiskTier::ReadHeader(uint64_t hash, bool partial) cons
   struct stat st;
   std::vector<uint8_t> head(kDiskBlockFixedHeaderBytes);
   Status s = OkStatus();
-  if (::fstat(fd, &st) != 0 || !ReadAll(fd, head.data(), head.size())) {
+  if (::fstat(fd, &st) != 0 ||
+      PreadAll(fd, head.data(), head.size(), 0) != static_cast<ssize_t>(head.size())) {
     s = DataLossError("KV disk block: short read of the header");
   } else {
     // The fixed part gives the header's size (checked again by the decoder).
@@ -559,7 +545,9 @@ StatusOr<DiskBlockHeader> DiskTier::ReadHeader(uint64_t hash, bool partial) cons
       s = DataLossError("KV disk block: header size " + std::to_string(hb) + " out of range");
     } else {
       head.resize(hb);
-      if (!ReadAll(fd, head.data() + kDiskBlockFixedHeaderBytes, hb - kDiskBlockFixedHeaderBytes))
+      const size_t rest = hb - kDiskBlockFixedHeaderBytes;
+      if (PreadAll(fd, head.data() + kDiskBlockFixedHeaderBytes, rest,
+                   kDiskBlockFixedHeaderBytes) != static_cast<ssize_t>(rest))
         s = DataLossError("KV disk block: short read of the token ids");
     }
   }
@@ -628,7 +616,7 @@ Status DiskTier::Read(uint64_t hash, std::optional<uint64_t> parent_hash,
     for (size_t off = 0; off < payload_bytes && s.ok(); off += kReadChunkBytes) {
       const size_t n = std::min(kReadChunkBytes, payload_bytes - off);
       const int64_t t_chunk = NowNanos();
-      if (prefault_) PrefaultForWrite(dst + off, n);
+      if (options_.prefault) PrefaultForWrite(dst + off, n);
       if (PreadAll(fd, dst + off, n, static_cast<off_t>(head.size() + off)) !=
           static_cast<ssize_t>(n)) {
         s = DataLossError("KV disk block: short payload");
@@ -662,7 +650,9 @@ DiskTierStats DiskTier::Stats() const {
   DiskTierStats s = stats_;
   s.blocks = static_cast<int64_t>(index_.size());
   s.bytes = bytes_;
-  s.partial_blocks = num_partials_;
+  s.partial_blocks = 0;
+  for (const auto& [parent, children] : partials_)
+    s.partial_blocks += static_cast<int64_t>(children.size());
   return s;
 }
 

@@ -72,6 +72,10 @@ struct DiskTierOptions {
   uint64_t fingerprint = 0;     // DiskFingerprint(...), never 0
   int64_t queue_blocks = 64;    // writes waiting at most; more are dropped
   bool fsync = true;            // fsync each file before its rename
+  // Whether Read backs the destination's pages (MADV_POPULATE_WRITE) before
+  // each piece it reads into them; on. Off only to measure what it saves
+  // (bench/disk/disk_read_profile.cc).
+  bool prefault = true;
   // Tests: called at the start of every Read (on the reading thread) with the
   // block's hash, e.g. to sleep like a slow disk. Empty in production.
   std::function<void(uint64_t hash)> read_hook;
@@ -173,9 +177,6 @@ class DiskTier {
   // a core's L2 (1-2 MiB where measured), so a piece is still cached when
   // it is checksummed.
   static constexpr size_t kReadChunkBytes = 256 * 1024;
-  // Whether Read backs the destination's pages (MADV_POPULATE_WRITE) before
-  // each piece; on (KVFORK_DISK_PREFAULT=0 turns it off, to measure).
-  bool prefault() const { return prefault_; }
 
   // Waits until the queue is empty and the writer idle (tests).
   void Drain();
@@ -232,7 +233,6 @@ class DiskTier {
 
   DiskTierOptions options_;
   std::string block_dir_;
-  bool prefault_ = true;
   mutable std::mutex mu_;
   std::condition_variable cv_;       // queue non-empty, or stopping
   std::condition_variable idle_cv_;  // queue empty and writer idle
@@ -242,9 +242,9 @@ class DiskTier {
   bool writing_ = false;
   bool stop_ = false;
   std::unordered_map<uint64_t, Entry> index_;
-  // Partial blocks by their parent's hash (few: one per conversation).
+  // Partial blocks by their parent's hash (few: one per conversation); Stats
+  // counts them here.
   std::unordered_map<uint64_t, std::vector<Partial>> partials_;
-  int64_t num_partials_ = 0;
   std::set<std::pair<uint64_t, uint64_t>> lru_;  // (tick, hash)
   uint64_t clock_ = 0;
   int64_t bytes_ = 0;

@@ -87,6 +87,11 @@ struct KvCacheOptions {
   // a loading sequence (Loading, FinishLoad) that the engine steps around,
   // so other sequences keep decoding while it loads.
   bool disk_async_reads = false;
+  // The I/O threads that read disk runs (disk_loader.h): 0 = the cores,
+  // clamped to [2, 4]; else 1-16. DiskTierOptions::prefault. Both are
+  // there to measure the read path (bench/disk/disk_read_profile.cc).
+  int disk_read_threads = 0;
+  bool disk_prefault = true;
   // Tests: DiskTierOptions::read_hook (a slow disk, say).
   std::function<void(uint64_t hash)> disk_read_hook;
   // The model weights' identity for the disk tier's fingerprint (the caller
@@ -147,8 +152,9 @@ struct KvCacheStats {
   int64_t pinned_blocks = 0;         // now: blocks pinned by cache control (Pin)
   int64_t pinned_evictions = 0;      // pinned blocks evicted before their TTL ran out
   // Disk tier (all zero when off): its own counters, and of admitted
-  // prompts, the blocks read back from disk and the lookups whose next full
-  // block was neither in the pool nor on disk.
+  // prompts, the blocks read back from disk and used (full blocks and a
+  // partial tail block alike) and the lookups whose next full block was
+  // neither in the pool nor on disk.
   bool disk_enabled = false;
   DiskTierStats disk;
   int64_t disk_hit_blocks = 0;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -38,6 +37,7 @@ StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const KvCacheOption
     d.capacity_bytes = options.disk_capacity_bytes;
     d.queue_blocks = options.disk_queue_blocks;
     d.read_hook = options.disk_read_hook;
+    d.prefault = options.disk_prefault;
     d.fingerprint =
         DiskFingerprint(options.model_fingerprint, options.layout, IsaName(ActiveIsa()));
     KVFORK_ASSIGN_OR_RETURN(disk, DiskTier::Open(d));
@@ -72,11 +72,10 @@ PagedKvCache::PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockP
   if (options_.clock_ms) index_->set_clock(options_.clock_ms);
   if (disk_ != nullptr) {
     index_->set_eviction_hook([this](BlockId id) { SpillToDisk(id); });
-    int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 2,
-                                          kMaxDiskReadThreads);
-    // To measure the reads' parallelism (docs/kv_cache.md): 1-16 threads.
-    if (const char* v = std::getenv("KVFORK_DISK_READ_THREADS"))
-      threads = std::clamp<int64_t>(std::atoll(v), 1, 16);
+    const int64_t threads =
+        options_.disk_read_threads > 0
+            ? std::clamp<int64_t>(options_.disk_read_threads, 1, 16)
+            : std::clamp<int64_t>(std::thread::hardware_concurrency(), 2, kMaxDiskReadThreads);
     loader_ = std::make_unique<DiskLoader>(disk_.get(), pool_->block_bytes(),
                                            static_cast<int>(threads));
   }
@@ -403,7 +402,8 @@ void PagedKvCache::ApplyLoad(Sequence* s) {
   s->tokens.insert(s->tokens.end(), s->load_tokens.begin() + s->tokens.size(),
                    s->load_tokens.begin() + s->tokens.size() + tail);
   s->reused = static_cast<int64_t>(s->tokens.size());
-  stats_.disk_hit_blocks += ok;
+  // A partial block read back and used is a block read back, as a full one.
+  stats_.disk_hit_blocks += ok + (tail > 0 ? 1 : 0);
   stats_.hits_tokens += ok * bs + tail;
   stats_.tail_copied_tokens += tail;
   if (s->load_miss || ok_all < n) ++stats_.disk_miss_lookups;

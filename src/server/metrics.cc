@@ -201,7 +201,8 @@ std::string ServerMetrics::Render(const EngineStats& s, const std::string& model
     gauge("kvfork_kv_disk_blocks", "KV blocks in the disk tier now.", static_cast<double>(d.blocks));
     gauge("kvfork_kv_disk_bytes", "Bytes of the disk tier's block files now.",
           static_cast<double>(d.bytes));
-    counter("kvfork_kv_disk_hits_total", "Prompt blocks read back from the disk tier.",
+    counter("kvfork_kv_disk_hits_total",
+            "Prompt blocks read back from the disk tier (partial tail blocks too).",
             static_cast<double>(s.kv_disk_hit_blocks));
     counter("kvfork_kv_disk_misses_total",
             "Prompt lookups whose next full block was in neither the pool nor the disk tier.",

@@ -82,6 +82,19 @@ Result Drain(RequestStream& s) {
   }
 }
 
+// The request most tests submit: greedy (temperature 0), at most max_tokens
+// tokens, and with ignore_eos exactly that many.
+Request GreedyRequest(std::string id, std::vector<int32_t> prompt, int64_t max_tokens,
+                      bool ignore_eos = false) {
+  Request r;
+  r.id = std::move(id);
+  r.prompt_tokens = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = max_tokens;
+  r.sampling.ignore_eos = ignore_eos;
+  return r;
+}
+
 // Nothing held: no block in use, every block free or cached, no request left.
 void ExpectAllReleased(const Engine& e) {
   EngineStats s = e.Stats();
@@ -531,11 +544,7 @@ TEST_P(EngineFormatTest, ParallelSamplingSameAsSequential) {
 TEST_P(EngineFormatTest, CachedTokensCountReusedPrompt) {
   std::mt19937 rng(3);
   auto e = Make(SmallOptions());
-  Request a;
-  a.id = "a";
-  a.prompt_tokens = RandomPrompt(rng, 100);
-  a.sampling.temperature = 0;
-  a.sampling.max_tokens = 4;
+  Request a = GreedyRequest("a", RandomPrompt(rng, 100), 4);
   Result ra = Drain(**e->Submit(a));
   EXPECT_EQ(ra.usage.cached_tokens, 0);
   Request b = a;
@@ -565,11 +574,7 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   auto fp = ModelFilesFingerprint(model_path_);
   ASSERT_TRUE(fp.ok()) << fp.status().ToString();
   std::mt19937 rng(11);
-  Request r;
-  r.id = "r";
-  r.prompt_tokens = RandomPrompt(rng, 100);
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = 6;
+  Request r = GreedyRequest("r", RandomPrompt(rng, 100), 6);
   auto run = [&](const std::string& dir, Recorder* rec, EngineStats* stats,
                  const std::vector<Request>& requests, bool warmup = false) {
     EngineOptions o = SmallOptions();
@@ -604,7 +609,7 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   EXPECT_EQ(s_warm.kv_disk.scanned_files, 7) << "6 full blocks of 16 and the partial one";
   EXPECT_EQ(s_warm.kv_disk.partial_blocks, 1);
   EXPECT_EQ(b.usage.cached_tokens, 99) << "6 blocks and 3 tokens of the partial one (len - 1)";
-  EXPECT_EQ(s_warm.kv_disk_hit_blocks, 6);
+  EXPECT_EQ(s_warm.kv_disk_hit_blocks, 7) << "the partial block counts as one";
   EXPECT_EQ(b.tokens, a.tokens);
   same_rows(warm, cold, "r/0");
   // The next turn: the first turn's prompt and answer, then 4 new tokens.
@@ -681,17 +686,8 @@ TEST_F(EngineTest, DiskLoadDoesNotStallRunningDecode) {
   ASSERT_TRUE(fp.ok()) << fp.status().ToString();
   std::mt19937 rng(21);
   constexpr int kDiskBlocks = 120;
-  Request b;
-  b.id = "b";
-  b.prompt_tokens = RandomPrompt(rng, 16 * kDiskBlocks + 5);
-  b.sampling.temperature = 0;
-  b.sampling.max_tokens = 4;
-  Request a;
-  a.id = "a";
-  a.prompt_tokens = RandomPrompt(rng, 40);
-  a.sampling.temperature = 0;
-  a.sampling.max_tokens = 1000;
-  a.sampling.ignore_eos = true;
+  Request b = GreedyRequest("b", RandomPrompt(rng, 16 * kDiskBlocks + 5), 4);
+  Request a = GreedyRequest("a", RandomPrompt(rng, 40), 1000, /*ignore_eos=*/true);
   auto options = [&](Recorder* rec) {
     EngineOptions o = SmallOptions();
     o.kv_blocks = 512;
@@ -748,7 +744,7 @@ TEST_F(EngineTest, DiskLoadDoesNotStallRunningDecode) {
   ASSERT_TRUE(warm_b.error.ok()) << warm_b.error.ToString();
   EXPECT_EQ(warm_b.usage.cached_tokens, 16 * kDiskBlocks + 4)
       << "the blocks and 4 tokens of the partial one (5 of the prompt, 3 of the answer)";
-  EXPECT_EQ(e->Stats().kv_disk_hit_blocks, kDiskBlocks);
+  EXPECT_EQ(e->Stats().kv_disk_hit_blocks, kDiskBlocks + 1) << "and the partial one";
   EXPECT_EQ(warm_b.tokens, cold_b.tokens);
   ASSERT_EQ(warm.rows["b/0"].size(), cold.rows["b/0"].size());
   for (size_t i = 0; i < cold.rows["b/0"].size(); ++i)
@@ -776,13 +772,9 @@ TEST_F(EngineTest, DiskReadOrRecomputeGivesTheSameLogits) {
   auto fp = ModelFilesFingerprint(model_dir_->Sub("model"));
   ASSERT_TRUE(fp.ok()) << fp.status().ToString();
   std::mt19937 rng(22);
-  std::vector<Request> r(4);
-  for (int i = 0; i < 4; ++i) {
-    r[i].id = "p" + std::to_string(i);
-    r[i].prompt_tokens = RandomPrompt(rng, 70);  // 4 full blocks and a partial one
-    r[i].sampling.temperature = 0;
-    r[i].sampling.max_tokens = 3;
-  }
+  std::vector<Request> r;
+  for (int i = 0; i < 4; ++i)  // 70 tokens: 4 full blocks and a partial one
+    r.push_back(GreedyRequest("p" + std::to_string(i), RandomPrompt(rng, 70), 3));
   auto options = [&](Recorder* rec) {
     EngineOptions o = SmallOptions();
     o.kv_disk_dir = disk.path();
@@ -815,7 +807,7 @@ TEST_F(EngineTest, DiskReadOrRecomputeGivesTheSameLogits) {
       << "computed: a disk block read in " << before.kv_disk_read_ns_per_block * 1e-6
       << " ms against a prefill of " << before.kv_prefill_ns_per_token * 1e-6 << " ms a token";
   EngineStats s = e->Stats();
-  EXPECT_EQ(s.kv_disk_hit_blocks, 4);
+  EXPECT_EQ(s.kv_disk_hit_blocks, 5) << "p1's 4 blocks and its partial one";
   EXPECT_EQ(s.kv_disk_recomputed_blocks, 4);
   for (const Result* res : {&p1, &p2}) ASSERT_TRUE(res->error.ok()) << res->error.ToString();
   EXPECT_EQ(p1.tokens, cold_results["p1"].tokens);
@@ -858,17 +850,10 @@ TEST_F(EngineTest, WarmUpChangesNoAnswerAndNoCounter) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     std::mt19937 rng(31);
-    Request r;
-    r.id = "r";
-    r.prompt_tokens = RandomPrompt(rng, 45);
-    r.sampling.temperature = 0;
-    r.sampling.max_tokens = 5;
-    r.sampling.ignore_eos = true;
-    Request probe;  // the warm-up's own tokens, as a request
-    probe.id = "probe";
-    probe.sampling.temperature = 0;
-    probe.sampling.max_tokens = 1;
-    probe.prompt_tokens = WarmUpTokens(*tokenizer_, c.model->config().vocab_size);
+    Request r = GreedyRequest("r", RandomPrompt(rng, 45), 5, /*ignore_eos=*/true);
+    // The warm-up's own tokens, as a request.
+    Request probe =
+        GreedyRequest("probe", WarmUpTokens(*tokenizer_, c.model->config().vocab_size), 1);
     struct Run {
       Result result;
       EngineStats at_start, at_end;
@@ -962,12 +947,8 @@ TEST_F(EngineTest, SubmittedRequestIsNeverMissingFromStats) {
   std::mt19937 rng(5);
   auto e = Make(o);
   for (int i = 0; i < 20; ++i) {
-    Request r;
-    r.id = "r" + std::to_string(i);
-    r.prompt_tokens = RandomPrompt(rng, 40);
-    r.sampling.temperature = 0;
-    r.sampling.max_tokens = 2;
-    r.sampling.ignore_eos = true;
+    Request r =
+        GreedyRequest("r" + std::to_string(i), RandomPrompt(rng, 40), 2, /*ignore_eos=*/true);
     set_gate(false);
     auto stream = e->Submit(r);
     ASSERT_TRUE(stream.ok());
@@ -1039,12 +1020,7 @@ TEST_F(EngineTest, CancellationAtEveryStageFreesEverything) {
 TEST_F(EngineTest, StopStringsAndMaxTokens) {
   std::mt19937 rng(21);
   auto e = Make(SmallOptions());
-  Request base;
-  base.id = "base";
-  base.prompt_tokens = RandomPrompt(rng, 12);
-  base.sampling.temperature = 0;
-  base.sampling.max_tokens = 12;
-  base.sampling.ignore_eos = true;
+  Request base = GreedyRequest("base", RandomPrompt(rng, 12), 12, /*ignore_eos=*/true);
   Result full = Drain(**e->Submit(base));
   ASSERT_TRUE(full.done);
   const std::vector<std::string>& deltas = full.deltas[0];
@@ -1250,12 +1226,7 @@ TEST_F(EngineTest, StepBudgetKeepsDecodingWhileAPromptPrefills) {
       order.push_back(id);
     };
     auto e = Make(o);
-    Request a;
-    a.id = "a";
-    a.prompt_tokens = short_prompt;
-    a.sampling.temperature = 0;
-    a.sampling.max_tokens = 200;
-    a.sampling.ignore_eos = true;
+    Request a = GreedyRequest("a", short_prompt, 200, /*ignore_eos=*/true);
     auto sa = e->Submit(a);
     EXPECT_TRUE(sa.ok());
     // Wait until "a" decodes.
@@ -1268,11 +1239,7 @@ TEST_F(EngineTest, StepBudgetKeepsDecodingWhileAPromptPrefills) {
       std::lock_guard<std::mutex> lock(mu);
       order.push_back("submit b");
     }
-    Request b;
-    b.id = "b";
-    b.prompt_tokens = long_prompt;
-    b.sampling.temperature = 0;
-    b.sampling.max_tokens = 4;
+    Request b = GreedyRequest("b", long_prompt, 4);
     auto sb = e->Submit(b);
     EXPECT_TRUE(sb.ok());
     Run r;
@@ -1305,11 +1272,7 @@ TEST_F(EngineTest, MaxModelLenLimitsContextAndSizesDenseSlots) {
   dense.max_model_len = 256;
   auto e = Make(dense);
   EXPECT_EQ(e->max_context(), 256);
-  Request r;
-  r.id = "r";
-  r.prompt_tokens = {100, 200, 300};
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = 254;
+  Request r = GreedyRequest("r", {100, 200, 300}, 254);
   auto too_long = e->Submit(r);
   ASSERT_FALSE(too_long.ok());
   EXPECT_NE(too_long.status().message().find("context length"), std::string::npos)

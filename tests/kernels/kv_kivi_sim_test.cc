@@ -18,6 +18,30 @@
 namespace kvfork {
 namespace {
 
+// Zeroed bf16 KV blocks of head_dim 32 and 4 positions each, as kv-quality
+// hands KiviRoundTripBf16Group, and the address of one value in them.
+struct Bf16Blocks {
+  Bf16Blocks(int num_layers, int num_kv_heads, int num_blocks) {
+    layout.num_layers = num_layers;
+    layout.num_kv_heads = num_kv_heads;
+    layout.head_dim = 32;
+    layout.block_size = 4;
+    layout.dtype = KvDType::kBf16;
+    storage.assign(num_blocks, std::vector<uint8_t>(layout.BlockBytes()));
+    for (auto& b : storage) ptrs.push_back(b.data());
+  }
+  // kv 0: K, 1: V.
+  bf16_t* At(int layer, int kv, int head, int pos, int d) {
+    const int bs = layout.block_size;
+    return reinterpret_cast<bf16_t*>(ptrs[pos / bs] + layout.PlaneOffset(layer, kv, head) +
+                                     (pos % bs) * layout.RowBytes()) +
+           d;
+  }
+  KvLayout layout;
+  std::vector<std::vector<uint8_t>> storage;
+  std::vector<uint8_t*> ptrs;
+};
+
 TEST(KiviSim, GroupAsymmetricRoundingByHand) {
   // 2 bits: min 0, max 1.5, scale 1.5 / 3 = 0.5 (exact in f16), zero 0.
   // 0.3 / 0.5 = 0.6 -> 1 -> 0.5; 1.1 / 0.5 = 2.2 -> 2 -> 1.0;
@@ -104,21 +128,8 @@ TEST(KiviSim, ValuesArePerTokenInGroupsOf32) {
 // columns and V rows are chosen exact per channel / per token as above, and
 // the positions outside the group are left alone.
 TEST(KiviSim, Bf16GroupAcrossBlocks) {
-  KvLayout layout;
-  layout.num_layers = 2;
-  layout.num_kv_heads = 2;
-  layout.head_dim = 32;
-  layout.block_size = 4;
-  layout.dtype = KvDType::kBf16;
   const int num_blocks = 3, first = 2, tokens = 8;
-  std::vector<std::vector<uint8_t>> storage(num_blocks, std::vector<uint8_t>(layout.BlockBytes()));
-  std::vector<uint8_t*> blocks;
-  for (auto& b : storage) blocks.push_back(b.data());
-  auto at = [&](int layer, int kv, int head, int pos, int d) {
-    return reinterpret_cast<bf16_t*>(blocks[pos / 4] + layout.PlaneOffset(layer, kv, head) +
-                                     (pos % 4) * layout.RowBytes()) +
-           d;
-  };
+  Bf16Blocks b(/*num_layers=*/2, /*num_kv_heads=*/2, num_blocks);
   // Inside the group (t = pos - first): K[t][d] = 8 d + 2 t and V[t][d] =
   // 16 t + d % 16, all exact in bf16. Outside: 0.3.
   for (int layer = 0; layer < 2; ++layer)
@@ -127,14 +138,14 @@ TEST(KiviSim, Bf16GroupAcrossBlocks) {
         for (int d = 0; d < 32; ++d) {
           const bool in = pos >= first && pos < first + tokens;
           const int t = pos - first;
-          *at(layer, 0, head, pos, d) = F32ToBf16(in ? 8.0f * d + 2.0f * t : 0.3f);
-          *at(layer, 1, head, pos, d) = F32ToBf16(in ? 16.0f * t + (d % 16) : 0.3f);
+          *b.At(layer, 0, head, pos, d) = F32ToBf16(in ? 8.0f * d + 2.0f * t : 0.3f);
+          *b.At(layer, 1, head, pos, d) = F32ToBf16(in ? 16.0f * t + (d % 16) : 0.3f);
         }
   // Per channel, K's column is {8 d, 8 d + 2, ..., 8 d + 14}: zero 8 d,
   // scale s = f16(14 / 15), values 8 d + round(2 t / s) * s. (Per token a
   // row would span 2 t .. 248 + 2 t, a scale of 16.5.) Per token, V's groups
   // are {16 t + 0..15}: zero 16 t, scale 1, exact.
-  KiviRoundTripBf16Group(layout, blocks.data(), first, tokens, 4);
+  KiviRoundTripBf16Group(b.layout, b.ptrs.data(), first, tokens, 4);
   const float s = F16ToF32(F32ToF16(14.0f / 15.0f));
   for (int layer = 0; layer < 2; ++layer)
     for (int head = 0; head < 2; ++head)
@@ -149,9 +160,9 @@ TEST(KiviSim, Bf16GroupAcrossBlocks) {
             want_k = q * s + zero;
             want_v = 16.0f * t + (d % 16);
           }
-          ASSERT_EQ(*at(layer, 0, head, pos, d), F32ToBf16(want_k))
+          ASSERT_EQ(*b.At(layer, 0, head, pos, d), F32ToBf16(want_k))
               << "K layer " << layer << " head " << head << " pos " << pos << " dim " << d;
-          ASSERT_EQ(*at(layer, 1, head, pos, d), F32ToBf16(want_v))
+          ASSERT_EQ(*b.At(layer, 1, head, pos, d), F32ToBf16(want_v))
               << "V layer " << layer << " head " << head << " pos " << pos << " dim " << d;
         }
 }
@@ -159,20 +170,13 @@ TEST(KiviSim, Bf16GroupAcrossBlocks) {
 // The ablation axis: K grouped per token (as V) gives, on the same bf16
 // group, what KiviRoundTripValues gives on the keys' rows.
 TEST(KiviSim, Bf16KeysPerTokenAblation) {
-  KvLayout layout;
-  layout.num_layers = 1;
-  layout.num_kv_heads = 1;
-  layout.head_dim = 32;
-  layout.block_size = 4;
-  layout.dtype = KvDType::kBf16;
-  std::vector<uint8_t> block(layout.BlockBytes());
-  uint8_t* blocks[1] = {block.data()};
+  Bf16Blocks b(/*num_layers=*/1, /*num_kv_heads=*/1, /*num_blocks=*/1);
   std::vector<float> keys(4 * 32);
   for (int t = 0; t < 4; ++t)
     for (int d = 0; d < 32; ++d) keys[t * 32 + d] = 8.0f * d + 2.0f * t;
-  bf16_t* k = reinterpret_cast<bf16_t*>(block.data() + layout.PlaneOffset(0, 0, 0));
+  bf16_t* k = b.At(0, 0, 0, 0, 0);  // the block's 4 K rows, one after another
   for (int i = 0; i < 4 * 32; ++i) k[i] = F32ToBf16(keys[i]);
-  KiviRoundTripBf16Group(layout, blocks, 0, 4, 4, KiviKeyAxis::kPerToken);
+  KiviRoundTripBf16Group(b.layout, b.ptrs.data(), 0, 4, 4, KiviKeyAxis::kPerToken);
   std::vector<float> per_token = keys, per_channel = keys;
   KiviRoundTripValues(per_token.data(), 4, 32, 4);
   KiviRoundTripKeys(per_channel.data(), 4, 32, 4);

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -126,10 +127,15 @@ TEST(DiskBlockFile, OlderVersionFilesAreRefusedAndCounted) {
 // The payload is read and checksummed in pieces (DiskTier::kReadChunkBytes):
 // a block of several pieces and a ragged end comes back byte for byte, and
 // a flipped byte in its first, a middle or its last piece fails the
-// checksum (counted, deleted, never served).
-TEST(DiskTier, MultiPieceReadsComeBackWholeAndEveryPieceIsChecked) {
+// checksum (counted, deleted, never served); with the pages prefaulted
+// before each piece (the default) or not (DiskTierOptions::prefault).
+class DiskTierPrefault : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DiskTierPrefault, MultiPieceReadsComeBackWholeAndEveryPieceIsChecked) {
   testing::TempDir dir;
-  auto t = DiskTier::Open(TierOptions(dir.path()));
+  DiskTierOptions o = TierOptions(dir.path());
+  o.prefault = GetParam();
+  auto t = DiskTier::Open(o);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   const size_t bytes = 4 * DiskTier::kReadChunkBytes + 13;
   int corrupt = 0;
@@ -164,8 +170,10 @@ TEST(DiskTier, MultiPieceReadsComeBackWholeAndEveryPieceIsChecked) {
   }
 }
 
-std::unique_ptr<PagedKvCache> MakeCache(const std::string& dir, bool async,
-                                        std::function<void(uint64_t)> hook = nullptr) {
+INSTANTIATE_TEST_SUITE_P(OnAndOff, DiskTierPrefault, ::testing::Bool());
+
+KvCacheOptions CacheOptions(const std::string& dir, bool async,
+                            std::function<void(uint64_t)> hook = nullptr) {
   KvCacheOptions o;
   o.layout = TinyLayout();
   o.num_blocks = 128;
@@ -175,9 +183,18 @@ std::unique_ptr<PagedKvCache> MakeCache(const std::string& dir, bool async,
   o.model_fingerprint = 42;
   o.disk_async_reads = async;
   o.disk_read_hook = std::move(hook);
+  return o;
+}
+
+std::unique_ptr<PagedKvCache> MakeCache(const KvCacheOptions& o) {
   auto c = PagedKvCache::Create(o);
   KVFORK_CHECK_MSG(c.ok(), c.status().ToString());
   return std::move(c).value();
+}
+
+std::unique_ptr<PagedKvCache> MakeCache(const std::string& dir, bool async,
+                                        std::function<void(uint64_t)> hook = nullptr) {
+  return MakeCache(CacheOptions(dir, async, std::move(hook)));
 }
 
 // Writes prompts' full blocks to dir (a clean shutdown of a first cache).
@@ -237,7 +254,7 @@ TEST(DiskLoad, AsyncAdmitLoadsWhileTheCallerGoesOn) {
   EXPECT_EQ(m.num_tail_tokens, 1);
   EXPECT_EQ(c->NumTokens(*s), 161);
   EXPECT_TRUE(HoldsPattern(*c, *s));
-  EXPECT_EQ(c->Stats().disk_hit_blocks, 40);
+  EXPECT_EQ(c->Stats().disk_hit_blocks, 41) << "40 full blocks and the partial one";
   EXPECT_GT(c->Stats().disk_read_ns_per_block, 0);
   EXPECT_EQ(gate.reads.load(), 41);
   EXPECT_CHECK_OK(*c);
@@ -249,6 +266,45 @@ TEST(DiskLoad, AsyncAdmitLoadsWhileTheCallerGoesOn) {
   c->Release(other);
   EXPECT_EQ(c->Match(prompt, "").num_reused_tokens, 160 + 1);
   EXPECT_CHECK_OK(*c);
+}
+
+// KvCacheOptions::disk_read_threads: 1 reads a run on one thread; 3 has
+// three reads of one run in flight at once (each waits in the hook until
+// the third arrives, or 10 s; fewer threads could never get there).
+TEST(DiskLoad, ReadThreadsOptionSetsTheIoThreads) {
+  testing::TempDir dir;
+  const std::vector<int32_t> prompt = Range(100, 4 * 12 + 1);
+  WriteToDisk(dir.path(), {prompt});
+  {
+    std::mutex mu;
+    std::set<std::thread::id> readers;
+    KvCacheOptions o = CacheOptions(dir.path(), /*async=*/false, [&](uint64_t) {
+      std::lock_guard<std::mutex> lock(mu);
+      readers.insert(std::this_thread::get_id());
+    });
+    o.disk_read_threads = 1;
+    auto c = MakeCache(o);
+    PrefixMatch m;
+    c->Release(Prefill(*c, prompt, "", &m));
+    EXPECT_EQ(m.num_reused_tokens, 48);
+    EXPECT_EQ(readers.size(), 1u);
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  int in_flight = 0, most = 0;
+  KvCacheOptions o = CacheOptions(dir.path(), /*async=*/false, [&](uint64_t) {
+    std::unique_lock<std::mutex> lock(mu);
+    most = std::max(most, ++in_flight);
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::seconds(10), [&] { return most >= 3; });
+    --in_flight;
+  });
+  o.disk_read_threads = 3;
+  auto c = MakeCache(o);
+  PrefixMatch m;
+  c->Release(Prefill(*c, prompt, "", &m));
+  EXPECT_EQ(m.num_reused_tokens, 48);
+  EXPECT_EQ(most, 3);
 }
 
 TEST(DiskLoad, ReleaseWhileLoadingCancelsTheReads) {

@@ -563,7 +563,7 @@ TEST(PagedKvCacheDisk, PartialTailComesBackAfterARestartAsInTheWarmPool) {
     auto c = restart(next, warm_reused, warm_reused);
     EXPECT_EQ(c->disk()->Stats().scanned_files, 5);
     EXPECT_EQ(c->disk()->Stats().partial_blocks, 1);
-    EXPECT_EQ(c->Stats().disk_hit_blocks, 4);
+    EXPECT_EQ(c->Stats().disk_hit_blocks, 5) << "4 full blocks and the partial one";
     EXPECT_EQ(c->Stats().tail_copied_tokens, 3);
     EXPECT_TRUE(std::filesystem::exists(path));
     // KV events and the DISK set name full blocks only.
@@ -587,6 +587,7 @@ TEST(PagedKvCacheDisk, PartialTailComesBackAfterARestartAsInTheWarmPool) {
   {
     auto c = restart(Concat(turn, Range(700, 6)), 16, 19);
     EXPECT_EQ(c->disk()->Stats().corrupt_blocks, 1);
+    EXPECT_EQ(c->disk()->Stats().partial_blocks, 1) << "of 2 indexed, the deleted one is gone";
     EXPECT_FALSE(std::filesystem::exists(path));
   }
   // Written again by a turn that ends there; then truncated: refused when
