@@ -141,7 +141,17 @@ test-tsan: build-tsan
 # `make test` from a clean clone, 2 cores, CCACHE_DISABLE=1 (2026-12-06,
 # 2159 s in all): release build 6.0 min and tests 6.4 min, asan build
 # 10.1 min and tests 3.6 min, tsan build ~4.5 min and tests ~1.9 min, ten
-# fuzz targets ~5 min. docs/testing.md has what was cut and why.
+# fuzz targets ~5 min. docs/testing.md has what was cut and why. Since:
+# the asan and tsan builds leave out `kvfork bench` (KVFORK_BENCH=OFF: 76 s
+# and 46 s of one core's compile there, no sanitized test runs a benchmark),
+# and llamacpp_parity_test runs llama.cpp on one thread under ASan too (its
+# three ASan cases 88 -> 38 s at ctest -j2): about 1.7 min of wall on this
+# loaded machine (61 s of build, ~40 s of asan tier). Nothing to gain: the
+# asan build makes only targets its tiers run, and both sanitized and release
+# tiers keep both ctest slots busy to the end without cost data (asan 1157
+# s*proc in 583 s, release 1139 in 571 s); a precompiled header (gtest,
+# nlohmann/json, std) for the Clang test files saved 5% of their compile
+# CPU (172 -> 163 s over 25 files under ASan), not kept.
 # The release and asan tiers' longest ctest entries were llamacpp_parity_test
 # (469 s in the release cost data, its 3 cases ~200 s under ASan) and
 # quantize_llamacpp_test (103 s); each case is now its own entry, so -j2
