@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -47,6 +48,15 @@ struct DiskLoad {
   size_t finished = 0;          // jobs done, failed or skipped
   int64_t running = 0;          // jobs a worker is reading now
   bool cancelled = false;
+  // A background load (the preload at start) yields to every other: a
+  // worker takes its jobs only when no other load has one waiting.
+  bool background = false;
+  // Called by the worker that finishes the load's last job, without the
+  // loader's lock (wakes the engine thread); not called on Cancel.
+  std::function<void()> on_done;
+  // Jobs that stopped on the first failure (their ok is 0) are skipped,
+  // not failed; independent: every job is read whatever failed before it.
+  bool independent = false;
   size_t first_failed = SIZE_MAX;  // the first job that failed its read
   int64_t start_ns = 0;
   int64_t end_ns = 0;           // when the last job finished
@@ -64,7 +74,10 @@ class DiskLoader {
   DiskLoader(const DiskLoader&) = delete;
   DiskLoader& operator=(const DiskLoader&) = delete;
 
-  std::shared_ptr<DiskLoad> Start(std::vector<DiskReadJob> jobs);
+  // background, on_done, independent: DiskLoad's fields.
+  std::shared_ptr<DiskLoad> Start(std::vector<DiskReadJob> jobs, bool background = false,
+                                  std::function<void()> on_done = nullptr,
+                                  bool independent = false);
   // Whether every job of load has finished (then its results are final).
   bool Done(const DiskLoad& load) const;
   // Blocks until load is done.
@@ -80,6 +93,9 @@ class DiskLoader {
 
  private:
   void WorkerLoop();
+  // Calls a done load's on_done without the lock (lock is held on entry
+  // and on return).
+  void NotifyDone(const std::shared_ptr<DiskLoad>& load, std::unique_lock<std::mutex>* lock);
 
   DiskTier* tier_;
   size_t block_bytes_;
