@@ -668,6 +668,98 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
       << cold.first_bad;
 }
 
+// Issue 25, preload at start: a restarted engine reads the blocks the last
+// shutdown wrote into its pool before the next turn comes, so the turn
+// reuses what the warm engine does without a read of its own, with the warm
+// engine's logits bit for bit; a turn that arrives while the preload still
+// reads (a disk slowed to 20 ms a block) gets the same tokens and logits.
+TEST_P(EngineFormatTest, DiskPreloadRestartGivesTheWarmReuseAndBitwiseLogits) {
+  testing::TempDir disk;
+  testing::TempDir warm_disk;
+  testing::TempDir copy;
+  auto fp = ModelFilesFingerprint(model_path_);
+  ASSERT_TRUE(fp.ok()) << fp.status().ToString();
+  std::mt19937 rng(12);
+  Request r;
+  r.id = "r";
+  r.prompt_tokens = RandomPrompt(rng, 100);
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = 6;
+  auto options = [&](const std::string& dir, Recorder* rec, double preload_gib) {
+    EngineOptions o = SmallOptions();
+    o.kv_disk_dir = dir;
+    o.kv_disk_gib = 1;
+    o.kv_model_fingerprint = *fp;
+    o.kv_disk_preload_gib = preload_gib;
+    rec->Attach(&o);
+    return o;
+  };
+  auto same_rows = [](Recorder& x, Recorder& y, const std::string& id) {
+    ASSERT_EQ(x.rows[id].size(), y.rows[id].size()) << id;
+    for (size_t i = 0; i < x.rows[id].size(); ++i)
+      EXPECT_TRUE(BitwiseEqual(x.rows[id][i], y.rows[id][i])) << id << " logits row " << i;
+  };
+  Recorder first, warm, preloaded, mid;
+  Result a;
+  {
+    auto e = Make(options(disk.path(), &first, 0));
+    a = Drain(**e->Submit(r));
+    ASSERT_TRUE(a.error.ok()) << a.error.ToString();
+  }  // a clean shutdown: 6 full blocks and the partial one of 9 on disk
+  std::filesystem::copy(disk.path(), copy.path(), std::filesystem::copy_options::recursive);
+  Request next = r;
+  next.id = "next";
+  next.prompt_tokens.insert(next.prompt_tokens.end(), a.tokens.at(0).begin(),
+                            a.tokens.at(0).end());
+  for (int i = 0; i < 4; ++i) next.prompt_tokens.push_back(RandomPrompt(rng, 1)[0]);
+  // Warm: one engine runs both turns (its own directory).
+  Result w;
+  {
+    auto e = Make(options(warm_disk.path(), &warm, 0));
+    ASSERT_TRUE(Drain(**e->Submit(r)).error.ok());
+    w = Drain(**e->Submit(next));
+    ASSERT_TRUE(w.error.ok()) << w.error.ToString();
+  }
+  EXPECT_EQ(w.usage.cached_tokens, 105) << "the first turn's 6 blocks and its partial tail of 9";
+  // Restarted with the preload (half the pool), the turn sent once it ended.
+  {
+    auto e = Make(options(disk.path(), &preloaded, -1));
+    EngineStats st = e->Stats();
+    for (int i = 0; i < 10000 && st.kv_disk_preload_running; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      st = e->Stats();
+    }
+    ASSERT_FALSE(st.kv_disk_preload_running);
+    EXPECT_EQ(st.kv_disk_preloaded_blocks, 7) << "6 full blocks and the partial one";
+    EXPECT_EQ(st.kv_disk_preload_planned_blocks, 7);
+    EXPECT_EQ(st.kv_disk_preloaded_bytes, 7 * st.block_bytes);
+    Result n = Drain(**e->Submit(next));
+    ASSERT_TRUE(n.error.ok()) << n.error.ToString();
+    EXPECT_EQ(n.usage.cached_tokens, w.usage.cached_tokens);
+    EXPECT_EQ(n.tokens, w.tokens);
+    EXPECT_EQ(e->Stats().kv_disk_hit_blocks, 0) << "the turn read nothing itself";
+    same_rows(preloaded, warm, "next/0");
+  }
+  // Restarted on a slow disk, the turn sent at once: it arrives while the
+  // preload reads, and reads what is not in the pool yet itself.
+  {
+    EngineOptions o = options(copy.path(), &mid, -1);
+    o.kv_disk_read_hook_for_testing = [](uint64_t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    };
+    auto e = Make(o);
+    EXPECT_TRUE(e->Stats().kv_disk_preload_running);
+    Result n = Drain(**e->Submit(next));
+    ASSERT_TRUE(n.error.ok()) << n.error.ToString();
+    EXPECT_EQ(n.usage.cached_tokens, w.usage.cached_tokens);
+    EXPECT_EQ(n.tokens, w.tokens);
+    same_rows(mid, warm, "next/0");
+    EXPECT_TRUE(e->CheckKv().ok());
+  }
+  EXPECT_EQ(first.bad_checks + warm.bad_checks + preloaded.bad_checks + mid.bad_checks, 0)
+      << first.first_bad << preloaded.first_bad << mid.first_bad;
+}
+
 // Issue 25: a request whose cached prefix continues on disk waits in a
 // loading state while the cache's I/O threads read it (a disk slowed here to
 // 8 ms a block, 120 blocks), and the engine keeps stepping the others: a
