@@ -9,7 +9,13 @@ its next turn is timed:
 
   warm         the same server answers the next turn (no restart)
   restart      SIGTERM (clean stop: every cached block is written), a new
-               server on the same --kv-disk-dir, the next turn
+               server on the same --kv-disk-dir, the next turn once /health
+               answers (and after --warmup's request), as a user sends it:
+               the server's preload at start (--kv-disk-preload-gib, on by
+               default) may still be reading then; the row records whether
+               it was, and how long the preload took from the server's start
+  restart-nopreload  the same with --kv-disk-preload-gib 0: every block is
+               read when the turn asks for it
   kill9        the pool is one sequence long and a filler prompt of about its
                size evicts the conversation, so its blocks are written on
                eviction; once the tier's counters stop moving for
@@ -57,7 +63,7 @@ from client import chat_body, stream_chat  # noqa: E402
 from servers import ServerProcess, http_json  # noqa: E402
 
 BLOCK_TOKENS = 16
-VARIANTS = ["warm", "restart", "kill9", "cold", "llama.cpp"]
+VARIANTS = ["warm", "restart", "restart-nopreload", "kill9", "cold", "llama.cpp"]
 
 
 def parse_args(argv):
@@ -285,6 +291,8 @@ def run_variant(name, a, model, conv, work, max_model_len, pool_blocks, log_dir)
     base = ["--kv-backend", "paged", "--kv-disk-dir", disk, "--kv-disk-gib", "4", "--kv-dtype", a.kv_dtype]
     if name == "kill9":
         base += ["--kv-blocks", str(pool_blocks)]
+    if name == "restart-nopreload":
+        base += ["--kv-disk-preload-gib", "0"]
     first = Server("kvfork-paged", model, a, log + ".1.log", base, max_model_len)
     first.start()
     second = None
@@ -299,7 +307,7 @@ def run_variant(name, a, model, conv, work, max_model_len, pool_blocks, log_dir)
             row.update(timed_next_turn(first.port, conv))
             row["disk"] = first.disk()
             return row
-        if name == "restart":
+        if name in ("restart", "restart-nopreload"):
             t = time.monotonic()
             first.stop()
             row["stop_s"] = time.monotonic() - t  # SIGTERM to exit: the shutdown writes
@@ -325,8 +333,18 @@ def run_variant(name, a, model, conv, work, max_model_len, pool_blocks, log_dir)
         second.start()
         row["start_s"] = second.start_seconds
         warm_up(second.port, a, row)
+        before = second.disk()
+        row["preload_running_at_turn"] = before.get("preload_running")
+        row["preloaded_blocks_at_turn"] = before.get("preloaded_blocks")
         row.update(timed_next_turn(second.port, conv))
         row["disk"] = second.disk()
+        # The preload's time from the server's start to its end (ms; 0 while
+        # it runs): wait for it, so a turn sent mid-preload still reports it.
+        for _ in range(600):
+            if not row["disk"].get("preload_running"):
+                break
+            time.sleep(0.1)
+            row["disk"] = second.disk()
         if name == "restart":
             row["read_rates"] = read_rates(block_files(disk))
             row["fs"] = fs_type(disk)
@@ -402,8 +420,13 @@ def table(rows, be, meta):
             lines.append(f"| {name} | - | - | - | - | - | - | {r['error'][:120]} |")
             continue
         note = ""
-        if name == "restart":
+        if name in ("restart", "restart-nopreload"):
             note = f"clean stop {fmt(r.get('stop_s'), 1, 2)} s, {r.get('files_on_disk')} block files"
+            d = r.get("disk") or {}
+            if d.get("preloaded_blocks") or r.get("preload_running_at_turn"):
+                note += (f"; preload {d.get('preloaded_blocks')} blocks in {fmt(d.get('preload_ms'), 1, 0)} ms "
+                         f"from start, {'still running' if r.get('preload_running_at_turn') else 'done'} "
+                         f"when the turn was sent ({r.get('preloaded_blocks_at_turn')} blocks by then)")
         elif name == "kill9":
             note = f"{r.get('files_on_disk')} block files survived SIGKILL"
         elif name == "llama.cpp":

@@ -43,7 +43,7 @@ def main():
                 fail(f"meta has no {key}")
         rows = data["rows"]
         have_llama = os.access(LLAMA, os.X_OK)
-        want = ["warm", "restart", "kill9", "cold"] + (["llama.cpp"] if have_llama else [])
+        want = ["warm", "restart", "restart-nopreload", "kill9", "cold"] + (["llama.cpp"] if have_llama else [])
         if sorted(rows) != sorted(want):
             fail(f"variants {sorted(rows)}, expected {sorted(want)}")
         if not have_llama and not any("llama.cpp skipped" in n for n in data["meta"]["notes"]):
@@ -65,20 +65,28 @@ def main():
         # full block and the partial tail block the shutdown wrote, so exactly
         # the warm server's tokens. kill -9 keeps only what evictions wrote:
         # full blocks.
-        for name in ("restart", "kill9"):
+        for name in ("restart", "restart-nopreload", "kill9"):
             r = rows[name]
+            clean = name != "kill9"
             if r["files_on_disk"] <= 0:
                 fail(f"{name}: no block files on disk before the new server started")
-            if name == "restart":
+            if clean:
                 if r["cached_tokens"] != warm:
-                    fail(f"restart: cached {r['cached_tokens']} after the restart, warm {warm}")
+                    fail(f"{name}: cached {r['cached_tokens']} after the restart, warm {warm}")
             elif r["cached_tokens"] < BLOCK * (warm // BLOCK) - BLOCK or r["cached_tokens"] % BLOCK:
                 fail(f"{name}: cached {r['cached_tokens']} after the restart, warm {warm}")
+            # Read by the turn itself or by the preload at start before it.
             # hit_blocks counts full blocks; a clean restart's partial tail
             # block (at most BLOCK - 1 tokens) comes on top.
-            partial = BLOCK - 1 if name == "restart" else 0
-            if r["disk"]["hit_blocks"] * BLOCK + partial < r["cached_tokens"] or r["disk"]["corrupt_blocks"]:
+            from_disk = r["disk"]["hit_blocks"] + r["disk"].get("preloaded_blocks", 0)
+            partial = BLOCK - 1 if clean else 0
+            if from_disk * BLOCK + partial < r["cached_tokens"] or r["disk"]["corrupt_blocks"]:
                 fail(f"{name}: the cached tokens did not come from disk: {r['disk']}")
+        # The preload at start (on by default) read blocks; off, none.
+        if rows["restart"]["disk"]["preloaded_blocks"] <= 0 or "preload_running_at_turn" not in rows["restart"]:
+            fail(f"restart: no preload at start: {rows['restart']['disk']}")
+        if rows["restart-nopreload"]["disk"]["preloaded_blocks"] != 0:
+            fail(f"restart-nopreload preloaded: {rows['restart-nopreload']['disk']}")
         if rows["kill9"]["disk_before_kill"]["blocks_written"] <= 0:
             fail("kill9: nothing was written before SIGKILL")
         if rows["cold"]["cached_tokens"] != 0:
