@@ -321,6 +321,35 @@ TEST(DiskPreload, ARequestMidPreloadGetsTheSameBlocks) {
   EXPECT_CHECK_OK(*c);
 }
 
+// A reset ends the preload (its batch in flight cancelled, its blocks
+// freed), and a cache destroyed mid-preload stops it cleanly.
+TEST(DiskPreload, AResetOrShutdownMidPreloadStopsIt) {
+  testing::TempDir dir;
+  const std::vector<int32_t> p = Range(100, kBlock * 60);
+  WriteToDisk(dir.path(), {p});
+  std::atomic<int> reads{0};
+  auto slow = [&](uint64_t) {
+    ++reads;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  for (bool reset : {true, false}) {
+    reads = 0;
+    auto c = MakeCache(dir.path(), -1, /*num_blocks=*/128, /*async=*/true, slow);
+    while (reads.load() == 0) {
+      c->StepBackground();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!reset) continue;  // destroyed with a batch in flight
+    c->ResetPrefixCache();
+    EXPECT_FALSE(c->PreloadRunning());
+    EXPECT_LT(c->Stats().disk_preloaded_blocks, 60);
+    EXPECT_EQ(c->Stats().blocks_free, 128) << "the batch's blocks were freed, nothing cached";
+    EXPECT_CHECK_OK(*c);
+    c->StepBackground();  // ended: nothing more
+    EXPECT_EQ(c->Stats().blocks_free, 128);
+  }
+}
+
 TEST(DiskPreload, PlanTakesWholeChainsNewestFirst) {
   testing::TempDir dir;
   const std::vector<int32_t> a = Range(100, kBlock * 3 + 1);
