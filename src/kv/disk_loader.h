@@ -7,7 +7,9 @@
 // blocks finish first) and write each block's bytes into its pool block,
 // which belongs to the loading sequence alone until the load is collected.
 // The engine thread polls Done(), or waits in WaitAnyDone when it has nothing
-// else to run, then reads the results. Cancel (a request cancelled or
+// else to run, then reads the results. A background load (the preload at
+// start) is read only while no other load has a job waiting, and may call
+// back when done (on_done) so an idle engine wakes for it. Cancel (a request cancelled or
 // preempted while loading) skips the jobs not started and waits for the ones
 // running, after which the pool blocks may be reused.
 //

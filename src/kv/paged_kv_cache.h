@@ -15,7 +15,10 @@
 // when the load is collected (at once, or by FinishLoad with async reads);
 // the destructor (a clean shutdown) writes every registered block not yet on
 // disk, the partial tail blocks too (a partial block on disk is read into
-// the sequence's tail block, like the pool's tail copy).
+// the sequence's tail block, like the pool's tail copy). At creation, the
+// preload (options.disk_preload_bytes, paged_kv_cache_preload.cc) starts
+// reading the blocks written last into free pool blocks in the background;
+// StepBackground registers them as cached.
 //
 // With sliding-window layer groups (options.groups, issue 24): the primary
 // pool holds the global group's layers and its blocks are the prefix index's

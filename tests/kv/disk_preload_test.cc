@@ -350,6 +350,65 @@ TEST(DiskPreload, AResetOrShutdownMidPreloadStopsIt) {
   }
 }
 
+// The preload's batches are background loads: with one I/O thread, a
+// request's load started while a background job runs is read before the
+// background load's other jobs; on_done is called once, when the last ends.
+TEST(DiskPreload, ABackgroundLoadYieldsToOthers) {
+  testing::TempDir dir;
+  std::mutex mu;
+  std::vector<uint64_t> order;
+  Gate gate;
+  DiskTierOptions o;
+  o.dir = dir.path();
+  o.capacity_bytes = int64_t{1} << 30;
+  o.fingerprint = 0x5eed;
+  o.fsync = false;
+  o.read_hook = [&](uint64_t hash) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(hash);
+    }
+    if (hash == 1) gate.Wait();
+  };
+  auto t = DiskTier::Open(o);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  constexpr size_t kBytes = 256;
+  std::vector<std::vector<uint8_t>> dst(5, std::vector<uint8_t>(kBytes));
+  auto job = [&](uint64_t hash, size_t i) {
+    DiskBlockWrite w;
+    w.hash = hash;
+    w.tokens = {static_cast<int32_t>(hash)};
+    w.payload.assign(kBytes, static_cast<uint8_t>(hash));
+    EXPECT_TRUE((*t)->WriteNow(w).ok());
+    DiskReadJob j;
+    j.hash = hash;
+    j.tokens = w.tokens;
+    j.dst = dst[i].data();
+    return j;
+  };
+  std::vector<DiskReadJob> background = {job(1, 0), job(2, 1), job(3, 2)};
+  std::vector<DiskReadJob> request = {job(10, 3), job(11, 4)};
+  DiskLoader loader(t->get(), kBytes, /*threads=*/1);
+  std::atomic<int> done_calls{0};
+  auto bg = loader.Start(std::move(background), /*background=*/true, [&] { ++done_calls; },
+                         /*independent=*/true);
+  while (gate.reads.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto fg = loader.Start(std::move(request));
+  gate.Open();
+  loader.Wait(*fg);
+  loader.Wait(*bg);
+  EXPECT_EQ(order, (std::vector<uint64_t>{1, 10, 11, 2, 3}));
+  EXPECT_EQ(bg->LeadingOk(), 3u);
+  EXPECT_EQ(fg->LeadingOk(), 2u);
+  EXPECT_EQ(dst[4], std::vector<uint8_t>(kBytes, 11));
+  loader.Forget(fg);
+  loader.Forget(bg);
+  // on_done runs on the worker after the load is done, without the lock.
+  for (int i = 0; i < 5000 && done_calls.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(done_calls.load(), 1);
+}
+
 TEST(DiskPreload, PlanTakesWholeChainsNewestFirst) {
   testing::TempDir dir;
   const std::vector<int32_t> a = Range(100, kBlock * 3 + 1);
