@@ -89,7 +89,8 @@ PagedKvCache::~PagedKvCache() {
     if (s.load != nullptr) loader_->Cancel(s.load);
   // The preload's planner and reads too (its blocks are not registered, so
   // the shutdown does not write them).
-  if (preload_ != nullptr && preload_->load != nullptr) loader_->Cancel(preload_->load);
+  if (preload_ != nullptr)
+    for (auto& batch : preload_->batches) loader_->Cancel(batch.load);
   preload_.reset();
   // A clean shutdown keeps the whole cache; disk_'s destructor then finishes
   // the queued writes.
@@ -937,7 +938,8 @@ Status PagedKvCache::Check() const {
   }
   // The preload's batch in flight: read into blocks it holds alone.
   if (preload_ != nullptr)
-    for (BlockId b : preload_->blocks) ++holders[b];
+    for (const auto& batch : preload_->batches)
+      for (BlockId b : batch.blocks) ++holders[b];
   for (BlockId b = 0; b < pool_->num_blocks(); ++b) {
     auto name = [b] { return "block " + std::to_string(b); };
     int32_t rc = pool_->refcount(b);

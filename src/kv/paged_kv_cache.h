@@ -33,7 +33,9 @@
 #include <mutex>
 #include <span>
 #include <string_view>
+#include <deque>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kv/block_pool.h"
@@ -107,10 +109,13 @@ class PagedKvCache final : public KvCache {
   void SetPrefillCost(double ns_per_token) override { prefill_ns_per_token_ = ns_per_token; }
   void StepBackground() override;
   void SetBackgroundWake(std::function<void()> wake) override;
-  // Blocks read per batch: a request arriving mid-preload reads the blocks
-  // it needs itself, so at most one batch is read twice (the second copy is
-  // freed: same bits); its reads go before the batch's (DiskLoader).
+  // Blocks read per batch, and batches in flight (two, so the I/O threads
+  // read the next while the engine thread registers one, or runs a step): a
+  // request arriving mid-preload reads the blocks it needs itself, so at
+  // most the batches in flight are read twice (the second copy is freed:
+  // same bits); its reads go before the batches' (DiskLoader).
   static constexpr size_t kPreloadBatch = 32;
+  static constexpr size_t kPreloadBatchesInFlight = 2;
   // Whether the preload at start still plans or reads (tests wait on it).
   bool PreloadRunning() const { return preload_ != nullptr && !preload_->done; }
   Status Check() const override;
@@ -219,12 +224,12 @@ class PagedKvCache final : public KvCache {
   void DropOutOfWindow(Sequence* s);
   // Preload at start (paged_kv_cache_preload.cc): starts the planner.
   void StartPreload();
-  // Reads the plan's next blocks not in the pool yet into free blocks; ends
-  // the preload when none is left or no block is free.
-  void StartPreloadBatch();
-  // Registers what a finished batch read, in chain order, as cached.
+  // Reads the plan's next blocks not in the pool yet into free blocks, as
+  // one batch; false when it started none (none left, or no block free).
+  bool StartPreloadBatch();
+  // Registers what the front batch read, in chain order, as cached.
   void ApplyPreloadBatch();
-  // Ends the preload (cancels a batch in flight, frees its blocks) and logs.
+  // Ends the preload (cancels the batches in flight, frees their blocks).
   void EndPreload(const char* why);
   // The pool block a plan's block was registered as (by the preload, or by
   // a request first), if it still is; kNoBlock otherwise.
@@ -252,10 +257,14 @@ class PagedKvCache final : public KvCache {
     size_t next = 0;                 // the next plan entry to consider
     bool done = false;
     int64_t start_ns = 0;
-    // The batch being read: its load, each job's pool block and plan entry.
-    std::shared_ptr<DiskLoad> load;
-    std::vector<BlockId> blocks;
-    std::vector<size_t> entries;
+    // A batch being read: its load, each job's pool block and plan entry.
+    struct Batch {
+      std::shared_ptr<DiskLoad> load;
+      std::vector<BlockId> blocks;
+      std::vector<size_t> entries;
+    };
+    std::deque<Batch> batches;  // plan order; applied from the front
+    std::unordered_set<uint64_t> in_flight;  // full blocks the batches read
     std::unordered_map<uint64_t, BlockId> resolved;  // plan hash -> pool block
   };
   std::unique_ptr<Preload> preload_;

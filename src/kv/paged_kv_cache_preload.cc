@@ -52,11 +52,16 @@ void PagedKvCache::StepBackground() {
     p.planner.reset();
     stats_.disk_preload_planned_blocks = static_cast<int64_t>(p.plan.size());
   }
-  if (p.load != nullptr) {
-    if (!loader_->Done(*p.load)) return;
-    ApplyPreloadBatch();
+  while (!p.batches.empty() && loader_->Done(*p.batches.front().load)) ApplyPreloadBatch();
+  // While a request reads its prefix from disk, no new batch: its reads get
+  // the I/O threads, and the batches after it skip what it registers (a
+  // batch planned now would read the blocks it is reading).
+  for (const auto& [id, s] : seqs_)
+    if (s.load != nullptr) return;
+  while (p.batches.size() < kPreloadBatchesInFlight && StartPreloadBatch()) {
   }
-  StartPreloadBatch();
+  if (p.batches.empty())
+    EndPreload(p.next < p.plan.size() ? "no free pool block left" : "done");
 }
 
 BlockId PagedKvCache::PreloadResolved(uint64_t hash) const {
@@ -67,37 +72,35 @@ BlockId PagedKvCache::PreloadResolved(uint64_t hash) const {
   return index_->IsRegistered(b) && index_->IsFull(b) && index_->hash(b) == hash ? b : kNoBlock;
 }
 
-void PagedKvCache::StartPreloadBatch() {
+bool PagedKvCache::StartPreloadBatch() {
   Preload& p = *preload_;
   std::vector<DiskReadJob> jobs;
-  std::vector<uint64_t> batch;  // full blocks this batch reads: later entries' parents
+  Preload::Batch batch;
   while (p.next < p.plan.size() && jobs.size() < kPreloadBatch) {
     const PreloadBlock& e = p.plan[p.next];
     BlockId parent = kNoBlock;
     bool parent_in_batch = false;
     if (e.parent_hash) {
       parent = PreloadResolved(*e.parent_hash);
-      parent_in_batch = parent == kNoBlock &&
-                        std::find(batch.begin(), batch.end(), *e.parent_hash) != batch.end();
+      parent_in_batch = parent == kNoBlock && p.in_flight.count(*e.parent_hash) != 0;
       if (parent == kNoBlock && !parent_in_batch) {
         ++p.next;  // its parent failed or was evicted: useless
         continue;
       }
     }
-    if (!parent_in_batch) {
-      // A request may have registered it meanwhile (read by its own load).
-      // Preloaded chains are unsalted (disk_preload.h): salt key 0.
-      if (!e.partial) {
-        const BlockId have = index_->FindFull(parent, 0, e.tokens.data());
-        if (have != kNoBlock) {
-          p.resolved[e.hash] = have;
-          ++p.next;
-          continue;
-        }
-      } else if (index_->Covered(parent, 0, e.tokens)) {
+    // A request may have registered it meanwhile (read by its own load),
+    // under a parent the preload may not know yet (its parent in flight).
+    // Preloaded chains are unsalted (disk_preload.h): salt key 0.
+    if (!e.partial) {
+      const BlockId have = index_->FindByHash(e.hash, e.parent_hash, e.tokens.data());
+      if (have != kNoBlock && index_->salt_key(have) == 0) {
+        p.resolved[e.hash] = have;
         ++p.next;
         continue;
       }
+    } else if (!parent_in_batch && index_->Covered(parent, 0, e.tokens)) {
+      ++p.next;
+      continue;
     }
     if (pool_->num_free() == 0) break;  // never evicts to make room
     const BlockId id = pool_->Allocate();
@@ -108,34 +111,36 @@ void PagedKvCache::StartPreloadBatch() {
     job.dst = pool_->Data(id);
     job.partial = e.partial;
     jobs.push_back(std::move(job));
-    p.blocks.push_back(id);
-    p.entries.push_back(p.next);
-    if (!e.partial) batch.push_back(e.hash);
+    batch.blocks.push_back(id);
+    batch.entries.push_back(p.next);
+    if (!e.partial) p.in_flight.insert(e.hash);
     ++p.next;
   }
-  if (jobs.empty()) {
-    EndPreload(p.next < p.plan.size() ? "no free pool block left" : "done");
-    return;
-  }
+  if (jobs.empty()) return false;
   // Independent jobs: a failed block fails only its own chain's later
   // blocks (ApplyPreloadBatch skips a block whose parent is not in the pool).
-  p.load = loader_->Start(std::move(jobs), /*background=*/true, [this] { WakeBackground(); },
-                          /*independent=*/true);
+  batch.load = loader_->Start(std::move(jobs), /*background=*/true, [this] { WakeBackground(); },
+                              /*independent=*/true);
+  p.batches.push_back(std::move(batch));
+  return true;
 }
 
 void PagedKvCache::ApplyPreloadBatch() {
   Preload& p = *preload_;
-  std::shared_ptr<DiskLoad> load = std::move(p.load);
-  loader_->Forget(load);
+  Preload::Batch b = std::move(p.batches.front());
+  p.batches.pop_front();
+  loader_->Forget(b.load);
+  const DiskLoad& load = *b.load;
   auto drop = [&](BlockId id) {
     pool_->DecRef(id);
     pool_->Free(id);
   };
-  for (size_t j = 0; j < p.blocks.size(); ++j) {
-    const BlockId id = p.blocks[j];
-    const PreloadBlock& e = p.plan[p.entries[j]];
+  for (size_t j = 0; j < b.blocks.size(); ++j) {
+    const BlockId id = b.blocks[j];
+    const PreloadBlock& e = p.plan[b.entries[j]];
+    if (!e.partial) p.in_flight.erase(e.hash);
     const BlockId parent = e.parent_hash ? PreloadResolved(*e.parent_hash) : kNoBlock;
-    if (!load->ok[j] || (e.parent_hash && parent == kNoBlock)) {
+    if (!load.ok[j] || (e.parent_hash && parent == kNoBlock)) {
       drop(id);  // failed (counted and deleted by the tier), or its chain broke
       continue;
     }
@@ -163,8 +168,6 @@ void PagedKvCache::ApplyPreloadBatch() {
     ++stats_.disk_preloaded_blocks;
     stats_.disk_preloaded_bytes += static_cast<int64_t>(pool_->block_bytes());
   }
-  p.blocks.clear();
-  p.entries.clear();
   UpdatePeaks();
 }
 
@@ -172,16 +175,15 @@ void PagedKvCache::EndPreload(const char* why) {
   Preload& p = *preload_;
   if (p.done) return;
   p.planner.reset();
-  if (p.load != nullptr) {
-    loader_->Cancel(p.load);
-    p.load.reset();
-    for (BlockId id : p.blocks) {
+  for (Preload::Batch& b : p.batches) {
+    loader_->Cancel(b.load);
+    for (BlockId id : b.blocks) {
       pool_->DecRef(id);
       pool_->Free(id);
     }
-    p.blocks.clear();
-    p.entries.clear();
   }
+  p.batches.clear();
+  p.in_flight.clear();
   p.done = true;
   stats_.disk_preload_ms = static_cast<double>(NowNanos() - p.start_ns) * 1e-6;
   char line[256];

@@ -307,10 +307,12 @@ TEST(DiskPreload, ARequestMidPreloadGetsTheSameBlocks) {
   // Every block once in the index: the preload's duplicates were freed.
   EXPECT_EQ(c->index().num_registered_full(), 80);
   EXPECT_EQ(st.blocks_used, 82) << "the request's 80 full blocks and 2 of its own";
-  // Read twice: at most the batch in flight when the request came (the
+  // Read twice: at most the batches in flight when the request came (the
   // partial block, which the request keeps private, is preloaded too).
-  EXPECT_LE(st.disk.hits_blocks, 81 + static_cast<int64_t>(PagedKvCache::kPreloadBatch) + 1);
-  EXPECT_LE(st.disk_preloaded_blocks, static_cast<int64_t>(PagedKvCache::kPreloadBatch) + 1);
+  const int64_t in_flight =
+      static_cast<int64_t>(PagedKvCache::kPreloadBatch * PagedKvCache::kPreloadBatchesInFlight);
+  EXPECT_LE(st.disk.hits_blocks, 81 + in_flight + 1);
+  EXPECT_LE(st.disk_preloaded_blocks, in_flight + 1);
   EXPECT_CHECK_OK(*c);
   testing::FakeForward(*c, *s, next, m.num_reused_tokens,
                        static_cast<int64_t>(next.size()) - m.num_reused_tokens);
