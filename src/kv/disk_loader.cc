@@ -28,12 +28,10 @@ DiskLoader::~DiskLoader() {
   for (std::thread& w : workers_) w.join();
 }
 
-std::shared_ptr<DiskLoad> DiskLoader::Start(std::vector<DiskReadJob> jobs, bool background,
-                                            std::function<void()> on_done, bool independent) {
+std::shared_ptr<DiskLoad> DiskLoader::Start(std::vector<DiskReadJob> jobs,
+                                            DiskLoadOptions options) {
   auto load = std::make_shared<DiskLoad>();
-  load->background = background;
-  load->on_done = std::move(on_done);
-  load->independent = independent;
+  load->options = std::move(options);
   load->ok.assign(jobs.size(), 0);
   load->jobs = std::move(jobs);
   load->start_ns = NowNanos();
@@ -55,7 +53,7 @@ void DiskLoader::WorkerLoop() {
       // Requests' loads first, in start order; a background one after them.
       for (bool background : {false, true})
         for (auto& l : loads_)
-          if (l->background == background && !l->cancelled && l->next < l->jobs.size()) {
+          if (l->options.background == background && !l->cancelled && l->next < l->jobs.size()) {
             load = l;
             return true;
           }
@@ -63,7 +61,7 @@ void DiskLoader::WorkerLoop() {
     });
     if (load == nullptr) return;  // stopping
     const size_t j = load->next++;
-    if (j > load->first_failed && !load->independent) {
+    if (j > load->first_failed && !load->options.independent) {
       // A block after one that failed is never used: not read.
       ++load->finished;
       load->end_ns = NowNanos();
@@ -88,8 +86,8 @@ void DiskLoader::WorkerLoop() {
 
 void DiskLoader::NotifyDone(const std::shared_ptr<DiskLoad>& load,
                             std::unique_lock<std::mutex>* lock) {
-  if (!load->on_done || load->cancelled) return;
-  std::function<void()> done = load->on_done;
+  if (!load->options.on_done || load->cancelled) return;
+  std::function<void()> done = load->options.on_done;
   lock->unlock();
   done();
   lock->lock();

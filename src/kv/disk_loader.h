@@ -9,9 +9,9 @@
 // The engine thread polls Done(), or waits in WaitAnyDone when it has nothing
 // else to run, then reads the results. A background load (the preload at
 // start) is read only while no other load has a job waiting, and may call
-// back when done (on_done) so an idle engine wakes for it. Cancel (a request cancelled or
-// preempted while loading) skips the jobs not started and waits for the ones
-// running, after which the pool blocks may be reused.
+// back when done (on_done) so an idle engine wakes for it. Cancel (a request
+// cancelled or preempted while loading) skips the jobs not started and waits
+// for the ones running, after which the pool blocks may be reused.
 //
 // Thread safety: Start / Done / Cancel / WaitAnyDone / Forget from the engine
 // thread; the workers touch only the tier (thread-safe), the jobs' pool
@@ -42,7 +42,23 @@ struct DiskReadJob {
   bool partial = false;         // a partial block (hash is its DiskPartialKey)
 };
 
-// One sequence's run. Fields under the loader's lock.
+// How a load is read (DiskLoader::Start).
+struct DiskLoadOptions {
+  // A background load (the preload at start) yields to every other: a
+  // worker takes its jobs only when no other load has one waiting.
+  bool background = false;
+  // By default the jobs after the first that fails are skipped, not read:
+  // a sequence uses its run only up to the first bad block. Independent:
+  // every job is read whatever failed before it (the preload's batches
+  // hold many chains, each checked on its own).
+  bool independent = false;
+  // Called by the worker that finishes the load's last job, without the
+  // loader's lock (to wake the engine thread); not called after Cancel.
+  std::function<void()> on_done;
+};
+
+// One sequence's run (or one batch of the preload). Fields under the
+// loader's lock.
 struct DiskLoad {
   std::vector<DiskReadJob> jobs;
   std::vector<char> ok;         // [jobs]: read and verified
@@ -50,15 +66,7 @@ struct DiskLoad {
   size_t finished = 0;          // jobs done, failed or skipped
   int64_t running = 0;          // jobs a worker is reading now
   bool cancelled = false;
-  // A background load (the preload at start) yields to every other: a
-  // worker takes its jobs only when no other load has one waiting.
-  bool background = false;
-  // Called by the worker that finishes the load's last job, without the
-  // loader's lock (wakes the engine thread); not called on Cancel.
-  std::function<void()> on_done;
-  // Jobs that stopped on the first failure (their ok is 0) are skipped,
-  // not failed; independent: every job is read whatever failed before it.
-  bool independent = false;
+  DiskLoadOptions options;
   size_t first_failed = SIZE_MAX;  // the first job that failed its read
   int64_t start_ns = 0;
   int64_t end_ns = 0;           // when the last job finished
@@ -76,10 +84,8 @@ class DiskLoader {
   DiskLoader(const DiskLoader&) = delete;
   DiskLoader& operator=(const DiskLoader&) = delete;
 
-  // background, on_done, independent: DiskLoad's fields.
-  std::shared_ptr<DiskLoad> Start(std::vector<DiskReadJob> jobs, bool background = false,
-                                  std::function<void()> on_done = nullptr,
-                                  bool independent = false);
+  std::shared_ptr<DiskLoad> Start(std::vector<DiskReadJob> jobs,
+                                  DiskLoadOptions options = DiskLoadOptions());
   // Whether every job of load has finished (then its results are final).
   bool Done(const DiskLoad& load) const;
   // Blocks until load is done.

@@ -28,12 +28,12 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string_view>
-#include <deque>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -234,6 +234,8 @@ class PagedKvCache final : public KvCache {
   // The pool block a plan's block was registered as (by the preload, or by
   // a request first), if it still is; kNoBlock otherwise.
   BlockId PreloadResolved(uint64_t hash) const;
+  // Calls the engine's wake (SetBackgroundWake), from the planner's or an
+  // I/O thread, when StepBackground has work.
   void WakeBackground();
   // Free + cached blocks of the primary pool alone.
   int64_t PrimaryAvailable() const { return pool_->num_free() + index_->num_cached(); }

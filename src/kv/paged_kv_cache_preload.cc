@@ -119,8 +119,11 @@ bool PagedKvCache::StartPreloadBatch() {
   if (jobs.empty()) return false;
   // Independent jobs: a failed block fails only its own chain's later
   // blocks (ApplyPreloadBatch skips a block whose parent is not in the pool).
-  batch.load = loader_->Start(std::move(jobs), /*background=*/true, [this] { WakeBackground(); },
-                              /*independent=*/true);
+  DiskLoadOptions o;
+  o.background = true;
+  o.independent = true;
+  o.on_done = [this] { WakeBackground(); };
+  batch.load = loader_->Start(std::move(jobs), std::move(o));
   p.batches.push_back(std::move(batch));
   return true;
 }

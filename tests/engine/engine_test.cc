@@ -242,6 +242,13 @@ bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Every logits row two recorders hold for one (request, choice) id, bitwise.
+void ExpectSameLogitRows(Recorder& x, Recorder& y, const std::string& id) {
+  ASSERT_EQ(x.rows[id].size(), y.rows[id].size()) << id;
+  for (size_t i = 0; i < x.rows[id].size(); ++i)
+    EXPECT_TRUE(BitwiseEqual(x.rows[id][i], y.rows[id][i])) << id << " logits row " << i;
+}
+
 // Both runs of a batch invariance test and the shared engine's stats.
 struct InvarianceRun {
   std::map<std::string, Result> alone;  // by request id
@@ -589,11 +596,6 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
     e->Shutdown();
     return res;
   };
-  auto same_rows = [](Recorder& x, Recorder& y, const std::string& id) {
-    ASSERT_EQ(x.rows[id].size(), y.rows[id].size()) << id;
-    for (size_t i = 0; i < x.rows[id].size(); ++i)
-      EXPECT_TRUE(BitwiseEqual(x.rows[id][i], y.rows[id][i])) << id << " logits row " << i;
-  };
   Recorder cold, warm, restarted, damaged, partial_damaged, warm_engine;
   EngineStats s_cold, s_warm, s_restarted, s_damaged, s_partial_damaged, s_warm_engine;
   Result a = run(disk.path(), &cold, &s_cold, {r})[0];
@@ -606,7 +608,7 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   EXPECT_EQ(b.usage.cached_tokens, 99) << "6 blocks and 3 tokens of the partial one (len - 1)";
   EXPECT_EQ(s_warm.kv_disk_hit_blocks, 6);
   EXPECT_EQ(b.tokens, a.tokens);
-  same_rows(warm, cold, "r/0");
+  ExpectSameLogitRows(warm, cold, "r/0");
   // The next turn: the first turn's prompt and answer, then 4 new tokens.
   Request next = r;
   next.id = "next";
@@ -621,7 +623,7 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   Result n = run(disk.path(), &restarted, &s_restarted, {next}, /*warmup=*/true)[0];
   EXPECT_EQ(n.usage.cached_tokens, warm_cached) << "the restart reuses what the warm engine does";
   EXPECT_EQ(n.tokens, w[1].tokens);
-  same_rows(restarted, warm_engine, "next/0");
+  ExpectSameLogitRows(restarted, warm_engine, "next/0");
   // Truncate the 4th block's file: 3 blocks come from disk, the rest is computed.
   std::string sub;
   for (const auto& d : std::filesystem::directory_iterator(disk.path())) sub = d.path().string();
@@ -636,7 +638,7 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   EXPECT_EQ(c.usage.cached_tokens, 48);
   EXPECT_EQ(s_damaged.kv_disk.corrupt_blocks, 1);
   EXPECT_EQ(c.tokens, a.tokens);
-  same_rows(damaged, cold, "r/0");
+  ExpectSameLogitRows(damaged, cold, "r/0");
   // Flip a byte of the partial block's payload: 6 blocks from disk, its 3
   // tokens computed (and the block written again, whole, at shutdown). (The
   // damaged run wrote the 4th block again; the partial block's parent is
@@ -661,7 +663,7 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   EXPECT_EQ(d.usage.cached_tokens, 96);
   EXPECT_EQ(s_partial_damaged.kv_disk.corrupt_blocks, 1);
   EXPECT_EQ(d.tokens, a.tokens);
-  same_rows(partial_damaged, cold, "r/0");
+  ExpectSameLogitRows(partial_damaged, cold, "r/0");
   EXPECT_EQ(cold.bad_checks + warm.bad_checks + restarted.bad_checks + damaged.bad_checks +
                 partial_damaged.bad_checks + warm_engine.bad_checks,
             0)
@@ -693,11 +695,6 @@ TEST_P(EngineFormatTest, DiskPreloadRestartGivesTheWarmReuseAndBitwiseLogits) {
     o.kv_disk_preload_gib = preload_gib;
     rec->Attach(&o);
     return o;
-  };
-  auto same_rows = [](Recorder& x, Recorder& y, const std::string& id) {
-    ASSERT_EQ(x.rows[id].size(), y.rows[id].size()) << id;
-    for (size_t i = 0; i < x.rows[id].size(); ++i)
-      EXPECT_TRUE(BitwiseEqual(x.rows[id][i], y.rows[id][i])) << id << " logits row " << i;
   };
   Recorder first, warm, preloaded, mid;
   Result a;
@@ -738,7 +735,7 @@ TEST_P(EngineFormatTest, DiskPreloadRestartGivesTheWarmReuseAndBitwiseLogits) {
     EXPECT_EQ(n.usage.cached_tokens, w.usage.cached_tokens);
     EXPECT_EQ(n.tokens, w.tokens);
     EXPECT_EQ(e->Stats().kv_disk_hit_blocks, 0) << "the turn read nothing itself";
-    same_rows(preloaded, warm, "next/0");
+    ExpectSameLogitRows(preloaded, warm, "next/0");
   }
   // Restarted on a slow disk, the turn sent at once: it arrives while the
   // preload reads, and reads what is not in the pool yet itself.
@@ -753,7 +750,7 @@ TEST_P(EngineFormatTest, DiskPreloadRestartGivesTheWarmReuseAndBitwiseLogits) {
     ASSERT_TRUE(n.error.ok()) << n.error.ToString();
     EXPECT_EQ(n.usage.cached_tokens, w.usage.cached_tokens);
     EXPECT_EQ(n.tokens, w.tokens);
-    same_rows(mid, warm, "next/0");
+    ExpectSameLogitRows(mid, warm, "next/0");
     EXPECT_TRUE(e->CheckKv().ok());
   }
   EXPECT_EQ(first.bad_checks + warm.bad_checks + preloaded.bad_checks + mid.bad_checks, 0)

@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -25,6 +24,7 @@
 #include "kv/disk_tier.h"
 #include "kv/kv_test_util.h"
 #include "kv/paged_kv_cache.h"
+#include "kv/read_gate.h"
 #include "temp_dir.h"
 
 namespace kvfork {
@@ -34,6 +34,7 @@ using testing::Concat;
 using testing::HoldsPattern;
 using testing::Prefill;
 using testing::Range;
+using testing::ReadGate;
 using testing::TinyLayout;
 
 constexpr int kBlock = 4;
@@ -94,6 +95,18 @@ uint64_t HashOfBlock(const std::vector<int32_t>& prompt, int block) {
   return h;
 }
 
+// The rest of a turn admitted with `reused` tokens from the cache: its new
+// tokens computed and appended, every block's pattern checked, released.
+void FinishTurn(PagedKvCache& c, SeqId s, const std::vector<int32_t>& prompt, int64_t reused) {
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  testing::FakeForward(c, s, prompt, reused, n - reused);
+  std::vector<int32_t> rest(prompt.begin() + reused, prompt.end());
+  ASSERT_TRUE(c.Append(s, rest).ok());
+  EXPECT_TRUE(HoldsPattern(c, s));
+  c.Release(s);
+  EXPECT_CHECK_OK(c);
+}
+
 TEST(DiskPreload, ARestartedCacheReusesWhatTheWarmOneDoesWithoutARead) {
   testing::TempDir dir;
   // 10 full blocks and a partial one of 2 tokens; the next turn adds 5.
@@ -123,13 +136,7 @@ TEST(DiskPreload, ARestartedCacheReusesWhatTheWarmOneDoesWithoutARead) {
   EXPECT_EQ(c->Stats().disk_hit_blocks, 0) << "no block read for the request";
   EXPECT_EQ(c->Stats().disk.hits_blocks, 11) << "no read after the preload's";
   EXPECT_TRUE(HoldsPattern(*c, *s)) << "the preloaded bytes are the computed ones";
-  testing::FakeForward(*c, *s, next, m.num_reused_tokens,
-                       static_cast<int64_t>(next.size()) - m.num_reused_tokens);
-  std::vector<int32_t> rest(next.begin() + m.num_reused_tokens, next.end());
-  ASSERT_TRUE(c->Append(*s, rest).ok());
-  EXPECT_TRUE(HoldsPattern(*c, *s));
-  c->Release(*s);
-  EXPECT_CHECK_OK(*c);
+  FinishTurn(*c, *s, next, m.num_reused_tokens);
 }
 
 TEST(DiskPreload, OffByDefaultAndSaltedChainsLoadOnRequest) {
@@ -255,33 +262,13 @@ TEST(DiskPreload, ACorruptFileIsCountedDeletedAndItsBlockComputed) {
   EXPECT_CHECK_OK(*c);
 }
 
-// A gate the read hook waits at until the test opens it.
-struct Gate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = false;
-  std::atomic<int> reads{0};
-  void Wait() {
-    ++reads;
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return open; });
-  }
-  void Open() {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      open = true;
-    }
-    cv.notify_all();
-  }
-};
-
 TEST(DiskPreload, ARequestMidPreloadGetsTheSameBlocks) {
   testing::TempDir dir;
   // 80 full blocks (3 batches) and a partial one.
   const std::vector<int32_t> p = Range(100, kBlock * 80 + 3);
   const std::vector<int32_t> next = Concat(p, Range(900, 2));
   const int64_t warm = WriteToDisk(dir.path(), {p}, {next})[0];
-  Gate gate;
+  ReadGate gate;
   auto c = MakeCache(dir.path(), -1, /*num_blocks=*/256, /*async=*/true,
                      [&](uint64_t) { gate.Wait(); });
   // The first batch's reads start and wait at the gate.
@@ -314,13 +301,7 @@ TEST(DiskPreload, ARequestMidPreloadGetsTheSameBlocks) {
   EXPECT_LE(st.disk.hits_blocks, 81 + in_flight + 1);
   EXPECT_LE(st.disk_preloaded_blocks, in_flight + 1);
   EXPECT_CHECK_OK(*c);
-  testing::FakeForward(*c, *s, next, m.num_reused_tokens,
-                       static_cast<int64_t>(next.size()) - m.num_reused_tokens);
-  std::vector<int32_t> rest(next.begin() + m.num_reused_tokens, next.end());
-  ASSERT_TRUE(c->Append(*s, rest).ok());
-  EXPECT_TRUE(HoldsPattern(*c, *s));
-  c->Release(*s);
-  EXPECT_CHECK_OK(*c);
+  FinishTurn(*c, *s, next, m.num_reused_tokens);
 }
 
 // A reset ends the preload (its batch in flight cancelled, its blocks
@@ -359,7 +340,7 @@ TEST(DiskPreload, ABackgroundLoadYieldsToOthers) {
   testing::TempDir dir;
   std::mutex mu;
   std::vector<uint64_t> order;
-  Gate gate;
+  ReadGate gate;
   DiskTierOptions o;
   o.dir = dir.path();
   o.capacity_bytes = int64_t{1} << 30;
@@ -392,8 +373,11 @@ TEST(DiskPreload, ABackgroundLoadYieldsToOthers) {
   std::vector<DiskReadJob> request = {job(10, 3), job(11, 4)};
   DiskLoader loader(t->get(), kBytes, /*threads=*/1);
   std::atomic<int> done_calls{0};
-  auto bg = loader.Start(std::move(background), /*background=*/true, [&] { ++done_calls; },
-                         /*independent=*/true);
+  DiskLoadOptions bg_options;
+  bg_options.background = true;
+  bg_options.independent = true;
+  bg_options.on_done = [&] { ++done_calls; };
+  auto bg = loader.Start(std::move(background), std::move(bg_options));
   while (gate.reads.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   auto fg = loader.Start(std::move(request));
   gate.Open();
