@@ -9,7 +9,18 @@ its next turn is timed:
 
   warm         the same server answers the next turn (no restart)
   restart      SIGTERM (clean stop: every cached block is written), a new
-               server on the same --kv-disk-dir, the next turn
+               server on the same --kv-disk-dir, the next turn once /health
+               answers (and after --warmup's request), as a user sends it:
+               the server's preload at start (--kv-disk-preload-gib, on by
+               default) may still be reading then; the row records whether
+               it was, and how long the preload took from the cache's creation
+  restart-preloaded  the same restart, the next turn sent once the server
+               says its preload has ended (/v1/cache/stats disk.
+               preload_running false): the user who comes back later. The
+               wait is the cost: the row records the seconds from the
+               server's start to /health and to the preload's end
+  restart-nopreload  the same with --kv-disk-preload-gib 0: every block is
+               read when the turn asks for it
   kill9        the pool is one sequence long and a filler prompt of about its
                size evicts the conversation, so its blocks are written on
                eviction; once the tier's counters stop moving for
@@ -57,7 +68,9 @@ from client import chat_body, stream_chat  # noqa: E402
 from servers import ServerProcess, http_json  # noqa: E402
 
 BLOCK_TOKENS = 16
-VARIANTS = ["warm", "restart", "kill9", "cold", "llama.cpp"]
+VARIANTS = ["warm", "restart", "restart-preloaded", "restart-nopreload", "kill9", "cold", "llama.cpp"]
+# SIGTERM, then a new server on the same directory.
+CLEAN_RESTARTS = ("restart", "restart-preloaded", "restart-nopreload")
 
 
 def parse_args(argv):
@@ -144,6 +157,10 @@ class Server(ServerProcess):
     def command(self):
         return super().command() + self.extra
 
+    def start(self, timeout=900.0):
+        self.spawned_at = time.monotonic()  # start_seconds counts from here too
+        super().start(timeout)
+
     def kill9(self):
         self.sampler.stop()
         self.proc.send_signal(signal.SIGKILL)
@@ -169,13 +186,29 @@ def warm_up(port, a, row):
     row["warmup_ttft_s"] = r["ttft"]
 
 
+def wait_preload_end(server, poll_s=0.02, timeout=600.0):
+    """restart-preloaded: polls the stats until the server's preload at start
+    has ended; returns the seconds from the server's spawn to the poll that
+    saw it (at most poll_s late)."""
+    while True:
+        d = server.disk()
+        if "preload_running" not in d:
+            raise RuntimeError(f"/v1/cache/stats disk has no preload_running: {d}")
+        now = time.monotonic()
+        if not d["preload_running"]:
+            return now - server.spawned_at
+        if now - server.spawned_at > timeout:
+            raise RuntimeError(f"the preload at start still ran {timeout:.0f} s after the server's start")
+        time.sleep(poll_s)
+
+
 def timed_next_turn(port, conv):
     r = stream_chat(port, chat_body(conv.next_turn_messages(), conv.max_tokens))
     if not r["ok"]:
         raise RuntimeError(f"next turn failed: {r['error']}")
     u = r["usage"]
     return {"ttft_s": r["ttft"], "prompt_tokens": u["prompt_tokens"],
-            "cached_tokens": (u.get("prompt_tokens_details") or {}).get("cached_tokens")}
+            "cached_tokens": (u.get("prompt_tokens_details") or {}).get("cached_tokens"), "text": r["text"]}
 
 
 def wait_settled(server, settle_s, timeout=300.0):
@@ -285,6 +318,8 @@ def run_variant(name, a, model, conv, work, max_model_len, pool_blocks, log_dir)
     base = ["--kv-backend", "paged", "--kv-disk-dir", disk, "--kv-disk-gib", "4", "--kv-dtype", a.kv_dtype]
     if name == "kill9":
         base += ["--kv-blocks", str(pool_blocks)]
+    if name == "restart-nopreload":
+        base += ["--kv-disk-preload-gib", "0"]
     first = Server("kvfork-paged", model, a, log + ".1.log", base, max_model_len)
     first.start()
     second = None
@@ -299,7 +334,7 @@ def run_variant(name, a, model, conv, work, max_model_len, pool_blocks, log_dir)
             row.update(timed_next_turn(first.port, conv))
             row["disk"] = first.disk()
             return row
-        if name == "restart":
+        if name in CLEAN_RESTARTS:
             t = time.monotonic()
             first.stop()
             row["stop_s"] = time.monotonic() - t  # SIGTERM to exit: the shutdown writes
@@ -325,8 +360,20 @@ def run_variant(name, a, model, conv, work, max_model_len, pool_blocks, log_dir)
         second.start()
         row["start_s"] = second.start_seconds
         warm_up(second.port, a, row)
+        if name == "restart-preloaded":
+            row["preload_end_s"] = wait_preload_end(second)
+        before = second.disk()
+        row["preload_running_at_turn"] = before.get("preload_running")
+        row["preloaded_blocks_at_turn"] = before.get("preloaded_blocks")
         row.update(timed_next_turn(second.port, conv))
         row["disk"] = second.disk()
+        # The preload's time from the server's start to its end (ms; 0 while
+        # it runs): wait for it, so a turn sent mid-preload still reports it.
+        for _ in range(600):
+            if not row["disk"].get("preload_running"):
+                break
+            time.sleep(0.1)
+            row["disk"] = second.disk()
         if name == "restart":
             row["read_rates"] = read_rates(block_files(disk))
             row["fs"] = fs_type(disk)
@@ -391,7 +438,7 @@ def table(rows, be, meta):
              f"machine: {meta['cores']} cores, load {meta['load_before']} -> {meta['load_after']} "
              "(shared and loaded: compare ratios from this run, not absolute times)", "",
              "| variant | next-turn TTFT ms | prompt tokens | cached tokens | vs warm | cold / this | "
-             "start s | note |", "|---|---|---|---|---|---|---|---|"]
+             "start to /health s | start to preload end s | note |", "|---|---|---|---|---|---|---|---|---|"]
     warm = (rows.get("warm") or {}).get("ttft_s")
     cold = (rows.get("cold") or {}).get("ttft_s")
     for name in VARIANTS:
@@ -399,11 +446,16 @@ def table(rows, be, meta):
         if r is None:
             continue
         if "error" in r:
-            lines.append(f"| {name} | - | - | - | - | - | - | {r['error'][:120]} |")
+            lines.append(f"| {name} | - | - | - | - | - | - | - | {r['error'][:120]} |")
             continue
         note = ""
-        if name == "restart":
+        if name in CLEAN_RESTARTS:
             note = f"clean stop {fmt(r.get('stop_s'), 1, 2)} s, {r.get('files_on_disk')} block files"
+            d = r.get("disk") or {}
+            if d.get("preloaded_blocks") or r.get("preload_running_at_turn"):
+                note += (f"; preload {d.get('preloaded_blocks')} blocks in {fmt(d.get('preload_ms'), 1, 0)} ms "
+                         f"from the cache's creation, {'still running' if r.get('preload_running_at_turn') else 'done'} "
+                         f"when the turn was sent ({r.get('preloaded_blocks_at_turn')} blocks by then)")
         elif name == "kill9":
             note = f"{r.get('files_on_disk')} block files survived SIGKILL"
         elif name == "llama.cpp":
@@ -411,7 +463,7 @@ def table(rows, be, meta):
         t = r["ttft_s"]
         lines.append(f"| {name} | {fmt(t, 1e3)} | {r['prompt_tokens']} | {r['cached_tokens']} | "
                      f"{ratio(t, warm, 2)} | {ratio(cold, t, 1)} | "
-                     f"{fmt(r.get('start_s'), 1, 2)} | {note} |")
+                     f"{fmt(r.get('start_s'), 1, 2)} | {fmt(r.get('preload_end_s'), 1, 2)} | {note} |")
     if be:
         lines += ["", f"break-even ({be['block_tokens']}-token blocks of {be['block_payload_bytes']:,} bytes): "
                   f"prefill {be['prefill_tokens_per_s']:,.0f} tokens/s at {be['prefill_tokens']} tokens = "

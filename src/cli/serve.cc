@@ -138,6 +138,10 @@ StatusOr<ServeConfig> ParseServeFlags(int argc, char** argv) {
   e.kv_disk_dir = flags.GetString(
       "kv-disk-dir", "", "keep evicted and shutdown prefix blocks in this directory (none: RAM only)");
   e.kv_disk_gib = flags.GetInt("kv-disk-gib", e.kv_disk_gib, "with --kv-disk-dir: its size limit in GiB");
+  e.kv_disk_preload_gib = flags.GetDouble(
+      "kv-disk-preload-gib", -1,
+      "with --kv-disk-dir: at start, read the blocks written last into at most this many GiB of "
+      "the pool in the background (never evicting); -1 = half the pool, 0 = off");
   e.prefix_cache = !flags.GetBool("no-prefix-cache", "do not reuse cached prefix blocks");
   const std::string tail = flags.GetString(
       "prefix-tail-copy", "on", "on: reuse a partly filled last block by copying it; off");

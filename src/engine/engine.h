@@ -38,6 +38,10 @@ struct EngineOptions {
   // The model weights' identity in the tier's fingerprint
   // (kv/model_files_fingerprint.h); required with kv_disk_dir.
   uint64_t kv_model_fingerprint = 0;
+  // Preload at start (docs/kv_cache.md): GiB of the pool that the blocks
+  // written last are read into in the background; 0 = off (the library
+  // default), < 0 = half the pool (`kvfork serve`'s default).
+  double kv_disk_preload_gib = 0;
   // Tests: called before each disk block read, on an I/O thread (a slow
   // disk). Empty in production.
   std::function<void(uint64_t hash)> kv_disk_read_hook_for_testing;
@@ -100,6 +104,13 @@ struct EngineStats {
   // The read-or-recompute rule's estimates now, ns (0 = not measured yet).
   double kv_disk_read_ns_per_block = 0;
   double kv_prefill_ns_per_token = 0;
+  // Preload at start (KvCacheStats' disk_preload*): blocks and pool bytes
+  // read and registered, blocks planned, running now, ms from start to end.
+  int64_t kv_disk_preloaded_blocks = 0;
+  int64_t kv_disk_preloaded_bytes = 0;
+  int64_t kv_disk_preload_planned_blocks = 0;
+  bool kv_disk_preload_running = false;
+  double kv_disk_preload_ms = 0;
   // Cache control: blocks pinned now, and pinned blocks evicted before their
   // TTL (nothing unpinned was left).
   int64_t kv_pinned_blocks = 0;

@@ -3,6 +3,7 @@
 // calls, and sleeps when there is nothing to do.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <functional>
 #include <future>
@@ -67,6 +68,15 @@ class EngineImpl final : public Engine {
         cv_.notify_one();
       });
     }
+    // The cache's background work (the preload at start) wakes an idle
+    // engine to register what its reads brought back.
+    kv_->SetBackgroundWake([this] {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        background_ = true;
+      }
+      cv_.notify_one();
+    });
     thread_ = std::thread([this] { Loop(); });
   }
 
@@ -74,6 +84,7 @@ class EngineImpl final : public Engine {
     Shutdown();
     // Before mu_ and cv_ go: the tier (in kv_) outlives them.
     kv_->SetDiskEventWake(nullptr);
+    kv_->SetBackgroundWake(nullptr);
   }
 
   StatusOr<std::shared_ptr<RequestStream>> Submit(Request request) override {
@@ -242,9 +253,10 @@ class EngineImpl final : public Engine {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] {
           return stopping_ || !submitted_.empty() || !cancels_.empty() || reset_cache_ ||
-                 !calls_.empty() || disk_events_ || scheduler_->HasWork();
+                 !calls_.empty() || disk_events_ || background_ || scheduler_->HasWork();
         });
         disk_events_ = false;
+        background_ = false;
         submitted.swap(submitted_);
         cancels.swap(cancels_);
         calls.swap(calls_);
@@ -257,6 +269,7 @@ class EngineImpl final : public Engine {
       for (const auto& id : cancels) scheduler_->Cancel(id);
       if (reset) kv_->ResetPrefixCache();
       for (auto& call : calls) call(/*shut_down=*/false);
+      if (!stop) kv_->StepBackground();
       if (stop) {
         scheduler_->AbortAll();
         ForgetFinished();
@@ -322,6 +335,11 @@ class EngineImpl final : public Engine {
     s.kv_disk_miss_lookups = k.disk_miss_lookups;
     s.kv_disk_recomputed_blocks = k.disk_recomputed_blocks;
     s.kv_disk_read_ns_per_block = k.disk_read_ns_per_block;
+    s.kv_disk_preloaded_blocks = k.disk_preloaded_blocks;
+    s.kv_disk_preloaded_bytes = k.disk_preloaded_bytes;
+    s.kv_disk_preload_planned_blocks = k.disk_preload_planned_blocks;
+    s.kv_disk_preload_running = k.disk_preload_running;
+    s.kv_disk_preload_ms = k.disk_preload_ms;
     s.kv_prefill_ns_per_token = k.prefill_ns_per_token;
     s.kv_pinned_blocks = k.pinned_blocks;
     s.kv_pinned_evictions = k.pinned_evictions;
@@ -357,6 +375,9 @@ class EngineImpl final : public Engine {
   bool stopped_ = false;  // the thread has returned: nobody runs calls_
   bool reset_cache_ = false;
   bool disk_events_ = false;  // the disk tier logged changes to emit
+  // The cache has background work (StepBackground); true at first, so the
+  // loop looks once whatever was ready before the wake was set.
+  bool background_ = true;
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;
@@ -422,6 +443,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, M
     // Prefixes read back on the cache's I/O threads while others decode.
     ko.disk_async_reads = true;
     ko.disk_read_hook = options.kv_disk_read_hook_for_testing;
+    const double preload = options.kv_disk_preload_gib;
+    if (!std::isfinite(preload) || preload > double{1 << 24})
+      return InvalidArgumentError("--kv-disk-preload-gib must be at most 16777216 (negative: "
+                                  "half the pool), got " + std::to_string(preload));
+    ko.disk_preload_bytes = preload < 0 ? -1 : static_cast<int64_t>(preload * double{1 << 30});
   }
   KVFORK_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv, KvCache::Create(backend, ko));
   if (options.kv_event_sink != nullptr)

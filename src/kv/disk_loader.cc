@@ -28,8 +28,10 @@ DiskLoader::~DiskLoader() {
   for (std::thread& w : workers_) w.join();
 }
 
-std::shared_ptr<DiskLoad> DiskLoader::Start(std::vector<DiskReadJob> jobs) {
+std::shared_ptr<DiskLoad> DiskLoader::Start(std::vector<DiskReadJob> jobs,
+                                            DiskLoadOptions options) {
   auto load = std::make_shared<DiskLoad>();
+  load->options = std::move(options);
   load->ok.assign(jobs.size(), 0);
   load->jobs = std::move(jobs);
   load->start_ns = NowNanos();
@@ -48,20 +50,23 @@ void DiskLoader::WorkerLoop() {
     std::shared_ptr<DiskLoad> load;
     work_cv_.wait(lock, [&] {
       if (stop_) return true;
-      for (auto& l : loads_)
-        if (!l->cancelled && l->next < l->jobs.size()) {
-          load = l;
-          return true;
-        }
+      // Requests' loads first, in start order; a background one after them.
+      for (bool background : {false, true})
+        for (auto& l : loads_)
+          if (l->options.background == background && !l->cancelled && l->next < l->jobs.size()) {
+            load = l;
+            return true;
+          }
       return false;
     });
     if (load == nullptr) return;  // stopping
     const size_t j = load->next++;
-    if (j > load->first_failed) {
+    if (j > load->first_failed && !load->options.independent) {
       // A block after one that failed is never used: not read.
       ++load->finished;
       load->end_ns = NowNanos();
       done_cv_.notify_all();
+      if (load->done()) NotifyDone(load, &lock);
       continue;
     }
     ++load->running;
@@ -75,7 +80,17 @@ void DiskLoader::WorkerLoop() {
     ++load->finished;
     load->end_ns = NowNanos();
     done_cv_.notify_all();
+    if (load->done()) NotifyDone(load, &lock);
   }
+}
+
+void DiskLoader::NotifyDone(const std::shared_ptr<DiskLoad>& load,
+                            std::unique_lock<std::mutex>* lock) {
+  if (!load->options.on_done || load->cancelled) return;
+  std::function<void()> done = load->options.on_done;
+  lock->unlock();
+  done();
+  lock->lock();
 }
 
 bool DiskLoader::Done(const DiskLoad& load) const {

@@ -7,9 +7,11 @@
 // blocks finish first) and write each block's bytes into its pool block,
 // which belongs to the loading sequence alone until the load is collected.
 // The engine thread polls Done(), or waits in WaitAnyDone when it has nothing
-// else to run, then reads the results. Cancel (a request cancelled or
-// preempted while loading) skips the jobs not started and waits for the ones
-// running, after which the pool blocks may be reused.
+// else to run, then reads the results. A background load (the preload at
+// start) is read only while no other load has a job waiting, and may call
+// back when done (on_done) so an idle engine wakes for it. Cancel (a request
+// cancelled or preempted while loading) skips the jobs not started and waits
+// for the ones running, after which the pool blocks may be reused.
 //
 // Thread safety: Start / Done / Cancel / WaitAnyDone / Forget from the engine
 // thread; the workers touch only the tier (thread-safe), the jobs' pool
@@ -20,6 +22,7 @@
 #include <cstdint>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,7 +42,23 @@ struct DiskReadJob {
   bool partial = false;         // a partial block (hash is its DiskPartialKey)
 };
 
-// One sequence's run. Fields under the loader's lock.
+// How a load is read (DiskLoader::Start).
+struct DiskLoadOptions {
+  // A background load (the preload at start) yields to every other: a
+  // worker takes its jobs only when no other load has one waiting.
+  bool background = false;
+  // By default the jobs after the first that fails are skipped, not read:
+  // a sequence uses its run only up to the first bad block. Independent:
+  // every job is read whatever failed before it (the preload's batches
+  // hold many chains, each checked on its own).
+  bool independent = false;
+  // Called by the worker that finishes the load's last job, without the
+  // loader's lock (to wake the engine thread); not called after Cancel.
+  std::function<void()> on_done;
+};
+
+// One sequence's run (or one batch of the preload). Fields under the
+// loader's lock.
 struct DiskLoad {
   std::vector<DiskReadJob> jobs;
   std::vector<char> ok;         // [jobs]: read and verified
@@ -47,6 +66,7 @@ struct DiskLoad {
   size_t finished = 0;          // jobs done, failed or skipped
   int64_t running = 0;          // jobs a worker is reading now
   bool cancelled = false;
+  DiskLoadOptions options;
   size_t first_failed = SIZE_MAX;  // the first job that failed its read
   int64_t start_ns = 0;
   int64_t end_ns = 0;           // when the last job finished
@@ -64,7 +84,8 @@ class DiskLoader {
   DiskLoader(const DiskLoader&) = delete;
   DiskLoader& operator=(const DiskLoader&) = delete;
 
-  std::shared_ptr<DiskLoad> Start(std::vector<DiskReadJob> jobs);
+  std::shared_ptr<DiskLoad> Start(std::vector<DiskReadJob> jobs,
+                                  DiskLoadOptions options = DiskLoadOptions());
   // Whether every job of load has finished (then its results are final).
   bool Done(const DiskLoad& load) const;
   // Blocks until load is done.
@@ -80,6 +101,9 @@ class DiskLoader {
 
  private:
   void WorkerLoop();
+  // Calls a done load's on_done without the lock (lock is held on entry
+  // and on return).
+  void NotifyDone(const std::shared_ptr<DiskLoad>& load, std::unique_lock<std::mutex>* lock);
 
   DiskTier* tier_;
   size_t block_bytes_;

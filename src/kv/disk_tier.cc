@@ -428,6 +428,31 @@ std::optional<DiskPartialMatch> DiskTier::BestPartial(uint64_t parent_hash,
   return DiskPartialMatch{best->key, best->tokens, static_cast<int>(best_n)};
 }
 
+std::vector<std::pair<uint64_t, bool>> DiskTier::NewestFirst() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<uint64_t, bool>> out;
+  out.reserve(lru_.size());
+  for (auto it = lru_.rbegin(); it != lru_.rend(); ++it)
+    out.emplace_back(it->second, index_.at(it->second).partial);
+  return out;
+}
+
+StatusOr<DiskBlockHeader> DiskTier::ReadIdentity(uint64_t hash, bool partial) {
+  StatusOr<DiskBlockHeader> h = ReadHeader(hash, partial);
+  if (h.ok()) return h;
+  if (h.status().code() == StatusCode::kNotFound) {
+    bool logged;
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // another process evicted it
+      logged = ForgetLocked(hash);
+    }
+    if (logged) Wake();
+    return h.status();
+  }
+  DropCorrupt(hash, h.status(), partial);
+  return NotFoundError(h.status().message());
+}
+
 bool DiskTier::ForgetLocked(uint64_t hash) {
   auto it = index_.find(hash);
   if (it == index_.end()) return false;

@@ -168,6 +168,16 @@ class DiskTier {
   // its key, with all its tokens (DiskPartialMatch).
   Status Read(uint64_t hash, std::optional<uint64_t> parent_hash, std::span<const int32_t> tokens,
               uint8_t* dst, size_t payload_bytes, bool partial = false);
+  // Every indexed block, the most recently written or read first (at start:
+  // newest mtime first, the partial blocks before the full ones), as (hash
+  // or key, partial). Cost O(blocks).
+  std::vector<std::pair<uint64_t, bool>> NewestFirst() const;
+  // A block file's header (identity: parent hash, token ids, partial), read
+  // and checked (magic, version, sizes, header checksum, fingerprint, its
+  // name) without its payload. NotFound when the file is gone (then
+  // forgotten); a file that fails a check is counted, deleted and reported
+  // as NotFound, as Read does.
+  StatusOr<DiskBlockHeader> ReadIdentity(uint64_t hash, bool partial = false);
   // Among the partial blocks whose parent has parent_hash, the one whose
   // leading tokens match the most of tokens[0, max); none when no partial
   // block matches a token. Cost O(partial children of that parent x block).

@@ -94,6 +94,11 @@ struct KvCacheOptions {
   bool disk_prefault = true;
   // Tests: DiskTierOptions::read_hook (a slow disk, say).
   std::function<void(uint64_t hash)> disk_read_hook;
+  // Preload at start (--kv-disk-preload-gib; docs/kv_cache.md): the most
+  // pool bytes the disk blocks written last are read into, in the
+  // background, before any request asks for them (StepBackground). 0 =
+  // off; < 0 = half the pool. Never more than the pool's free blocks.
+  int64_t disk_preload_bytes = 0;
   // The model weights' identity for the disk tier's fingerprint (the caller
   // computes it, e.g. ModelFilesFingerprint); the KV layout and the ISA level
   // are added by the cache. Required with disk_dir.
@@ -166,6 +171,16 @@ struct KvCacheStats {
   int64_t disk_recomputed_blocks = 0;
   double disk_read_ns_per_block = 0;
   double prefill_ns_per_token = 0;
+  // Preload at start: blocks read into the pool and registered as cached,
+  // their bytes (pool bytes), the blocks it planned, whether it still runs
+  // (now) and how long it took from the cache's creation to its end (ms, 0
+  // while it runs or when off). Blocks a request registered first are
+  // neither read nor counted.
+  int64_t disk_preloaded_blocks = 0;
+  int64_t disk_preloaded_bytes = 0;
+  int64_t disk_preload_planned_blocks = 0;
+  bool disk_preload_running = false;
+  double disk_preload_ms = 0;
   // Every layer group together (the blocks_* above and block_bytes are the
   // primary pool's: with sliding groups, the global layers' only): the most
   // bytes of KV blocks held by running sequences, and held or cached.
@@ -301,6 +316,14 @@ class KvCache {
   }
   // Waits at most timeout_ms until some loading sequence's reads finish.
   virtual void WaitForLoads(int64_t timeout_ms) { (void)timeout_ms; }
+  // Work the cache does between steps on the engine thread: the preload at
+  // start (KvCacheOptions::disk_preload_bytes) registers the blocks its
+  // reads brought back and starts the next reads. Cheap when idle; call
+  // it when wake (SetBackgroundWake) was called and once at start.
+  virtual void StepBackground() {}
+  // Called from the cache's threads when StepBackground has work; nullptr
+  // stops it and waits for a running call.
+  virtual void SetBackgroundWake(std::function<void()> wake) { (void)wake; }
   // The engine's measured cost of prefilling a token, ns (0 = unknown): the
   // read-or-recompute rule compares a block's read with block_size of them.
   virtual void SetPrefillCost(double ns_per_token) { (void)ns_per_token; }

@@ -78,6 +78,7 @@ PagedKvCache::PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockP
             : std::clamp<int64_t>(std::thread::hardware_concurrency(), 2, kMaxDiskReadThreads);
     loader_ = std::make_unique<DiskLoader>(disk_.get(), pool_->block_bytes(),
                                            static_cast<int>(threads));
+    StartPreload();
   }
 }
 
@@ -85,6 +86,11 @@ PagedKvCache::~PagedKvCache() {
   // Reads still running write into blocks about to go: stop them first.
   for (auto& [id, s] : seqs_)
     if (s.load != nullptr) loader_->Cancel(s.load);
+  // The preload's planner and reads too (its blocks are not registered, so
+  // the shutdown does not write them).
+  if (preload_ != nullptr)
+    for (auto& batch : preload_->batches) loader_->Cancel(batch.load);
+  preload_.reset();
   // A clean shutdown keeps the whole cache; disk_'s destructor then finishes
   // the queued writes.
   if (disk_ != nullptr) WriteAllToDisk();
@@ -779,6 +785,7 @@ KvCacheStats PagedKvCache::Stats() const {
     st.disk = disk_->Stats();
     st.disk_read_ns_per_block = disk_ns_per_block_;
     st.prefill_ns_per_token = prefill_ns_per_token_;
+    st.disk_preload_running = PreloadRunning();
   }
   return st;
 }
@@ -809,6 +816,8 @@ int64_t PagedKvCache::Pin(std::span<const int32_t> tokens, std::string_view salt
 }
 
 void PagedKvCache::ResetPrefixCache() {
+  // A reset drops the cache: the preload would only fill it again.
+  if (PreloadRunning()) EndPreload("stopped by a cache reset");
   index_->UnpinAll();  // a reset drops every cached block, pinned or not
   // With a disk tier the replica keeps its DISK blocks, which
   // AllBlocksCleared (every medium) would wipe from a subscriber's view.
@@ -927,6 +936,10 @@ Status PagedKvCache::Check() const {
       }
     }
   }
+  // The preload's batch in flight: read into blocks it holds alone.
+  if (preload_ != nullptr)
+    for (const auto& batch : preload_->batches)
+      for (BlockId b : batch.blocks) ++holders[b];
   for (BlockId b = 0; b < pool_->num_blocks(); ++b) {
     auto name = [b] { return "block " + std::to_string(b); };
     int32_t rc = pool_->refcount(b);

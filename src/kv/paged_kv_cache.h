@@ -15,7 +15,10 @@
 // when the load is collected (at once, or by FinishLoad with async reads);
 // the destructor (a clean shutdown) writes every registered block not yet on
 // disk, the partial tail blocks too (a partial block on disk is read into
-// the sequence's tail block, like the pool's tail copy).
+// the sequence's tail block, like the pool's tail copy). At creation, the
+// preload (options.disk_preload_bytes, paged_kv_cache_preload.cc) starts
+// reading the blocks written last into free pool blocks in the background;
+// StepBackground registers them as cached.
 //
 // With sliding-window layer groups (options.groups, issue 24): the primary
 // pool holds the global group's layers and its blocks are the prefix index's
@@ -25,14 +28,19 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kv/block_pool.h"
 #include "kv/disk_loader.h"
+#include "kv/disk_preload.h"
 #include "kv/kv_cache.h"
 #include "kv/prefix_index.h"
 #include "kv/sliding_kv_group.h"
@@ -99,6 +107,17 @@ class PagedKvCache final : public KvCache {
   bool FinishLoad(SeqId seq, PrefixMatch* match) override;
   void WaitForLoads(int64_t timeout_ms) override;
   void SetPrefillCost(double ns_per_token) override { prefill_ns_per_token_ = ns_per_token; }
+  void StepBackground() override;
+  void SetBackgroundWake(std::function<void()> wake) override;
+  // Blocks read per batch, and batches in flight (two, so the I/O threads
+  // read the next while the engine thread registers one, or runs a step): a
+  // request arriving mid-preload reads the blocks it needs itself, so at
+  // most the batches in flight are read twice (the second copy is freed:
+  // same bits); its reads go before the batches' (DiskLoader).
+  static constexpr size_t kPreloadBatch = 32;
+  static constexpr size_t kPreloadBatchesInFlight = 2;
+  // Whether the preload at start still plans or reads (tests wait on it).
+  bool PreloadRunning() const { return preload_ != nullptr && !preload_->done; }
   Status Check() const override;
 
   const BlockPool& pool() const { return *pool_; }
@@ -203,6 +222,21 @@ class PagedKvCache final : public KvCache {
   void ShareOrAttach(Sequence* s, size_t g, int64_t i, BlockId node);
   // Gives back each group's blocks before the window of the next query.
   void DropOutOfWindow(Sequence* s);
+  // Preload at start (paged_kv_cache_preload.cc): starts the planner.
+  void StartPreload();
+  // Reads the plan's next blocks not in the pool yet into free blocks, as
+  // one batch; false when it started none (none left, or no block free).
+  bool StartPreloadBatch();
+  // Registers what the front batch read, in chain order, as cached.
+  void ApplyPreloadBatch();
+  // Ends the preload (cancels the batches in flight, frees their blocks).
+  void EndPreload(const char* why);
+  // The pool block a plan's block was registered as (by the preload, or by
+  // a request first), if it still is; kNoBlock otherwise.
+  BlockId PreloadResolved(uint64_t hash) const;
+  // Calls the engine's wake (SetBackgroundWake), from the planner's or an
+  // I/O thread, when StepBackground has work.
+  void WakeBackground();
   // Free + cached blocks of the primary pool alone.
   int64_t PrimaryAvailable() const { return pool_->num_free() + index_->num_cached(); }
 
@@ -219,6 +253,25 @@ class PagedKvCache final : public KvCache {
   double prefill_ns_per_token_ = 0;  // SetPrefillCost
   double disk_ns_per_block_ = 0;     // moving average of loads' wall time per block
   int64_t runs_recomputed_ = 0;      // disk runs the rule chose to compute
+  struct Preload {
+    std::unique_ptr<DiskPreloadPlanner> planner;  // until its plan is taken
+    std::vector<PreloadBlock> plan;  // whole chains in chain order
+    size_t next = 0;                 // the next plan entry to consider
+    bool done = false;
+    int64_t start_ns = 0;
+    // A batch being read: its load, each job's pool block and plan entry.
+    struct Batch {
+      std::shared_ptr<DiskLoad> load;
+      std::vector<BlockId> blocks;
+      std::vector<size_t> entries;
+    };
+    std::deque<Batch> batches;  // plan order; applied from the front
+    std::unordered_set<uint64_t> in_flight;  // full blocks the batches read
+    std::unordered_map<uint64_t, BlockId> resolved;  // plan hash -> pool block
+  };
+  std::unique_ptr<Preload> preload_;
+  std::mutex wake_mu_;  // held while background_wake_ runs, and to replace it
+  std::function<void()> background_wake_;
   // Last: its threads write into pool_'s blocks and read disk_, so it stops first.
   std::unique_ptr<DiskLoader> loader_;
 };

@@ -34,6 +34,20 @@ std::vector<BlockId>& PrefixIndex::MutableChildren(BlockId parent, uint64_t salt
   return parent != kNoBlock ? nodes_[parent].children : root_children_[salt_key];
 }
 
+BlockId PrefixIndex::FindByHash(uint64_t hash, std::optional<uint64_t> parent_hash,
+                               const int32_t* tokens) const {
+  auto [lo, hi] = full_by_hash_.equal_range(hash);
+  for (auto it = lo; it != hi; ++it) {
+    const Node& n = nodes_[it->second];
+    const std::optional<uint64_t> ph =
+        n.parent == kNoBlock ? std::nullopt : std::optional<uint64_t>(nodes_[n.parent].hash);
+    if (n.full && ph == parent_hash &&
+        std::memcmp(n.tokens.data(), tokens, sizeof(int32_t) * block_size_) == 0)
+      return it->second;
+  }
+  return kNoBlock;
+}
+
 BlockId PrefixIndex::FindFull(BlockId parent, uint64_t salt_key, const int32_t* tokens) const {
   uint64_t h = ChildHash(parent, salt_key, tokens, block_size_);
   auto [lo, hi] = full_by_hash_.equal_range(h);

@@ -71,6 +71,13 @@ class PrefixIndex {
   // The registered full child of parent (kNoBlock = root) under salt whose
   // tokens equal tokens[0, block_size), or kNoBlock.
   BlockId FindFull(BlockId parent, uint64_t salt_key, const int32_t* tokens) const;
+  // The registered full block named hash whose parent's hash is parent_hash
+  // (none: a first block) and whose tokens are tokens[0, block_size), or
+  // kNoBlock. For a caller that knows a block by its stable hash, not its
+  // parent's id (the preload at start: the parent may be one a request
+  // registered meanwhile). O(blocks with that hash).
+  BlockId FindByHash(uint64_t hash, std::optional<uint64_t> parent_hash,
+                     const int32_t* tokens) const;
   // Among parent's registered children (full or partial), the one sharing the
   // longest run of leading tokens with tokens[0, max_tokens); {kNoBlock, 0}
   // if none shares a token.

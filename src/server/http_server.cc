@@ -406,7 +406,12 @@ struct HttpServer::Impl {
                          {"read_ns", s.kv_disk.read_ns},
                          {"read_open_ns", s.kv_disk.read_open_ns},
                          {"read_io_ns", s.kv_disk.read_io_ns},
-                         {"read_check_ns", s.kv_disk.read_check_ns}};
+                         {"read_check_ns", s.kv_disk.read_check_ns},
+                         {"preloaded_blocks", s.kv_disk_preloaded_blocks},
+                         {"preloaded_bytes", s.kv_disk_preloaded_bytes},
+                         {"preload_planned_blocks", s.kv_disk_preload_planned_blocks},
+                         {"preload_running", s.kv_disk_preload_running},
+                         {"preload_ms", s.kv_disk_preload_ms}};
     }
     if (!s.kv_sliding.empty()) {
       json groups = json::array();

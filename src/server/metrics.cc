@@ -221,6 +221,13 @@ std::string ServerMetrics::Render(const EngineStats& s, const std::string& model
             static_cast<double>(d.corrupt_blocks));
     counter("kvfork_kv_disk_evictions_total", "Block files deleted to stay within --kv-disk-gib.",
             static_cast<double>(d.evicted_blocks));
+    counter("kvfork_kv_disk_preloaded_blocks_total",
+            "Disk tier blocks read into the pool at start, before any request asked for them.",
+            static_cast<double>(s.kv_disk_preloaded_blocks));
+    counter("kvfork_kv_disk_preloaded_bytes_total", "Pool bytes the preload at start filled.",
+            static_cast<double>(s.kv_disk_preloaded_bytes));
+    gauge("kvfork_kv_disk_preload_running", "1 while the preload at start reads, else 0.",
+          s.kv_disk_preload_running ? 1.0 : 0.0);
   }
   // A sliding-window model: one series per sliding group's pool, by window.
   if (!s.kv_sliding.empty()) {

@@ -1,8 +1,10 @@
 """Smoke test of bench/serve/bench_restart.py (issue 25's restart benchmark):
 the tiny model, a 256-word conversation, every variant (llama.cpp's slot
 save/restore only where .cache/llama-server is built; otherwise the script
-must say it skipped it). Checks the prefix survives a clean restart and a
-kill -9 after the writes settle, that the cold start caches nothing, that the
+must say it skipped it). Checks the prefix survives a clean restart (each
+clean restart answers as the warm server did; sent after the preload ended,
+the turn reads nothing itself) and a kill -9 after the writes settle, that
+the cold start caches nothing, that the
 break-even numbers and the JSON are written, and a flag error. Never checks
 timings."""
 
@@ -43,7 +45,7 @@ def main():
                 fail(f"meta has no {key}")
         rows = data["rows"]
         have_llama = os.access(LLAMA, os.X_OK)
-        want = ["warm", "restart", "kill9", "cold"] + (["llama.cpp"] if have_llama else [])
+        want = ["warm", "restart", "restart-preloaded", "restart-nopreload", "kill9", "cold"] + (["llama.cpp"] if have_llama else [])
         if sorted(rows) != sorted(want):
             fail(f"variants {sorted(rows)}, expected {sorted(want)}")
         if not have_llama and not any("llama.cpp skipped" in n for n in data["meta"]["notes"]):
@@ -65,19 +67,41 @@ def main():
         # full block and the partial tail block the shutdown wrote, so exactly
         # the warm server's tokens. kill -9 keeps only what evictions wrote:
         # full blocks.
-        for name in ("restart", "kill9"):
+        for name in ("restart", "restart-preloaded", "restart-nopreload", "kill9"):
             r = rows[name]
+            clean = name != "kill9"
             if r["files_on_disk"] <= 0:
                 fail(f"{name}: no block files on disk before the new server started")
-            if name == "restart":
+            if clean:
                 if r["cached_tokens"] != warm:
-                    fail(f"restart: cached {r['cached_tokens']} after the restart, warm {warm}")
+                    fail(f"{name}: cached {r['cached_tokens']} after the restart, warm {warm}")
+                # The same cached KV and the same few new tokens: greedy
+                # decoding must answer as the warm server did.
+                if r["text"] != rows["warm"]["text"]:
+                    fail(f"{name}: answered {r['text']!r}, the warm server {rows['warm']['text']!r}")
             elif r["cached_tokens"] < BLOCK * (warm // BLOCK) - BLOCK or r["cached_tokens"] % BLOCK:
                 fail(f"{name}: cached {r['cached_tokens']} after the restart, warm {warm}")
-            # hit_blocks counts every block read back, a clean restart's
-            # partial tail block (at most BLOCK - 1 tokens) as one.
-            if r["disk"]["hit_blocks"] * BLOCK < r["cached_tokens"] or r["disk"]["corrupt_blocks"]:
+            # Read by the turn itself or by the preload at start before it;
+            # a clean restart's partial tail block (at most BLOCK - 1 tokens)
+            # counts as one block.
+            from_disk = r["disk"]["hit_blocks"] + r["disk"].get("preloaded_blocks", 0)
+            if from_disk * BLOCK < r["cached_tokens"] or r["disk"]["corrupt_blocks"]:
                 fail(f"{name}: the cached tokens did not come from disk: {r['disk']}")
+        # The preload at start (on by default) read blocks; off, none.
+        if rows["restart"]["disk"]["preloaded_blocks"] <= 0 or "preload_running_at_turn" not in rows["restart"]:
+            fail(f"restart: no preload at start: {rows['restart']['disk']}")
+        # Sent once the preload had ended: the conversation (far under half
+        # the pool) was all in RAM, so the turn read no block itself; the
+        # wait is reported from the server's start.
+        r = rows["restart-preloaded"]
+        if r["preload_running_at_turn"] is not False or r["disk"]["preloaded_blocks"] <= 0:
+            fail(f"restart-preloaded: the turn did not wait for a preload that read blocks: {r}")
+        if r["disk"]["hit_blocks"] != 0:
+            fail(f"restart-preloaded: the turn read {r['disk']['hit_blocks']} blocks after the preload ended")
+        if not r["start_s"] <= r["preload_end_s"] < 300:
+            fail(f"restart-preloaded: preload end {r['preload_end_s']} s, /health {r['start_s']} s after start")
+        if rows["restart-nopreload"]["disk"]["preloaded_blocks"] != 0:
+            fail(f"restart-nopreload preloaded: {rows['restart-nopreload']['disk']}")
         if rows["kill9"]["disk_before_kill"]["blocks_written"] <= 0:
             fail("kill9: nothing was written before SIGKILL")
         if rows["cold"]["cached_tokens"] != 0:
@@ -92,7 +116,7 @@ def main():
         for key in ("dropped_cache", "page_cache"):
             if not be[key]["bytes_per_s"] or be[key]["read_s_per_block"] <= 0:
                 fail(f"break-even {key}: {be[key]}")
-        for needle in ("| variant | next-turn TTFT ms", "| restart |", "| kill9 |", "| cold |", "break-even (",
+        for needle in ("| variant | next-turn TTFT ms", "| restart |", "| restart-preloaded |", "| kill9 |", "| cold |", "break-even (",
                        "load"):
             if needle not in p.stdout:
                 fail(f"the printed table lacks {needle!r}")

@@ -255,6 +255,13 @@ bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Every logits row two recorders hold for one (request, choice) id, bitwise.
+void ExpectSameLogitRows(Recorder& x, Recorder& y, const std::string& id) {
+  ASSERT_EQ(x.rows[id].size(), y.rows[id].size()) << id;
+  for (size_t i = 0; i < x.rows[id].size(); ++i)
+    EXPECT_TRUE(BitwiseEqual(x.rows[id][i], y.rows[id][i])) << id << " logits row " << i;
+}
+
 // Both runs of a batch invariance test and the shared engine's stats.
 struct InvarianceRun {
   std::map<std::string, Result> alone;  // by request id
@@ -594,11 +601,6 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
     e->Shutdown();
     return res;
   };
-  auto same_rows = [](Recorder& x, Recorder& y, const std::string& id) {
-    ASSERT_EQ(x.rows[id].size(), y.rows[id].size()) << id;
-    for (size_t i = 0; i < x.rows[id].size(); ++i)
-      EXPECT_TRUE(BitwiseEqual(x.rows[id][i], y.rows[id][i])) << id << " logits row " << i;
-  };
   Recorder cold, warm, restarted, damaged, partial_damaged, warm_engine;
   EngineStats s_cold, s_warm, s_restarted, s_damaged, s_partial_damaged, s_warm_engine;
   Result a = run(disk.path(), &cold, &s_cold, {r})[0];
@@ -611,7 +613,7 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   EXPECT_EQ(b.usage.cached_tokens, 99) << "6 blocks and 3 tokens of the partial one (len - 1)";
   EXPECT_EQ(s_warm.kv_disk_hit_blocks, 7) << "the partial block counts as one";
   EXPECT_EQ(b.tokens, a.tokens);
-  same_rows(warm, cold, "r/0");
+  ExpectSameLogitRows(warm, cold, "r/0");
   // The next turn: the first turn's prompt and answer, then 4 new tokens.
   Request next = r;
   next.id = "next";
@@ -626,7 +628,7 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   Result n = run(disk.path(), &restarted, &s_restarted, {next}, /*warmup=*/true)[0];
   EXPECT_EQ(n.usage.cached_tokens, warm_cached) << "the restart reuses what the warm engine does";
   EXPECT_EQ(n.tokens, w[1].tokens);
-  same_rows(restarted, warm_engine, "next/0");
+  ExpectSameLogitRows(restarted, warm_engine, "next/0");
   // Truncate the 4th block's file: 3 blocks come from disk, the rest is computed.
   std::string sub;
   for (const auto& d : std::filesystem::directory_iterator(disk.path())) sub = d.path().string();
@@ -641,7 +643,7 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   EXPECT_EQ(c.usage.cached_tokens, 48);
   EXPECT_EQ(s_damaged.kv_disk.corrupt_blocks, 1);
   EXPECT_EQ(c.tokens, a.tokens);
-  same_rows(damaged, cold, "r/0");
+  ExpectSameLogitRows(damaged, cold, "r/0");
   // Flip a byte of the partial block's payload: 6 blocks from disk, its 3
   // tokens computed (and the block written again, whole, at shutdown). (The
   // damaged run wrote the 4th block again; the partial block's parent is
@@ -666,11 +668,98 @@ TEST_P(EngineFormatTest, DiskTierRestartGivesBitwiseSameLogits) {
   EXPECT_EQ(d.usage.cached_tokens, 96);
   EXPECT_EQ(s_partial_damaged.kv_disk.corrupt_blocks, 1);
   EXPECT_EQ(d.tokens, a.tokens);
-  same_rows(partial_damaged, cold, "r/0");
+  ExpectSameLogitRows(partial_damaged, cold, "r/0");
   EXPECT_EQ(cold.bad_checks + warm.bad_checks + restarted.bad_checks + damaged.bad_checks +
                 partial_damaged.bad_checks + warm_engine.bad_checks,
             0)
       << cold.first_bad;
+}
+
+// Issue 25, preload at start: a restarted engine reads the blocks the last
+// shutdown wrote into its pool before the next turn comes, so the turn
+// reuses what the warm engine does without a read of its own, with the warm
+// engine's logits bit for bit; a turn that arrives while the preload still
+// reads (a disk slowed to 20 ms a block) gets the same tokens and logits.
+TEST_P(EngineFormatTest, DiskPreloadRestartGivesTheWarmReuseAndBitwiseLogits) {
+  testing::TempDir disk;
+  testing::TempDir warm_disk;
+  testing::TempDir copy;
+  auto fp = ModelFilesFingerprint(model_path_);
+  ASSERT_TRUE(fp.ok()) << fp.status().ToString();
+  std::mt19937 rng(12);
+  Request r;
+  r.id = "r";
+  r.prompt_tokens = RandomPrompt(rng, 100);
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = 6;
+  auto options = [&](const std::string& dir, Recorder* rec, double preload_gib) {
+    EngineOptions o = SmallOptions();
+    o.kv_disk_dir = dir;
+    o.kv_disk_gib = 1;
+    o.kv_model_fingerprint = *fp;
+    o.kv_disk_preload_gib = preload_gib;
+    rec->Attach(&o);
+    return o;
+  };
+  Recorder first, warm, preloaded, mid;
+  Result a;
+  {
+    auto e = Make(options(disk.path(), &first, 0));
+    a = Drain(**e->Submit(r));
+    ASSERT_TRUE(a.error.ok()) << a.error.ToString();
+  }  // a clean shutdown: 6 full blocks and the partial one of 9 on disk
+  std::filesystem::copy(disk.path(), copy.path(), std::filesystem::copy_options::recursive);
+  Request next = r;
+  next.id = "next";
+  next.prompt_tokens.insert(next.prompt_tokens.end(), a.tokens.at(0).begin(),
+                            a.tokens.at(0).end());
+  for (int i = 0; i < 4; ++i) next.prompt_tokens.push_back(RandomPrompt(rng, 1)[0]);
+  // Warm: one engine runs both turns (its own directory).
+  Result w;
+  {
+    auto e = Make(options(warm_disk.path(), &warm, 0));
+    ASSERT_TRUE(Drain(**e->Submit(r)).error.ok());
+    w = Drain(**e->Submit(next));
+    ASSERT_TRUE(w.error.ok()) << w.error.ToString();
+  }
+  EXPECT_EQ(w.usage.cached_tokens, 105) << "the first turn's 6 blocks and its partial tail of 9";
+  // Restarted with the preload (half the pool), the turn sent once it ended.
+  {
+    auto e = Make(options(disk.path(), &preloaded, -1));
+    EngineStats st = e->Stats();
+    for (int i = 0; i < 10000 && st.kv_disk_preload_running; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      st = e->Stats();
+    }
+    ASSERT_FALSE(st.kv_disk_preload_running);
+    EXPECT_EQ(st.kv_disk_preloaded_blocks, 7) << "6 full blocks and the partial one";
+    EXPECT_EQ(st.kv_disk_preload_planned_blocks, 7);
+    EXPECT_EQ(st.kv_disk_preloaded_bytes, 7 * st.block_bytes);
+    Result n = Drain(**e->Submit(next));
+    ASSERT_TRUE(n.error.ok()) << n.error.ToString();
+    EXPECT_EQ(n.usage.cached_tokens, w.usage.cached_tokens);
+    EXPECT_EQ(n.tokens, w.tokens);
+    EXPECT_EQ(e->Stats().kv_disk_hit_blocks, 0) << "the turn read nothing itself";
+    ExpectSameLogitRows(preloaded, warm, "next/0");
+  }
+  // Restarted on a slow disk, the turn sent at once: it arrives while the
+  // preload reads, and reads what is not in the pool yet itself.
+  {
+    EngineOptions o = options(copy.path(), &mid, -1);
+    o.kv_disk_read_hook_for_testing = [](uint64_t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    };
+    auto e = Make(o);
+    EXPECT_TRUE(e->Stats().kv_disk_preload_running);
+    Result n = Drain(**e->Submit(next));
+    ASSERT_TRUE(n.error.ok()) << n.error.ToString();
+    EXPECT_EQ(n.usage.cached_tokens, w.usage.cached_tokens);
+    EXPECT_EQ(n.tokens, w.tokens);
+    ExpectSameLogitRows(mid, warm, "next/0");
+    EXPECT_TRUE(e->CheckKv().ok());
+  }
+  EXPECT_EQ(first.bad_checks + warm.bad_checks + preloaded.bad_checks + mid.bad_checks, 0)
+      << first.first_bad << preloaded.first_bad << mid.first_bad;
 }
 
 // Issue 25: a request whose cached prefix continues on disk waits in a

@@ -11,11 +11,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -26,6 +24,7 @@
 #include "kv/disk_tier.h"
 #include "kv/kv_test_util.h"
 #include "kv/paged_kv_cache.h"
+#include "kv/read_gate.h"
 #include "temp_dir.h"
 
 namespace kvfork {
@@ -35,6 +34,7 @@ using testing::Concat;
 using testing::HoldsPattern;
 using testing::Prefill;
 using testing::Range;
+using testing::ReadGate;
 using testing::TinyLayout;
 
 std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
@@ -203,33 +203,13 @@ void WriteToDisk(const std::string& dir, const std::vector<std::vector<int32_t>>
   for (const auto& p : prompts) c->Release(Prefill(*c, p));
 }
 
-// A gate the read hook waits at until the test opens it.
-struct Gate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = false;
-  std::atomic<int> reads{0};
-  void Wait() {
-    ++reads;
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return open; });
-  }
-  void Open() {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      open = true;
-    }
-    cv.notify_all();
-  }
-};
-
 TEST(DiskLoad, AsyncAdmitLoadsWhileTheCallerGoesOn) {
   testing::TempDir dir;
   // 40 full blocks + 2: the shutdown writes 40 full and 1 partial block, and
   // the load reads 40 blocks and 1 token of the partial one (len - 1).
   const std::vector<int32_t> prompt = Range(100, 4 * 40 + 2);
   WriteToDisk(dir.path(), {prompt});
-  Gate gate;
+  ReadGate gate;
   auto c = MakeCache(dir.path(), /*async=*/true, [&](uint64_t) { gate.Wait(); });
   PrefixMatch m;
   StatusOr<SeqId> s = c->Admit(prompt, "", static_cast<int64_t>(prompt.size()), &m);

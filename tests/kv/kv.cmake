@@ -60,3 +60,8 @@ kvfork_test(kv_sliding_test
 kvfork_test(disk_load_test
   SOURCES disk_load_test.cc
   LABELS unit LIBS kvfork_kv)
+# The preload at start: whole chains newest first, bounds, corrupt files, a
+# request mid-preload.
+kvfork_test(disk_preload_test
+  SOURCES disk_preload_test.cc
+  LABELS unit LIBS kvfork_kv)

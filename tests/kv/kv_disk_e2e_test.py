@@ -141,6 +141,17 @@ def run(model, disk, log):
         fail(f"restart: cached {cached_b} (cold {cached_a}), disk {st}")
     print(f"restart: cached_tokens {cached_b} (cold run {cached_a}), {st['hit_blocks']} blocks "
           f"read from disk", flush=True)
+    # The preload at start (on by default: half the 48-block pool) planned
+    # whole chains of the files the clean stop wrote last, and ends.
+    for _ in range(300):
+        if not st["preload_running"]:
+            break
+        time.sleep(0.1)
+        st = b.stats()
+    if st["preload_running"] or st["preload_planned_blocks"] <= 0 or st["preload_planned_blocks"] > 24:
+        fail(f"restart: the preload at start planned {st['preload_planned_blocks']} blocks: {st}")
+    print(f"restart: the preload planned {st['preload_planned_blocks']} blocks and read "
+          f"{st['preloaded_blocks']} into the pool in {st['preload_ms']:.1f} ms", flush=True)
     stop = threading.Event()
 
     def load(i):

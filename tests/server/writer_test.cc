@@ -214,6 +214,9 @@ TEST(MetricsTest, DiskTierCounters) {
   s.kv_disk.evicted_blocks = 5;
   s.kv_disk_hit_blocks = 4;
   s.kv_disk_miss_lookups = 6;
+  s.kv_disk_preloaded_blocks = 7;
+  s.kv_disk_preloaded_bytes = 7000;
+  s.kv_disk_preload_running = true;
   text = metrics.Render(s, "m");
   std::map<std::string, double> samples;
   CheckPrometheusText(text, &samples);
@@ -228,6 +231,9 @@ TEST(MetricsTest, DiskTierCounters) {
   EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_write_errors_total" + m), 1);
   EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_corrupt_blocks_total" + m), 2);
   EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_evictions_total" + m), 5);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_preloaded_blocks_total" + m), 7);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_preloaded_bytes_total" + m), 7000);
+  EXPECT_DOUBLE_EQ(samples.at("kvfork_kv_disk_preload_running" + m), 1);
 }
 
 // A sliding-window model's groups (issue 24): one series per group, labelled
