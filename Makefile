@@ -109,8 +109,8 @@ soak: build
 ASAN_OPTS := detect_leaks=1
 UBSAN_OPTS := print_stacktrace=1:halt_on_error=1
 TSAN_OPTS := halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
-TSAN_TARGETS := kvfork core_test engine_unit_test engine_test server_unit_test disk_load_test
-TSAN_TESTS := ^(core_test|engine_unit_test|engine_test|server_unit_test|server_e2e_test|disk_load_test)$$
+TSAN_TARGETS := kvfork core_test engine_unit_test engine_test server_unit_test disk_load_test disk_preload_test
+TSAN_TESTS := ^(core_test|engine_unit_test|engine_test|server_unit_test|server_e2e_test|disk_load_test|disk_preload_test)$$
 # san_ctest(preset, ctest args)
 define san_ctest
 	@rm -rf build/$(1)/sanitizer-reports && mkdir -p build/$(1)/sanitizer-reports
