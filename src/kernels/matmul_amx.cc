@@ -58,8 +58,14 @@ constexpr int64_t kTaskRows = 64;         // W rows per task: two 32-row panels
 // 48.5 ms, 256 rows 47.1, 512 rows 46.6), while 256 still leaves q/k/v 16
 // tasks and o_proj 4 to share, so a descheduled thread holds up little.
 constexpr int64_t kDecodeTaskRows = 256;
-// No software prefetch of W: measured on Sapphire Rapids with one thread
-// streaming W from DRAM at M=1, prefetching each row 4/8/16 chunks ahead
+// The one-token decode kernel prefetches each A tile's rows this many 32-k
+// chunks ahead (DecodeKernel). Measured on a loaded VM, alternated, qwen3-0.6b
+// BF16 decode (2 threads), 6 rounds: 51-74% of the limit without, 63-85% with
+// 2 chunks; with W in L2 (one thread, n = 256, k = 1,024) 11.6 -> 10.7 us.
+constexpr int64_t kDecodePrefetchChunks = 2;
+// No software prefetch of W in the 16-token kernel: measured on Sapphire
+// Rapids with one thread streaming W from DRAM at M=1 (before the one-token
+// kernel), prefetching each row 4/8/16 chunks ahead
 // (T0, T1 or NTA) or the next panel linearly into L2 lowered the GEMV from
 // 14-16 GB/s (85-95% of a plain read loop) to 12.4-13.7 GB/s: the hardware
 // prefetchers already follow the 16-32 row streams, and the extra load-port
@@ -272,12 +278,21 @@ void PackXOneToken(const float* x, int64_t k, int64_t kc, uint16_t* xp) {
 }
 
 // A tile t of w (16 rows) over all kc chunks against the one-token X at x
-// (tmm0 C, tmm4 A, tmm6 B); the 16 sums stored at c.
+// (tmm0 C, tmm4 A, tmm6 B); the 16 sums stored at c. Each chunk first
+// prefetches (T0) its 16 rows kDecodePrefetchChunks chunks ahead: a tile load
+// is one instruction over 16 lines 2K apart, which the L1 prefetchers do not
+// follow. The 16-token kernel lost speed to such prefetches (see
+// kDecodePrefetchChunks); this one gains, from L2 and from DRAM.
 inline void DecodeKernel(const ATiles& w, int64_t t, const uint8_t* x, int64_t kc, float* c) {
   KVFORK_TILE_ZERO(0);
   const uint8_t* a = w.base + t * w.tile_step;
   const int64_t a_stride = w.row_stride, x_stride = 4;
+  const int64_t ahead = kDecodePrefetchChunks * w.chunk_step;
   for (int64_t ch = 0; ch < kc; ++ch) {
+    if (ch + kDecodePrefetchChunks < kc) {
+      const char* next = reinterpret_cast<const char*>(a + ch * w.chunk_step + ahead);
+      for (int r = 0; r < 16; ++r) _mm_prefetch(next + r * a_stride, _MM_HINT_T0);
+    }
     KVFORK_TILE_LOAD(6, x + ch * 64, x_stride);
     KVFORK_TILE_LOAD(4, a + ch * w.chunk_step, a_stride);
     KVFORK_TILE_DP(0, 4, 6);
