@@ -1,6 +1,7 @@
-// AMX tile instructions and the one tile configuration every AMX kernel uses
-// (all eight tiles 16 rows x 64 bytes). Include only from translation units
-// compiled with the AMX flags (*_amx.cc); everything has internal linkage.
+// AMX tile instructions and the tile configurations the AMX kernels use (all
+// eight tiles 16 rows x 64 bytes, or the bf16 decode's one-token tiles).
+// Include only from translation units compiled with the AMX flags (*_amx.cc);
+// everything has internal linkage.
 #pragma once
 
 #include <cstdint>
@@ -26,10 +27,16 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-inline void LoadTileConfig() {
+// How many tokens the token tiles (C: tmm0-3, B: tmm6-7) hold: 16 (every tile
+// 16 rows x 64 bytes), or one for the bf16 decode GEMV (C and B tiles 16 rows
+// x 4 bytes: one f32, or one bf16 pair, per row; A tiles tmm4-5 stay 16 x 64).
+enum class TokenCols { k16, k1 };
+
+inline void LoadTileConfig(TokenCols tokens = TokenCols::k16) {
   TileConfig cfg;
   for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;
+    const bool token_tile = t != 4 && t != 5;
+    cfg.colsb[t] = tokens == TokenCols::k1 && token_tile ? 4 : 64;
     cfg.rows[t] = 16;
   }
   __asm__ volatile("ldtilecfg %0" ::"m"(cfg) : "memory");
@@ -40,10 +47,10 @@ inline void LoadTileConfig() {
 // pool thread has it before its first tile instruction, and one some other
 // library left between calls is replaced. Not per task: LDTILECFG also zeroes
 // the tiles and costs ~3% of a decode GEMV.
-inline void ConfigureTilesFor(uint64_t call) {
+inline void ConfigureTilesFor(uint64_t call, TokenCols tokens = TokenCols::k16) {
   thread_local uint64_t configured_for = 0;
   if (configured_for != call) {
-    LoadTileConfig();
+    LoadTileConfig(tokens);
     configured_for = call;
   }
 }

@@ -24,7 +24,8 @@
 // products add nothing (except the sign of an exact zero), the same for every M.
 //
 // Tile registers: tmm0-3 accumulators (C), tmm4-5 W (A), tmm6-7 X (B), all
-// 16 rows x 64 bytes. Each thread loads the tile configuration before its
+// 16 rows x 64 bytes, except at M = 1, where C and B hold one token (16 rows
+// x 4 bytes, TokenCols::k1; see PackXOneToken). Each thread loads the tile configuration before its
 // first task of every MatMul call, so a pool thread never runs tile
 // instructions without it (and a configuration some other library left on
 // the thread between calls is replaced); once per call rather than per task
@@ -57,8 +58,14 @@ constexpr int64_t kTaskRows = 64;         // W rows per task: two 32-row panels
 // 48.5 ms, 256 rows 47.1, 512 rows 46.6), while 256 still leaves q/k/v 16
 // tasks and o_proj 4 to share, so a descheduled thread holds up little.
 constexpr int64_t kDecodeTaskRows = 256;
-// No software prefetch of W: measured on Sapphire Rapids with one thread
-// streaming W from DRAM at M=1, prefetching each row 4/8/16 chunks ahead
+// The one-token decode kernel prefetches each A tile's rows this many 32-k
+// chunks ahead (DecodeKernel). Measured on a loaded VM, alternated, qwen3-0.6b
+// BF16 decode (2 threads), 6 rounds: 51-74% of the limit without, 63-85% with
+// 2 chunks; with W in L2 (one thread, n = 256, k = 1,024) 11.6 -> 10.7 us.
+constexpr int64_t kDecodePrefetchChunks = 2;
+// No software prefetch of W in the 16-token kernel: measured on Sapphire
+// Rapids with one thread streaming W from DRAM at M=1 (before the one-token
+// kernel), prefetching each row 4/8/16 chunks ahead
 // (T0, T1 or NTA) or the next panel linearly into L2 lowered the GEMV from
 // 14-16 GB/s (85-95% of a plain read loop) to 12.4-13.7 GB/s: the hardware
 // prefetchers already follow the 16-32 row streams, and the extra load-port
@@ -250,6 +257,84 @@ void Panel(const TaskRows& w, const TaskRows* up, int64_t p, const uint8_t* b, i
   }
 }
 
+// Decode (M = 1) runs on one-token tiles (TokenCols::k1): X is packed as kc
+// chunks of 32 bf16 (64 bytes, a B tile of 16 rows x 4 bytes: row r = the
+// pair k = 2r, 2r+1), so a chunk loads 64 bytes of X instead of a 1 KB tile
+// whose other 15 token columns are zeros, and a C tile is 16 floats that
+// need no transpose. Each output still takes one TDPBF16PS per chunk, in k
+// order, from the same A row and its own token's column of B, so it keeps
+// the bits of the 16-token tiles. One 16-row panel at a time: interleaving
+// 2, 3 or 4 panels per chunk was slower with W in L2 (one thread, n = 256,
+// k = 1,024: 45 ns a row for 1 panel, 56, 65 and 73 for 2, 3 and 4), as 32+
+// rows 2 KB apart contend for the same L1 sets.
+void PackXOneToken(const float* x, int64_t k, int64_t kc, uint16_t* xp) {
+  for (int64_t c = 0; c < kc; ++c) {
+    const int64_t k0 = c * kTileK, left = k - k0;
+    const __m512 lo = _mm512_maskz_loadu_ps(Mask16(left), x + k0);
+    const __m512 hi = _mm512_maskz_loadu_ps(Mask16(left > 16 ? left - 16 : 0), x + k0 + 16);
+    avx512::StoreBf16(xp + c * kTileK, F32ToBf16Lanes(lo));
+    avx512::StoreBf16(xp + c * kTileK + 16, F32ToBf16Lanes(hi));
+  }
+}
+
+// A tile t of w (16 rows) over all kc chunks against the one-token X at x
+// (tmm0 C, tmm4 A, tmm6 B); the 16 sums stored at c. Each chunk first
+// prefetches (T0) its 16 rows kDecodePrefetchChunks chunks ahead: a tile load
+// is one instruction over 16 lines 2K apart, which the L1 prefetchers do not
+// follow. The 16-token kernel lost speed to such prefetches (see
+// kDecodePrefetchChunks); this one gains, from L2 and from DRAM.
+inline void DecodeKernel(const ATiles& w, int64_t t, const uint8_t* x, int64_t kc, float* c) {
+  KVFORK_TILE_ZERO(0);
+  const uint8_t* a = w.base + t * w.tile_step;
+  const int64_t a_stride = w.row_stride, x_stride = 4;
+  const int64_t ahead = kDecodePrefetchChunks * w.chunk_step;
+  for (int64_t ch = 0; ch < kc; ++ch) {
+    if (ch + kDecodePrefetchChunks < kc) {
+      const char* next = reinterpret_cast<const char*>(a + ch * w.chunk_step + ahead);
+      for (int r = 0; r < 16; ++r) _mm_prefetch(next + r * a_stride, _MM_HINT_T0);
+    }
+    KVFORK_TILE_LOAD(6, x + ch * 64, x_stride);
+    KVFORK_TILE_LOAD(4, a + ch * w.chunk_step, a_stride);
+    KVFORK_TILE_DP(0, 4, 6);
+  }
+  const int64_t c_stride = 4;
+  KVFORK_TILE_STORE(0, c, c_stride);
+}
+
+// Outputs of W rows r0 .. r0 + 15 (A tile p; rows_left from r0 on) for the
+// one token, through epilogue E: StoreTransposed's lane math per element.
+template <Epilogue E>
+void DecodePanel(const TaskRows& w, const TaskRows* up, int64_t p, const uint8_t* x, int64_t kc,
+                 int64_t r0, int64_t rows_left, float* y) {
+  alignas(64) float c[16];
+  alignas(64) float cu[16];
+  DecodeKernel(w.a, p, x, kc, c);
+  __m512 v = _mm512_load_ps(c);
+  if constexpr (E == Epilogue::kSiluMul) {
+    DecodeKernel(up->a, p, x, kc, cu);
+    v = avx512::SiluMulLanes(v, _mm512_load_ps(cu));
+  }
+  const __mmask16 mask = Mask16(rows_left);
+  if constexpr (E == Epilogue::kAdd) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y + r0), v);
+  _mm512_mask_storeu_ps(y + r0, mask, v);
+}
+
+// RunTask at M = 1: xp from PackXOneToken, and the thread holds the k1 tiles.
+template <Epilogue E>
+void RunDecodeTask(const uint16_t* w, const uint16_t* up, int64_t k, int64_t n0, int64_t rows,
+                   const uint16_t* xp, int64_t kc, float* y) {
+  constexpr bool kPair = E == Epilogue::kSiluMul;
+  const int64_t tiles16 = (rows + 15) / 16;
+  const int64_t packed_bytes = tiles16 * kc * 1024;
+  uint8_t* packed = static_cast<uint8_t*>(
+      ThreadScratch(kScratchTask, static_cast<size_t>((kPair ? 2 : 1) * packed_bytes)));
+  const TaskRows wr(w, k, n0, rows, kc, 1, packed);
+  const TaskRows ur = kPair ? TaskRows(up, k, n0, rows, kc, 1, packed + packed_bytes) : wr;
+  const uint8_t* x = reinterpret_cast<const uint8_t*>(xp);
+  for (int64_t p = 0; p < tiles16; ++p)
+    DecodePanel<E>(wr, kPair ? &ur : nullptr, p, x, kc, n0 + p * 16, rows - p * 16, y);
+}
+
 // W rows [n0, n0 + rows) for every token, into y through epilogue E; for
 // kSiluMul, up is the up matrix (w's shape), whose same rows the task takes.
 template <Epilogue E>
@@ -291,14 +376,22 @@ void RunTask(const uint16_t* w, const uint16_t* up, int64_t k, int64_t n0, int64
   }
 }
 
-// Rounds and packs x for a call: token_blocks * kc B tiles in the caller's scratch.
+// Rounds and packs x for a call in the caller's scratch: token_blocks * kc B
+// tiles, or at M = 1 kc one-token chunks (PackXOneToken).
 uint16_t* PackedX(const float* x, int64_t m, int64_t k, int64_t kc, ThreadPool& pool) {
   const int64_t token_blocks = (m + 15) / 16;
   uint16_t* xp = static_cast<uint16_t*>(
       ThreadScratch(kScratchCaller, static_cast<size_t>(token_blocks * kc * kBTileBytes)));
-  PackX(x, m, k, kc, xp, pool);
+  if (m == 1) {
+    PackXOneToken(x, k, kc, xp);
+  } else {
+    PackX(x, m, k, kc, xp, pool);
+  }
   return xp;
 }
+
+// The tiles a call with m tokens runs on.
+TokenCols TokenColsFor(int64_t m) { return m == 1 ? TokenCols::k1 : TokenCols::k16; }
 
 // A number unique to one kernel call, for ConfigureTilesFor.
 uint64_t NextCall() {
@@ -320,11 +413,15 @@ void RunTargets(const float* x, int64_t m, std::span<const MatMulTarget> targets
   const RowTasks tasks(targets, TaskRowsFor(m));
   const uint64_t call = NextCall();
   pool.ParallelFor(tasks.size(), [&](int64_t t) {
-    ConfigureTilesFor(call);
+    ConfigureTilesFor(call, TokenColsFor(m));
     const RowTasks::Task task = tasks[t];
     const MatrixView& w = task.target->w;
-    RunTask<E>(static_cast<const uint16_t*>(w.data), nullptr, k, task.row0, task.rows, xp, m, kc,
-               task.target->y, w.rows);
+    const uint16_t* wd = static_cast<const uint16_t*>(w.data);
+    if (m == 1) {
+      RunDecodeTask<E>(wd, nullptr, k, task.row0, task.rows, xp, kc, task.target->y);
+    } else {
+      RunTask<E>(wd, nullptr, k, task.row0, task.rows, xp, m, kc, task.target->y, w.rows);
+    }
   });
 }
 
@@ -346,11 +443,15 @@ void MatMulSiluMul(const float* x, int64_t m, const MatrixView& gate, const Matr
   const int64_t task_rows = TaskRowsFor(m);
   const uint64_t call = NextCall();
   pool.ParallelFor((n + task_rows - 1) / task_rows, [&](int64_t t) {
-    ConfigureTilesFor(call);
-    const int64_t n0 = t * task_rows;
-    RunTask<Epilogue::kSiluMul>(static_cast<const uint16_t*>(gate.data),
-                                static_cast<const uint16_t*>(up.data), k, n0,
-                                std::min(task_rows, n - n0), xp, m, kc, out, n);
+    ConfigureTilesFor(call, TokenColsFor(m));
+    const int64_t n0 = t * task_rows, rows = std::min(task_rows, n - n0);
+    const uint16_t* g = static_cast<const uint16_t*>(gate.data);
+    const uint16_t* u = static_cast<const uint16_t*>(up.data);
+    if (m == 1) {
+      RunDecodeTask<Epilogue::kSiluMul>(g, u, k, n0, rows, xp, kc, out);
+    } else {
+      RunTask<Epilogue::kSiluMul>(g, u, k, n0, rows, xp, m, kc, out, n);
+    }
   });
 }
 

@@ -295,6 +295,42 @@ TEST_P(MatMulTest, AddToCallGivesMatMulThenAddInPlacesBits) {
   });
 }
 
+// The fused calls' decode rows equal the rows of a batch call: at M = 1 the
+// AMX level runs one-token tiles with their own epilogue, at M = 20 the
+// 16-token tiles with StoreTransposed's. n = 83, k = 201: a ragged panel and
+// K tail; n = 512, k = 1,024: whole 256-row decode tasks in place in W.
+TEST_P(MatMulTest, FusedDecodeRowsEqualBatchRowsBitwise) {
+  const DType dtype = GetParam();
+  ThreadPool pool(2);
+  const int64_t m = 20;
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{83, 201}, {512, 1024}}) {
+    const Weights gate = MakeWeights(n, k, 70), up = MakeWeights(n, k, 71);
+    const MatrixView gw = gate.View(dtype, n, k), uw = up.View(dtype, n, k);
+    const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 72);
+    const std::vector<float> start = RandomFloats(static_cast<size_t>(m * n), 73);
+    for (Isa isa : SupportedIsas()) {
+      ScopedIsa scoped(isa);
+      std::vector<float> silu(static_cast<size_t>(m * n)), scratch(silu.size());
+      std::vector<float> sum = start;
+      MatMulSiluMul(x.data(), m, {gw, silu.data()}, {uw, scratch.data()}, pool);
+      MatMulAddTo(x.data(), m, {gw, scratch.data()}, sum.data(), pool);
+      for (int64_t i = 0; i < m; ++i) {
+        std::vector<float> silu1(static_cast<size_t>(n)), scratch1(silu1.size());
+        std::vector<float> sum1(start.begin() + i * n, start.begin() + (i + 1) * n);
+        MatMulSiluMul(x.data() + i * k, 1, {gw, silu1.data()}, {uw, scratch1.data()}, pool);
+        MatMulAddTo(x.data() + i * k, 1, {gw, scratch1.data()}, sum1.data(), pool);
+        size_t at = 0;
+        ASSERT_TRUE(SameBits(silu.data() + i * n, silu1.data(), silu1.size(), &at))
+            << IsaName(isa) << " " << DTypeName(dtype) << " n=" << n << " SiluMul row " << i
+            << " col " << at;
+        ASSERT_TRUE(SameBits(sum.data() + i * n, sum1.data(), sum1.size(), &at))
+            << IsaName(isa) << " " << DTypeName(dtype) << " n=" << n << " AddTo row " << i
+            << " col " << at;
+      }
+    }
+  }
+}
+
 TEST(MatMulBf16, RoundsXToBf16First) {
   // x = 1 + 2^-10 is not a bf16; rounded it is 1.0, so 1 * w must give w exactly.
   const int64_t k = 1;
