@@ -60,6 +60,9 @@ async function openPage(url) {
   return { page, problems };
 }
 
+// DevTools network throttling: 10 KB/s down, no added latency.
+const kSlowLink = { offline: false, download: 10 * 1024, upload: 1024 * 1024, latency: 0 };
+
 async function shot(page, name) {
   await page.screenshot({ path: path.join(shotDir, name + '.png') });
 }
@@ -140,7 +143,13 @@ test('chat streams, the same conversation is all cached, a branch adds one branc
       if (grew) window.__deliveries += 1;
     }).observe(document.getElementById('messages'), { childList: true, subtree: true });
   });
+  // The tiny model answers 24 tokens in a few milliseconds, which a loaded
+  // machine can hand the page in one network read: a slow link (about 50
+  // SSE chunks a second) makes "arrived over time" a property of the page's
+  // streaming, not of the machine's timing.
+  await page.emulateNetworkConditions(kSlowLink);
   const first = await sendAndWait(page, 'What does a KV cache hold?');
+  await page.emulateNetworkConditions(null);
   assert.equal(first.error, null);
   const streamed = await page.evaluate(() => window.__streamed);
   assert.ok(new Set(streamed).size >= 2, 'the answer grew chunk by chunk: ' + JSON.stringify(streamed));
@@ -239,14 +248,19 @@ test('chat streams, the same conversation is all cached, a branch adds one branc
   assert.equal(await page.$$eval('#messages .message.user', (l) => l.length), 3);
   await shot(page, 'chat-error');
 
-  // Stop: the partial answer stays, its finish reason says so.
+  // Stop: the partial answer stays, its finish reason says so. On the slow
+  // link the 3,000 tokens take about a minute to arrive, so the click always
+  // lands mid-answer (the tiny model generates them in a few seconds, which
+  // a loaded machine's click could miss).
   await setSetting(page, 'max_tokens', 3000);
+  await page.emulateNetworkConditions(kSlowLink);
   await page.type('#prompt', 'Go on for a while.');
   await page.click('#send');
   await page.waitForFunction(() =>
     document.querySelector('#messages .message.pending .content')?.textContent.length > 0, { timeout: 30000 });
   await page.click('#stop');
   const stopped = await waitTurn(page);
+  await page.emulateNetworkConditions(null);
   assert.equal(stopped.error, null);
   assert.equal(stopped.finish, 'stopped');
   assert.ok(stopped.content.length > 0);
