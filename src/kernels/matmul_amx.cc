@@ -376,6 +376,18 @@ void RunTask(const uint16_t* w, const uint16_t* up, int64_t k, int64_t n0, int64
   }
 }
 
+// W rows [n0, n0 + rows) for the call's m tokens through epilogue E: the
+// one-token kernel at M = 1, the 16-token one otherwise (y has n columns).
+template <Epilogue E>
+void RunRows(const uint16_t* w, const uint16_t* up, int64_t k, int64_t n0, int64_t rows,
+             const uint16_t* xp, int64_t m, int64_t kc, float* y, int64_t n) {
+  if (m == 1) {
+    RunDecodeTask<E>(w, up, k, n0, rows, xp, kc, y);
+  } else {
+    RunTask<E>(w, up, k, n0, rows, xp, m, kc, y, n);
+  }
+}
+
 // Rounds and packs x for a call in the caller's scratch: token_blocks * kc B
 // tiles, or at M = 1 kc one-token chunks (PackXOneToken).
 uint16_t* PackedX(const float* x, int64_t m, int64_t k, int64_t kc, ThreadPool& pool) {
@@ -416,12 +428,8 @@ void RunTargets(const float* x, int64_t m, std::span<const MatMulTarget> targets
     ConfigureTilesFor(call, TokenColsFor(m));
     const RowTasks::Task task = tasks[t];
     const MatrixView& w = task.target->w;
-    const uint16_t* wd = static_cast<const uint16_t*>(w.data);
-    if (m == 1) {
-      RunDecodeTask<E>(wd, nullptr, k, task.row0, task.rows, xp, kc, task.target->y);
-    } else {
-      RunTask<E>(wd, nullptr, k, task.row0, task.rows, xp, m, kc, task.target->y, w.rows);
-    }
+    RunRows<E>(static_cast<const uint16_t*>(w.data), nullptr, k, task.row0, task.rows, xp, m, kc,
+               task.target->y, w.rows);
   });
 }
 
@@ -445,13 +453,9 @@ void MatMulSiluMul(const float* x, int64_t m, const MatrixView& gate, const Matr
   pool.ParallelFor((n + task_rows - 1) / task_rows, [&](int64_t t) {
     ConfigureTilesFor(call, TokenColsFor(m));
     const int64_t n0 = t * task_rows, rows = std::min(task_rows, n - n0);
-    const uint16_t* g = static_cast<const uint16_t*>(gate.data);
-    const uint16_t* u = static_cast<const uint16_t*>(up.data);
-    if (m == 1) {
-      RunDecodeTask<Epilogue::kSiluMul>(g, u, k, n0, rows, xp, kc, out);
-    } else {
-      RunTask<Epilogue::kSiluMul>(g, u, k, n0, rows, xp, m, kc, out, n);
-    }
+    RunRows<Epilogue::kSiluMul>(static_cast<const uint16_t*>(gate.data),
+                                static_cast<const uint16_t*>(up.data), k, n0, rows, xp, m, kc,
+                                out, n);
   });
 }
 

@@ -605,6 +605,16 @@ Status PagedKvCache::Reserve(SeqId seq, int64_t num_positions) {
   return OkStatus();
 }
 
+void PagedKvCache::RegisterReplacingPartials(BlockId id, BlockId parent, uint64_t salt_key,
+                                             std::span<const int32_t> tokens) {
+  for (BlockId r : index_->RedundantPartials(parent, salt_key, tokens)) {
+    index_->Evict(r);
+    FreeNode(r);
+    ++stats_.evictions;
+  }
+  index_->Register(id, parent, salt_key, tokens);
+}
+
 void PagedKvCache::RegisterFilled(Sequence* s) {
   if (!options_.prefix_cache) return;
   const int64_t bs = pool_->layout().block_size;
@@ -615,12 +625,7 @@ void PagedKvCache::RegisterFilled(Sequence* s) {
     std::span<const int32_t> tok(s->tokens.data() + i * bs, bs);
     BlockId existing = index_->FindFull(parent, s->salt_key, tok.data());
     if (existing == kNoBlock) {
-      for (BlockId r : index_->RedundantPartials(parent, s->salt_key, tok)) {
-        index_->Evict(r);
-        FreeNode(r);
-        ++stats_.evictions;
-      }
-      index_->Register(s->blocks[i], parent, s->salt_key, tok);
+      RegisterReplacingPartials(s->blocks[i], parent, s->salt_key, tok);
     } else if (existing != s->blocks[i]) {
       // Another sequence filled the same block first: share its copy (same
       // bits by invariant 1) and free ours, so the chain stays one path.
@@ -720,12 +725,7 @@ void PagedKvCache::Release(SeqId seq) {
     BlockId parent = full > 0 ? s.blocks[full - 1] : kNoBlock;
     std::span<const int32_t> part(s.tokens.data() + full * bs, rem);
     if (!index_->Covered(parent, s.salt_key, part)) {
-      for (BlockId r : index_->RedundantPartials(parent, s.salt_key, part)) {
-        index_->Evict(r);
-        FreeNode(r);
-        ++stats_.evictions;
-      }
-      index_->Register(s.blocks[full], parent, s.salt_key, part);
+      RegisterReplacingPartials(s.blocks[full], parent, s.salt_key, part);
       for (size_t g = 0; g < sliding_.size(); ++g) ShareOrAttach(&s, g, full, s.blocks[full]);
     }
   }

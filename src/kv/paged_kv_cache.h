@@ -211,6 +211,11 @@ class PagedKvCache final : public KvCache {
   void UpdatePeaks();
   // Frees a primary block just unregistered, and what its node had attached.
   void FreeNode(BlockId id);
+  // Registers id under (parent, salt_key) for tokens, first evicting the
+  // cached partial blocks there that tokens make redundant (their tokens a
+  // prefix of these): a finished turn's tail, a filled block, a preloaded one.
+  void RegisterReplacingPartials(BlockId id, BlockId parent, uint64_t salt_key,
+                                 std::span<const int32_t> tokens);
   // Sliding groups: shortens the plan until every group holds the window
   // before its reuse point (kv_cache.md's reuse rule).
   void FitWindows(Plan* plan) const;

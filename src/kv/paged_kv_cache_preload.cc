@@ -160,12 +160,7 @@ void PagedKvCache::ApplyPreloadBatch() {
       drop(id);
       continue;
     }
-    for (BlockId r : index_->RedundantPartials(parent, 0, tokens)) {
-      index_->Evict(r);
-      FreeNode(r);
-      ++stats_.evictions;
-    }
-    index_->Register(id, parent, 0, tokens);
+    RegisterReplacingPartials(id, parent, 0, tokens);
     if (!e.partial) p.resolved[e.hash] = id;
     Unref(id);  // cached: refcount 0, in the LRU
     ++stats_.disk_preloaded_blocks;
