@@ -97,14 +97,20 @@ uint64_t HashOfBlock(const std::vector<int32_t>& prompt, int block) {
 
 // The rest of a turn admitted with `reused` tokens from the cache: its new
 // tokens computed and appended, every block's pattern checked, released.
+// The end of every turn here: the sequence's K/V is the pattern its tokens
+// give, and releasing it leaves a consistent cache.
+void ReleaseChecked(PagedKvCache& c, SeqId s) {
+  EXPECT_TRUE(HoldsPattern(c, s));
+  c.Release(s);
+  EXPECT_CHECK_OK(c);
+}
+
 void FinishTurn(PagedKvCache& c, SeqId s, const std::vector<int32_t>& prompt, int64_t reused) {
   const int64_t n = static_cast<int64_t>(prompt.size());
   testing::FakeForward(c, s, prompt, reused, n - reused);
   std::vector<int32_t> rest(prompt.begin() + reused, prompt.end());
   ASSERT_TRUE(c.Append(s, rest).ok());
-  EXPECT_TRUE(HoldsPattern(c, s));
-  c.Release(s);
-  EXPECT_CHECK_OK(c);
+  ReleaseChecked(c, s);
 }
 
 TEST(DiskPreload, ARestartedCacheReusesWhatTheWarmOneDoesWithoutARead) {
@@ -160,9 +166,7 @@ TEST(DiskPreload, OffByDefaultAndSaltedChainsLoadOnRequest) {
   SeqId s = Prefill(*c, next, "tenant", &m);
   EXPECT_EQ(m.num_reused_tokens, warm) << "read on request, as without the preload";
   EXPECT_EQ(c->Stats().disk_hit_blocks, 7) << "6 full blocks and the partial tail block";
-  EXPECT_TRUE(HoldsPattern(*c, s));
-  c->Release(s);
-  EXPECT_CHECK_OK(*c);
+  ReleaseChecked(*c, s);
 }
 
 TEST(DiskPreload, StopsAtItsBoundWithWholeChainsOnly) {
@@ -215,9 +219,7 @@ TEST(DiskPreload, StopsAtThePoolsFreeBlocksAndEvictsNothing) {
   SeqId s = Prefill(*c, Concat(a, {1}), "", &m);
   EXPECT_EQ(m.num_reused_tokens, kBlock * 12);
   EXPECT_EQ(c->Stats().disk_hit_blocks, 4);
-  EXPECT_TRUE(HoldsPattern(*c, s));
-  c->Release(s);
-  EXPECT_CHECK_OK(*c);
+  ReleaseChecked(*c, s);
 }
 
 TEST(DiskPreload, ACorruptFileIsCountedDeletedAndItsBlockComputed) {
@@ -257,9 +259,7 @@ TEST(DiskPreload, ACorruptFileIsCountedDeletedAndItsBlockComputed) {
   PrefixMatch m;
   SeqId s = Prefill(*c, next, "", &m);
   EXPECT_EQ(m.num_reused_tokens, kBlock * 3);
-  EXPECT_TRUE(HoldsPattern(*c, s));
-  c->Release(s);
-  EXPECT_CHECK_OK(*c);
+  ReleaseChecked(*c, s);
 }
 
 TEST(DiskPreload, ARequestMidPreloadGetsTheSameBlocks) {
