@@ -11,7 +11,8 @@
 //     -lzmq -lpthread -o /tmp/disk_read_profile
 //   /tmp/disk_read_profile write DIR 300 [int8|q4]; /tmp/disk_read_profile read DIR 300 [int8|q4]
 //   KVFORK_DISK_PREFAULT=0 /tmp/disk_read_profile read DIR 300   # without the prefault
-//   KVFORK_DISK_READ_THREADS=1 ...   # I/O threads; PROFILE_HUGEPAGE=1: the pool on THP
+//   KVFORK_DISK_READ_THREADS=1 ...   # I/O threads; PROFILE_HUGEPAGE=1: the pool on THP;
+//   PROFILE_PRETOUCH=1: the pool's pages backed before the load
 // (this program reads those variables into KvCacheOptions::disk_prefault and
 // disk_read_threads; the server reads neither).
 // `read` also prints the load's CPU time a block (user: checksums; sys: the
@@ -105,6 +106,11 @@ int main(int argc, char** argv) {
     const uintptr_t base = reinterpret_cast<uintptr_t>((*c)->pool().Data(0)) & ~uintptr_t{4095};
     const size_t len = static_cast<size_t>((*c)->pool().num_blocks()) * bytes;
     if (::madvise(reinterpret_cast<void*>(base), len, MADV_HUGEPAGE) != 0) std::perror("madvise");
+  }
+  if (const char* pt = std::getenv("PROFILE_PRETOUCH"); pt != nullptr && std::string(pt) == "1") {
+    // The pool's pages backed before the load (as a pool touched at start,
+    // or a warm server's reused blocks): the read is then a copy alone.
+    std::memset((*c)->pool().Data(0), 0, static_cast<size_t>((*c)->pool().num_blocks()) * bytes);
   }
   struct rusage ru0;
   getrusage(RUSAGE_SELF, &ru0);
