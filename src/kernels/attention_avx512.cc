@@ -429,6 +429,23 @@ inline __m512i LoadBf16Chunk(const uint16_t* chunk, int left) {
   return left >= 32 ? _mm512_loadu_si512(chunk) : _mm512_maskz_loadu_epi16(Mask32(left), chunk);
 }
 
+// Dims [32 c, 32 c + 32) of an int8 row (chunk c has `left` dims) as bf16:
+// the codes, integers in [-127, 127], are exact in bf16 (the row's scale is
+// applied to the score or to p).
+inline __m512i Int8ChunkToBf16(const int8_t* chunk, int left) {
+  const __m256i b = _mm256_maskz_loadu_epi8(Mask32(left), chunk);
+  const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(b)));
+  const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(b, 1)));
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+// Chunk c of a bf16 or int8 K or V row as 32 bf16.
+inline __m512bh LoadDotChunk(bool int8, const uint8_t* row, int c, int left) {
+  return reinterpret_cast<__m512bh>(
+      int8 ? Int8ChunkToBf16(reinterpret_cast<const int8_t*>(row) + c * 32, left)
+           : LoadBf16Chunk(reinterpret_cast<const uint16_t*>(row) + c * 32, left));
+}
+
 // 16-lane accumulator vectors per PV pass: Q * G * DU chains in registers.
 template <int G, int Q>
 constexpr int kDotUnroll = G* Q >= 16  ? 1
@@ -464,7 +481,8 @@ void TileInitDot(const KvLayout& l, int num_heads, const AttentionSeq& s, int64_
   }
 }
 
-// The keys of the block at position b0 over bf16 KV (TileBlock's contract).
+// The keys of the block at position b0 over bf16 or int8 KV (TileBlock's
+// contract).
 template <int G, int Q, bool kPrefetch>
 void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq& s, int kvh,
                   int64_t b0, const uint8_t* next_block, Tile<G, Q>* tile) {
@@ -475,6 +493,7 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
   const int64_t ctx0 = s.start_pos + tile->t0 + 1;
   const int64_t ctx_end = ctx0 + Q - 1;
   const size_t row_bytes = l.RowBytes();
+  const bool int8 = l.dtype == KvDType::kInt8;
   float* acc = tile->acc;
   float* ms = tile->ms;
   float* ls = tile->ls;
@@ -496,6 +515,10 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
   }
   const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
   const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
+  const float* kscale =
+      int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, kvh)) : nullptr;
+  const float* vscale =
+      int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, kvh)) : nullptr;
   const uint8_t* next_k = kPrefetch ? next_block + l.PlaneOffset(layer, 0, kvh) : nullptr;
   const uint8_t* next_v = kPrefetch ? next_block + l.PlaneOffset(layer, 1, kvh) : nullptr;
   for (int j0 = 0; j0 < n; j0 += 16) {
@@ -510,9 +533,9 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
         }
       }
       if (j < n) {
-        const uint16_t* krow = reinterpret_cast<const uint16_t*>(kplane + j * row_bytes);
+        const uint8_t* krow = kplane + j * row_bytes;
         for (int c = 0; c < chunks; ++c) {
-          const __m512bh k = reinterpret_cast<__m512bh>(LoadBf16Chunk(krow + c * 32, hd - c * 32));
+          const __m512bh k = LoadDotChunk(int8, krow, c, hd - c * 32);
           for (int i = 0; i < Q * G; ++i)
             dh[i] = _mm512_dpbf16_ps(
                 dh[i],
@@ -529,11 +552,14 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
       for (int i = 0; i < Q * G; ++i) dots[i][jj] = kSplitQ ? _mm512_add_ps(dh[i], dl[i]) : dh[i];
     }
     const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+    const __m512 kscale_lanes =
+        int8 ? _mm512_maskz_loadu_ps(Mask16(n - j0), kscale + j0) : _mm512_setzero_ps();
     for (int i = 0; i < Q * G; ++i) {
       const int left = valid[i / G] - j0, before = first[i / G] - j0;
       const __mmask16 mask =
           static_cast<__mmask16>(Mask16(left > 0 ? left : 0) & ~Mask16(before > 0 ? before : 0));
-      const __m512 sc = _mm512_mul_ps(Reduce16(dots[i]), _mm512_set1_ps(scale));
+      __m512 sc = _mm512_mul_ps(Reduce16(dots[i]), _mm512_set1_ps(scale));
+      if (int8) sc = _mm512_mul_ps(sc, kscale_lanes);
       _mm512_store_ps(scores[i] + j0, _mm512_mask_blend_ps(mask, neg_inf, sc));
     }
   }
@@ -549,15 +575,19 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
     __m512 psum = _mm512_setzero_ps();
     for (int j = 0; j < n16; j += 16) {
       const __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores[i] + j), vm));
-      const __m256i hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(p));
+      // int8: V's row scale goes on p (l sums p itself), as the f32 path.
+      const __m512 pv =
+          int8 ? _mm512_mul_ps(p, _mm512_maskz_loadu_ps(Mask16(n - j), vscale + j)) : p;
+      const __m256i hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(pv));
       _mm256_store_si256(reinterpret_cast<__m256i*>(p_hi[i] + j), hi);
       if constexpr (kSplitP) {
         psum = _mm512_add_ps(psum, p);
         _mm256_store_si256(
             reinterpret_cast<__m256i*>(p_lo[i] + j),
-            reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_sub_ps(p, Bf16ToF32(hi)))));
+            reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_sub_ps(pv, Bf16ToF32(hi)))));
       } else {
-        psum = _mm512_add_ps(psum, Bf16ToF32(hi));  // l sums the weights PV uses
+        // bf16: l sums the weights P·V uses.
+        psum = _mm512_add_ps(psum, int8 ? p : Bf16ToF32(hi));
       }
     }
     ls[i] = ls[i] * corr + Hsum(psum);
@@ -572,15 +602,16 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
         if (w0 + u < nacc)
           a[i][u] = _mm512_mul_ps(_mm512_load_ps(acc + (i * nacc + w0 + u) * 16), vcorr[i]);
     for (int j = 0; j < n; j += 2) {
-      const uint16_t* r0 = reinterpret_cast<const uint16_t*>(vplane + j * row_bytes);
-      const uint16_t* r1 = r0 + row_bytes / 2;
+      const uint8_t* r0 = vplane + j * row_bytes;
+      const uint8_t* r1 = r0 + row_bytes;
       const int has1 = j + 1 < n;  // the pair's second key, zero past the keys read
       __m512bh vp[DU];
       for (int u = 0; u < DU; ++u) {
         const int w = w0 + u, c = w / 2;
         if (w >= nacc) continue;
-        const __m512i v0 = LoadBf16Chunk(r0 + c * 32, hd - c * 32);
-        const __m512i v1 = has1 ? LoadBf16Chunk(r1 + c * 32, hd - c * 32) : _mm512_setzero_si512();
+        const __m512i v0 = reinterpret_cast<__m512i>(LoadDotChunk(int8, r0, c, hd - c * 32));
+        const __m512i v1 = has1 ? reinterpret_cast<__m512i>(LoadDotChunk(int8, r1, c, hd - c * 32))
+                                : _mm512_setzero_si512();
         vp[u] = reinterpret_cast<__m512bh>((w & 1) != 0 ? _mm512_unpackhi_epi16(v0, v1)
                                                         : _mm512_unpacklo_epi16(v0, v1));
       }
@@ -630,7 +661,8 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
                 int64_t t0, int ntiles, int kvh) {
   auto* tiles = static_cast<Tile<G, Q>*>(
       ThreadScratch(kScratchTask, static_cast<size_t>(ntiles) * sizeof(Tile<G, Q>)));
-  const bool dot = l.dtype == KvDType::kBf16;  // vdpbf16ps (TileBlockDot)
+  // vdpbf16ps (TileBlockDot)
+  const bool dot = l.dtype == KvDType::kBf16 || l.dtype == KvDType::kInt8;
   for (int k = 0; k < ntiles; ++k) {
     if (dot) {
       TileInitDot(l, num_heads, s, t0 + k * Q, kvh, &tiles[k]);
