@@ -1,8 +1,9 @@
 // AVX-512 KV writes and paged attention: the AVX2 file's algorithms at 16
 // lanes (see attention_avx2.cc for why the order is chunking-invariant), with
 // scores reduced 16 keys at a time and K/V rows widened once per GQA group.
-// bf16 KV instead runs both products as bf16 dot products (vdpbf16ps) on
-// K and V as stored, with q and p rounded to bf16 (TileBlockDot).
+// bf16 and int8 KV instead run both products as bf16 dot products
+// (vdpbf16ps) on K and V as stored (int8 codes converted in registers), with
+// q and p rounded to bf16 (TileBlockDot).
 // q4 / q4r KV (kv_layout.h) is read in place: each 32-dim group's 16 code
 // bytes become two vectors of exact f32 values in registers (LoadQ4Group),
 // in the same FMA chains as the other formats.
@@ -164,7 +165,7 @@ template <int G, int Q>
 struct Tile {
   alignas(64) float q[Q * G * kMaxHeadDim];    // [Q, G, nvec * 16], zero-padded
   alignas(64) float acc[Q * G * kMaxHeadDim];  // [Q, G, nvec * 16]
-  // bf16 KV (TileBlockDot): q as bf16 hi and lo halves, [Q, G, chunks * 32],
+  // bf16 and int8 KV (TileBlockDot): q as bf16 hi and lo halves, [Q, G, chunks * 32],
   // zero-padded; acc then holds each 32-dim chunk as the two vectors of
   // DotUnpermute's order.
   alignas(64) uint16_t q_hi[Q * G * kMaxHeadDim];
@@ -375,7 +376,7 @@ void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh
   }
 }
 
-// ---- bf16 KV on vdpbf16ps -------------------------------------------------
+// ---- bf16 and int8 KV on vdpbf16ps ----------------------------------------
 //
 // bf16 KV runs both products as bf16 dot products (vdpbf16ps: per f32 lane,
 // two bf16 products, exact in f32, added to the lane in a fixed order), so
@@ -384,7 +385,9 @@ void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh
 // on, lo = bf16(x - hi) (about 16 significant bits, as the amx level's
 // tiles take them); K and V are bf16 already, so the products are exact
 // (vdpbf16ps reads denormal bf16 as 0 and flushes denormal results: the
-// same on every call, so it changes no bit between calls).
+// same on every call, so it changes no bit between calls). int8 KV's codes
+// are integers in [-127, 127], exact in bf16: K's row scale multiplies the
+// score and V's multiplies p before it is rounded, as in the f32 path.
 //
 // S: key j's dot with row i is the 32-dim chunks in order, each one
 // vdpbf16ps of q_hi (and one of q_lo into a second chain, the two chains
