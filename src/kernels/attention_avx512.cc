@@ -1,6 +1,9 @@
 // AVX-512 KV writes and paged attention: the AVX2 file's algorithms at 16
 // lanes (see attention_avx2.cc for why the order is chunking-invariant), with
 // scores reduced 16 keys at a time and K/V rows widened once per GQA group.
+// bf16 and int8 KV instead run both products as bf16 dot products
+// (vdpbf16ps) on K and V as stored (int8 codes converted in registers), with
+// q and p rounded to bf16 (TileBlockDot).
 // q4 / q4r KV (kv_layout.h) is read in place: each 32-dim group's 16 code
 // bytes become two vectors of exact f32 values in registers (LoadQ4Group),
 // in the same FMA chains as the other formats.
@@ -162,6 +165,11 @@ template <int G, int Q>
 struct Tile {
   alignas(64) float q[Q * G * kMaxHeadDim];    // [Q, G, nvec * 16], zero-padded
   alignas(64) float acc[Q * G * kMaxHeadDim];  // [Q, G, nvec * 16]
+  // bf16 and int8 KV (TileBlockDot): q as bf16 hi and lo halves, [Q, G, chunks * 32],
+  // zero-padded; acc then holds each 32-dim chunk as the two vectors of
+  // DotUnpermute's order.
+  alignas(64) uint16_t q_hi[Q * G * kMaxHeadDim];
+  alignas(64) uint16_t q_lo[Q * G * kMaxHeadDim];
   float ms[Q * G];
   float ls[Q * G];
   int64_t t0;
@@ -368,6 +376,287 @@ void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh
   }
 }
 
+// ---- bf16 and int8 KV on vdpbf16ps ----------------------------------------
+//
+// bf16 KV runs both products as bf16 dot products (vdpbf16ps: per f32 lane,
+// two bf16 products, exact in f32, added to the lane in a fixed order), so
+// neither K nor V is widened and each instruction does twice an f32 FMA's
+// work. Q and P are rounded to bf16 as hi = bf16(x) and, where the split is
+// on, lo = bf16(x - hi) (about 16 significant bits, as the amx level's
+// tiles take them); K and V are bf16 already, so the products are exact
+// (vdpbf16ps reads denormal bf16 as 0 and flushes denormal results: the
+// same on every call, so it changes no bit between calls). int8 KV's codes
+// are integers in [-127, 127], exact in bf16: K's row scale multiplies the
+// score and V's multiplies p before it is rounded, as in the f32 path.
+//
+// S: key j's dot with row i is the 32-dim chunks in order, each one
+// vdpbf16ps of q_hi (and one of q_lo into a second chain, the two chains
+// added at the end), then Reduce16 over the 16 lanes, as the f32 path.
+// PV: keys go in pairs (j, j + 1) of the block (the pair's second key is
+// zero past the keys read); the pair's V rows are interleaved by
+// vpunpck{l,h}wd into 16 lanes of (v_j, v_j+1) for dims in DotUnpermute's
+// order, met by the broadcast pair (p_j, p_j+1): acc = acc * corr, then one
+// vdpbf16ps per pair (and one for P's lo) in key order.
+//
+// Invariance as for the f32 path: a row's operations depend only on its own
+// q and p and the keys' values; a key it does not see has p = 0 exactly, and
+// 0 * v adds +-0 to an accumulator that starts at +0 and so is never -0.
+
+// Q's and P's hi/lo splits. On: about 16 bits of each, the f32 path's
+// error (the kernel tests' 1e-5 bound), but two vdpbf16ps where one does:
+// as many dot instructions as the f32 path's FMAs, and measured no faster
+// than it. Off (the choice): q and p rounded once to bf16, as llama.cpp
+// rounds q to its K type; prefill attention 1.35-1.45x faster than the f32
+// path, and on the trained model the bf16 KV's KL against f32 KV moved from
+// 4.75e-6 to 5.19e-6 with the same top-1 (docs/kernels.md, session 20).
+constexpr bool kSplitQ = false;
+constexpr bool kSplitP = false;
+
+// 16 bf16 of a __m256bh / the low or high half of 32 as exact f32.
+inline __m512 Bf16ToF32(__m256i h) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// Lane k of a chunk's vector h (0: vpunpcklwd, 1: vpunpckhwd) holds dim
+// 8 (k / 4) + 4 h + k % 4 of the chunk; DotUnpermute's index vectors put dims
+// [0, 16) and [16, 32) back in order from the (lo, hi) pair.
+inline __m512i DotUnpermute(int half) {
+  return half == 0
+             ? _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23)
+             : _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+}
+
+// Dims [32 c, 32 c + 32) of a bf16 row whose chunk c has `left` dims (the
+// rest read as 0); a whole chunk takes a plain load.
+inline __m512i LoadBf16Chunk(const uint16_t* chunk, int left) {
+  return left >= 32 ? _mm512_loadu_si512(chunk) : _mm512_maskz_loadu_epi16(Mask32(left), chunk);
+}
+
+// Dims [32 c, 32 c + 32) of an int8 row (chunk c has `left` dims) as bf16:
+// the codes, integers in [-127, 127], are exact in bf16 (the row's scale is
+// applied to the score or to p).
+inline __m512i Int8ChunkToBf16(const int8_t* chunk, int left) {
+  const __m256i b = _mm256_maskz_loadu_epi8(Mask32(left), chunk);
+  const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(b)));
+  const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(b, 1)));
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+// Chunk c of a bf16 or int8 K or V row as 32 bf16.
+inline __m512bh LoadDotChunk(bool int8, const uint8_t* row, int c, int left) {
+  return reinterpret_cast<__m512bh>(
+      int8 ? Int8ChunkToBf16(reinterpret_cast<const int8_t*>(row) + c * 32, left)
+           : LoadBf16Chunk(reinterpret_cast<const uint16_t*>(row) + c * 32, left));
+}
+
+// 16-lane accumulator vectors per PV pass: Q * G * DU chains in registers.
+template <int G, int Q>
+constexpr int kDotUnroll = G* Q >= 16  ? 1
+                           : G* Q >= 8 ? 2
+                           : G* Q >= 4 ? 4
+                                       : 8;
+
+template <int G, int Q>
+void TileInitDot(const KvLayout& l, int num_heads, const AttentionSeq& s, int64_t t0, int kvh,
+                 Tile<G, Q>* tile) {
+  const int hd = l.head_dim;
+  const int chunks = (hd + 31) / 32;
+  tile->t0 = t0;
+  for (int i = 0; i < Q * G; ++i) {
+    const float* src = s.q + ((t0 + i / G) * num_heads + kvh * G + i % G) * hd;
+    for (int c = 0; c < chunks; ++c) {
+      const __m512 x0 = _mm512_maskz_loadu_ps(Mask16(hd - c * 32), src + c * 32);
+      const int left = hd - c * 32;  // dims of this chunk, 1 to 32 of them real
+      const __m512 x1 = _mm512_maskz_loadu_ps(Mask16(left > 16 ? left - 16 : 0), src + c * 32 + 16);
+      const __m512i hi = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
+      _mm512_store_si512(tile->q_hi + (i * chunks + c) * 32, hi);
+      if constexpr (kSplitQ) {
+        const __m512 lo0 = _mm512_sub_ps(x0, Bf16ToF32(_mm512_castsi512_si256(hi)));
+        const __m512 lo1 = _mm512_sub_ps(x1, Bf16ToF32(_mm512_extracti64x4_epi64(hi, 1)));
+        _mm512_store_si512(tile->q_lo + (i * chunks + c) * 32,
+                           reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(lo1, lo0)));
+      }
+      _mm512_store_ps(tile->acc + (i * 2 * chunks + 2 * c) * 16, _mm512_setzero_ps());
+      _mm512_store_ps(tile->acc + (i * 2 * chunks + 2 * c + 1) * 16, _mm512_setzero_ps());
+    }
+    tile->ms[i] = -INFINITY;
+    tile->ls[i] = 0.0f;
+  }
+}
+
+// The keys of the block at position b0 over bf16 or int8 KV (TileBlock's
+// contract).
+template <int G, int Q, bool kPrefetch>
+void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq& s, int kvh,
+                  int64_t b0, const uint8_t* next_block, Tile<G, Q>* tile) {
+  constexpr int DU = kDotUnroll<G, Q>;
+  const int hd = l.head_dim, bs = l.block_size;
+  const int chunks = (hd + 31) / 32;
+  const int nacc = 2 * chunks;  // 16-lane accumulator vectors per row
+  const int64_t ctx0 = s.start_pos + tile->t0 + 1;
+  const int64_t ctx_end = ctx0 + Q - 1;
+  const size_t row_bytes = l.RowBytes();
+  const bool int8 = l.dtype == KvDType::kInt8;
+  float* acc = tile->acc;
+  float* ms = tile->ms;
+  float* ls = tile->ls;
+
+  alignas(64) float scores[Q * G][kMaxBlockSize + 16];
+  alignas(64) uint16_t p_hi[Q * G][kMaxBlockSize + 16];
+  alignas(64) uint16_t p_lo[Q * G][kMaxBlockSize + 16];
+  __m512 dots[Q * G][16];
+  const uint8_t* block = s.blocks[b0 / bs];
+  const int n = static_cast<int>(ctx_end - b0 < bs ? ctx_end - b0 : bs);
+  const int n16 = (n + 15) & ~15;
+  int valid[Q];
+  int first[Q];
+  for (int i = 0; i < Q; ++i) {
+    const int64_t v = ctx0 + i - b0;
+    valid[i] = static_cast<int>(v < 0 ? 0 : v > n ? n : v);
+    const int64_t f = AttentionWindowStart(ctx0 + i - 1, s.window) - b0;
+    first[i] = static_cast<int>(f < 0 ? 0 : f > n ? n : f);
+  }
+  const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
+  const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
+  const float* kscale =
+      int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, kvh)) : nullptr;
+  const float* vscale =
+      int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, kvh)) : nullptr;
+  const uint8_t* next_k = kPrefetch ? next_block + l.PlaneOffset(layer, 0, kvh) : nullptr;
+  const uint8_t* next_v = kPrefetch ? next_block + l.PlaneOffset(layer, 1, kvh) : nullptr;
+  for (int j0 = 0; j0 < n; j0 += 16) {
+    for (int jj = 0; jj < 16; ++jj) {
+      const int j = j0 + jj;
+      __m512 dh[Q * G], dl[Q * G];
+      for (int i = 0; i < Q * G; ++i) dh[i] = dl[i] = _mm512_setzero_ps();
+      if (kPrefetch && j < bs) {
+        for (size_t o = 0; o < row_bytes; o += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(next_k + j * row_bytes + o), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(next_v + j * row_bytes + o), _MM_HINT_T1);
+        }
+      }
+      if (j < n) {
+        const uint8_t* krow = kplane + j * row_bytes;
+        for (int c = 0; c < chunks; ++c) {
+          const __m512bh k = LoadDotChunk(int8, krow, c, hd - c * 32);
+          for (int i = 0; i < Q * G; ++i)
+            dh[i] = _mm512_dpbf16_ps(
+                dh[i],
+                reinterpret_cast<__m512bh>(_mm512_load_si512(tile->q_hi + (i * chunks + c) * 32)),
+                k);
+          if constexpr (kSplitQ)
+            for (int i = 0; i < Q * G; ++i)
+              dl[i] = _mm512_dpbf16_ps(
+                  dl[i],
+                  reinterpret_cast<__m512bh>(_mm512_load_si512(tile->q_lo + (i * chunks + c) * 32)),
+                  k);
+        }
+      }
+      for (int i = 0; i < Q * G; ++i) dots[i][jj] = kSplitQ ? _mm512_add_ps(dh[i], dl[i]) : dh[i];
+    }
+    const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+    const __m512 kscale_lanes =
+        int8 ? _mm512_maskz_loadu_ps(Mask16(n - j0), kscale + j0) : _mm512_setzero_ps();
+    for (int i = 0; i < Q * G; ++i) {
+      const int left = valid[i / G] - j0, before = first[i / G] - j0;
+      const __mmask16 mask =
+          static_cast<__mmask16>(Mask16(left > 0 ? left : 0) & ~Mask16(before > 0 ? before : 0));
+      __m512 sc = _mm512_mul_ps(Reduce16(dots[i]), _mm512_set1_ps(scale));
+      if (int8) sc = _mm512_mul_ps(sc, kscale_lanes);
+      _mm512_store_ps(scores[i] + j0, _mm512_mask_blend_ps(mask, neg_inf, sc));
+    }
+  }
+  // Online softmax per row, P stored as bf16 hi (and lo).
+  __m512 vcorr[Q * G];
+  for (int i = 0; i < Q * G; ++i) {
+    __m512 bmax = _mm512_set1_ps(-INFINITY);
+    for (int j = 0; j < n16; j += 16) bmax = _mm512_max_ps(_mm512_load_ps(scores[i] + j), bmax);
+    const float m_new = std::fmax(ms[i], Hmax(bmax));
+    const float m_sub = m_new == -INFINITY ? 0.0f : m_new;
+    const float corr = ExpScalar(ms[i] - m_sub);
+    const __m512 vm = _mm512_set1_ps(m_sub);
+    __m512 psum = _mm512_setzero_ps();
+    for (int j = 0; j < n16; j += 16) {
+      const __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores[i] + j), vm));
+      // int8: V's row scale goes on p (l sums p itself), as the f32 path.
+      const __m512 pv =
+          int8 ? _mm512_mul_ps(p, _mm512_maskz_loadu_ps(Mask16(n - j), vscale + j)) : p;
+      const __m256i hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(pv));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(p_hi[i] + j), hi);
+      if constexpr (kSplitP) {
+        psum = _mm512_add_ps(psum, p);
+        _mm256_store_si256(
+            reinterpret_cast<__m256i*>(p_lo[i] + j),
+            reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_sub_ps(pv, Bf16ToF32(hi)))));
+      } else {
+        // bf16: l sums the weights P·V uses.
+        psum = _mm512_add_ps(psum, int8 ? p : Bf16ToF32(hi));
+      }
+    }
+    ls[i] = ls[i] * corr + Hsum(psum);
+    ms[i] = m_new;
+    vcorr[i] = _mm512_set1_ps(corr);
+  }
+  // acc = acc * corr, then per key pair in order one vdpbf16ps (two with P's lo).
+  for (int w0 = 0; w0 < nacc; w0 += DU) {
+    __m512 a[Q * G][DU];
+    for (int i = 0; i < Q * G; ++i)
+      for (int u = 0; u < DU; ++u)
+        if (w0 + u < nacc)
+          a[i][u] = _mm512_mul_ps(_mm512_load_ps(acc + (i * nacc + w0 + u) * 16), vcorr[i]);
+    for (int j = 0; j < n; j += 2) {
+      const uint8_t* r0 = vplane + j * row_bytes;
+      const uint8_t* r1 = r0 + row_bytes;
+      const int has1 = j + 1 < n;  // the pair's second key, zero past the keys read
+      __m512bh vp[DU];
+      for (int u = 0; u < DU; ++u) {
+        const int w = w0 + u, c = w / 2;
+        if (w >= nacc) continue;
+        const __m512i v0 = reinterpret_cast<__m512i>(LoadDotChunk(int8, r0, c, hd - c * 32));
+        const __m512i v1 = has1 ? reinterpret_cast<__m512i>(LoadDotChunk(int8, r1, c, hd - c * 32))
+                                : _mm512_setzero_si512();
+        vp[u] = reinterpret_cast<__m512bh>((w & 1) != 0 ? _mm512_unpackhi_epi16(v0, v1)
+                                                        : _mm512_unpacklo_epi16(v0, v1));
+      }
+      for (int i = 0; i < Q * G; ++i) {
+        uint32_t pair;
+        std::memcpy(&pair, p_hi[i] + j, sizeof(pair));
+        const __m512bh ph = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pair)));
+        for (int u = 0; u < DU; ++u)
+          if (w0 + u < nacc) a[i][u] = _mm512_dpbf16_ps(a[i][u], ph, vp[u]);
+        if constexpr (kSplitP) {
+          std::memcpy(&pair, p_lo[i] + j, sizeof(pair));
+          const __m512bh pl = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pair)));
+          for (int u = 0; u < DU; ++u)
+            if (w0 + u < nacc) a[i][u] = _mm512_dpbf16_ps(a[i][u], pl, vp[u]);
+        }
+      }
+    }
+    for (int i = 0; i < Q * G; ++i)
+      for (int u = 0; u < DU; ++u)
+        if (w0 + u < nacc) _mm512_store_ps(acc + (i * nacc + w0 + u) * 16, a[i][u]);
+  }
+}
+
+template <int G, int Q>
+void TileFinishDot(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh,
+                   const Tile<G, Q>& tile) {
+  const int hd = l.head_dim;
+  const int chunks = (hd + 31) / 32;
+  for (int i = 0; i < Q * G; ++i) {
+    float* out = s.out + ((tile.t0 + i / G) * num_heads + kvh * G + i % G) * hd;
+    const __m512 vl = _mm512_set1_ps(tile.ls[i]);
+    for (int c = 0; c < chunks; ++c) {
+      const __m512 lo = _mm512_load_ps(tile.acc + (i * 2 * chunks + 2 * c) * 16);
+      const __m512 hi = _mm512_load_ps(tile.acc + (i * 2 * chunks + 2 * c + 1) * 16);
+      const int left = hd - c * 32;
+      for (int h = 0; h < 2 && h * 16 < left; ++h)
+        _mm512_mask_storeu_ps(out + c * 32 + h * 16, Mask16(left - h * 16),
+                              _mm512_div_ps(_mm512_permutex2var_ps(lo, DotUnpermute(h), hi), vl));
+    }
+  }
+}
+
 // Tiles [0, ntiles) of Q tokens from t0 against KV head kvh. Each tile's
 // state sees the same operations in the same order as if it ran alone.
 template <int G, int Q>
@@ -375,7 +664,15 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
                 int64_t t0, int ntiles, int kvh) {
   auto* tiles = static_cast<Tile<G, Q>*>(
       ThreadScratch(kScratchTask, static_cast<size_t>(ntiles) * sizeof(Tile<G, Q>)));
-  for (int k = 0; k < ntiles; ++k) TileInit(l, num_heads, s, t0 + k * Q, kvh, &tiles[k]);
+  // vdpbf16ps (TileBlockDot)
+  const bool dot = l.dtype == KvDType::kBf16 || l.dtype == KvDType::kInt8;
+  for (int k = 0; k < ntiles; ++k) {
+    if (dot) {
+      TileInitDot(l, num_heads, s, t0 + k * Q, kvh, &tiles[k]);
+    } else {
+      TileInit(l, num_heads, s, t0 + k * Q, kvh, &tiles[k]);
+    }
+  }
   const int64_t last_ctx_end = s.start_pos + t0 + int64_t{ntiles} * Q;
   // Blocks wholly before the first query's window are seen by no row.
   const int64_t first_key = AttentionWindowStart(s.start_pos + t0, s.window);
@@ -386,7 +683,13 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
           b0 + l.block_size > AttentionWindowStart(s.start_pos + tiles[k].t0, s.window)) {
         // Decode-like spans read each block once: prefetch the next one.
         const int64_t next = b0 + l.block_size;
-        if (ntiles == 1 && next < s.start_pos + tiles[k].t0 + Q) {
+        const bool prefetch = ntiles == 1 && next < s.start_pos + tiles[k].t0 + Q;
+        if (dot && prefetch) {
+          TileBlockDot<G, Q, true>(l, layer, scale, s, kvh, b0, s.blocks[next / l.block_size],
+                                   &tiles[k]);
+        } else if (dot) {
+          TileBlockDot<G, Q, false>(l, layer, scale, s, kvh, b0, nullptr, &tiles[k]);
+        } else if (prefetch) {
           TileBlock<G, Q, true>(l, layer, scale, s, kvh, b0, s.blocks[next / l.block_size],
                                 &tiles[k]);
         } else {
@@ -394,7 +697,13 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
         }
       }
   }
-  for (int k = 0; k < ntiles; ++k) TileFinish(l, num_heads, s, kvh, tiles[k]);
+  for (int k = 0; k < ntiles; ++k) {
+    if (dot) {
+      TileFinishDot(l, num_heads, s, kvh, tiles[k]);
+    } else {
+      TileFinish(l, num_heads, s, kvh, tiles[k]);
+    }
+  }
 }
 
 using AttendFn = void (*)(const KvLayout&, int, int, float, const AttentionSeq&, int64_t, int, int);
