@@ -165,11 +165,10 @@ template <int G, int Q>
 struct Tile {
   alignas(64) float q[Q * G * kMaxHeadDim];    // [Q, G, nvec * 16], zero-padded
   alignas(64) float acc[Q * G * kMaxHeadDim];  // [Q, G, nvec * 16]
-  // bf16 and int8 KV (TileBlockDot): q as bf16 hi and lo halves, [Q, G, chunks * 32],
+  // bf16 and int8 KV (TileBlockDot): q rounded to bf16, [Q, G, chunks * 32],
   // zero-padded; acc then holds each 32-dim chunk as the two vectors of
   // DotUnpermute's order.
   alignas(64) uint16_t q_hi[Q * G * kMaxHeadDim];
-  alignas(64) uint16_t q_lo[Q * G * kMaxHeadDim];
   float ms[Q * G];
   float ls[Q * G];
   int64_t t0;
@@ -381,17 +380,15 @@ void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh
 // bf16 KV runs both products as bf16 dot products (vdpbf16ps: per f32 lane,
 // two bf16 products, exact in f32, added to the lane in a fixed order), so
 // neither K nor V is widened and each instruction does twice an f32 FMA's
-// work. Q and P are rounded to bf16 as hi = bf16(x) and, where the split is
-// on, lo = bf16(x - hi) (about 16 significant bits, as the amx level's
-// tiles take them); K and V are bf16 already, so the products are exact
+// work. Q and P are rounded once to bf16 (hi = bf16(x)); K and V are bf16
+// already, so the products are exact
 // (vdpbf16ps reads denormal bf16 as 0 and flushes denormal results: the
 // same on every call, so it changes no bit between calls). int8 KV's codes
 // are integers in [-127, 127], exact in bf16: K's row scale multiplies the
 // score and V's multiplies p before it is rounded, as in the f32 path.
 //
 // S: key j's dot with row i is the 32-dim chunks in order, each one
-// vdpbf16ps of q_hi (and one of q_lo into a second chain, the two chains
-// added at the end), then Reduce16 over the 16 lanes, as the f32 path.
+// vdpbf16ps of q_hi, then Reduce16 over the 16 lanes, as the f32 path.
 // PV: keys go in pairs (j, j + 1) of the block (the pair's second key is
 // zero past the keys read); the pair's V rows are interleaved by
 // vpunpck{l,h}wd into 16 lanes of (v_j, v_j+1) for dims in DotUnpermute's
@@ -402,15 +399,12 @@ void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh
 // q and p and the keys' values; a key it does not see has p = 0 exactly, and
 // 0 * v adds +-0 to an accumulator that starts at +0 and so is never -0.
 
-// Q's and P's hi/lo splits. On: about 16 bits of each, the f32 path's
-// error (the kernel tests' 1e-5 bound), but two vdpbf16ps where one does:
-// as many dot instructions as the f32 path's FMAs, and measured no faster
-// than it. Off (the choice): q and p rounded once to bf16, as llama.cpp
-// rounds q to its K type; prefill attention 1.35-1.45x faster than the f32
-// path, and on the trained model the bf16 KV's KL against f32 KV moved from
-// 4.75e-6 to 5.19e-6 with the same top-1 (docs/kernels.md, session 20).
-constexpr bool kSplitQ = false;
-constexpr bool kSplitP = false;
+// Why no hi/lo split of q and p (the amx level's choice, about 16 bits of
+// each): two vdpbf16ps where one does, as many dot instructions as the f32
+// path's FMAs, and measured no faster than it (session 20, docs/kernels.md).
+// Rounded once, as llama.cpp rounds q to its K type: prefill attention
+// 1.35-1.7x faster than the f32 path, and on the trained model bf16 KV's KL
+// against f32 KV moved from 4.75e-6 to 5.19e-6 with the same top-1.
 
 // 16 bf16 of a __m256bh / the low or high half of 32 as exact f32.
 inline __m512 Bf16ToF32(__m256i h) {
@@ -470,12 +464,6 @@ void TileInitDot(const KvLayout& l, int num_heads, const AttentionSeq& s, int64_
       const __m512 x1 = _mm512_maskz_loadu_ps(Mask16(left > 16 ? left - 16 : 0), src + c * 32 + 16);
       const __m512i hi = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
       _mm512_store_si512(tile->q_hi + (i * chunks + c) * 32, hi);
-      if constexpr (kSplitQ) {
-        const __m512 lo0 = _mm512_sub_ps(x0, Bf16ToF32(_mm512_castsi512_si256(hi)));
-        const __m512 lo1 = _mm512_sub_ps(x1, Bf16ToF32(_mm512_extracti64x4_epi64(hi, 1)));
-        _mm512_store_si512(tile->q_lo + (i * chunks + c) * 32,
-                           reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(lo1, lo0)));
-      }
       _mm512_store_ps(tile->acc + (i * 2 * chunks + 2 * c) * 16, _mm512_setzero_ps());
       _mm512_store_ps(tile->acc + (i * 2 * chunks + 2 * c + 1) * 16, _mm512_setzero_ps());
     }
@@ -503,7 +491,6 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
 
   alignas(64) float scores[Q * G][kMaxBlockSize + 16];
   alignas(64) uint16_t p_hi[Q * G][kMaxBlockSize + 16];
-  alignas(64) uint16_t p_lo[Q * G][kMaxBlockSize + 16];
   __m512 dots[Q * G][16];
   const uint8_t* block = s.blocks[b0 / bs];
   const int n = static_cast<int>(ctx_end - b0 < bs ? ctx_end - b0 : bs);
@@ -527,8 +514,8 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
   for (int j0 = 0; j0 < n; j0 += 16) {
     for (int jj = 0; jj < 16; ++jj) {
       const int j = j0 + jj;
-      __m512 dh[Q * G], dl[Q * G];
-      for (int i = 0; i < Q * G; ++i) dh[i] = dl[i] = _mm512_setzero_ps();
+      __m512 dh[Q * G];
+      for (int i = 0; i < Q * G; ++i) dh[i] = _mm512_setzero_ps();
       if (kPrefetch && j < bs) {
         for (size_t o = 0; o < row_bytes; o += 64) {
           _mm_prefetch(reinterpret_cast<const char*>(next_k + j * row_bytes + o), _MM_HINT_T1);
@@ -544,15 +531,9 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
                 dh[i],
                 reinterpret_cast<__m512bh>(_mm512_load_si512(tile->q_hi + (i * chunks + c) * 32)),
                 k);
-          if constexpr (kSplitQ)
-            for (int i = 0; i < Q * G; ++i)
-              dl[i] = _mm512_dpbf16_ps(
-                  dl[i],
-                  reinterpret_cast<__m512bh>(_mm512_load_si512(tile->q_lo + (i * chunks + c) * 32)),
-                  k);
         }
       }
-      for (int i = 0; i < Q * G; ++i) dots[i][jj] = kSplitQ ? _mm512_add_ps(dh[i], dl[i]) : dh[i];
+      for (int i = 0; i < Q * G; ++i) dots[i][jj] = dh[i];
     }
     const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
     const __m512 kscale_lanes =
@@ -566,7 +547,7 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
       _mm512_store_ps(scores[i] + j0, _mm512_mask_blend_ps(mask, neg_inf, sc));
     }
   }
-  // Online softmax per row, P stored as bf16 hi (and lo).
+  // Online softmax per row, P stored as bf16.
   __m512 vcorr[Q * G];
   for (int i = 0; i < Q * G; ++i) {
     __m512 bmax = _mm512_set1_ps(-INFINITY);
@@ -583,21 +564,14 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
           int8 ? _mm512_mul_ps(p, _mm512_maskz_loadu_ps(Mask16(n - j), vscale + j)) : p;
       const __m256i hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(pv));
       _mm256_store_si256(reinterpret_cast<__m256i*>(p_hi[i] + j), hi);
-      if constexpr (kSplitP) {
-        psum = _mm512_add_ps(psum, p);
-        _mm256_store_si256(
-            reinterpret_cast<__m256i*>(p_lo[i] + j),
-            reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_sub_ps(pv, Bf16ToF32(hi)))));
-      } else {
-        // bf16: l sums the weights P·V uses.
-        psum = _mm512_add_ps(psum, int8 ? p : Bf16ToF32(hi));
-      }
+      // bf16: l sums the weights P·V uses.
+      psum = _mm512_add_ps(psum, int8 ? p : Bf16ToF32(hi));
     }
     ls[i] = ls[i] * corr + Hsum(psum);
     ms[i] = m_new;
     vcorr[i] = _mm512_set1_ps(corr);
   }
-  // acc = acc * corr, then per key pair in order one vdpbf16ps (two with P's lo).
+  // acc = acc * corr, then per key pair in order one vdpbf16ps.
   for (int w0 = 0; w0 < nacc; w0 += DU) {
     __m512 a[Q * G][DU];
     for (int i = 0; i < Q * G; ++i)
@@ -624,12 +598,6 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
         const __m512bh ph = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pair)));
         for (int u = 0; u < DU; ++u)
           if (w0 + u < nacc) a[i][u] = _mm512_dpbf16_ps(a[i][u], ph, vp[u]);
-        if constexpr (kSplitP) {
-          std::memcpy(&pair, p_lo[i] + j, sizeof(pair));
-          const __m512bh pl = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pair)));
-          for (int u = 0; u < DU; ++u)
-            if (w0 + u < nacc) a[i][u] = _mm512_dpbf16_ps(a[i][u], pl, vp[u]);
-        }
       }
     }
     for (int i = 0; i < Q * G; ++i)
