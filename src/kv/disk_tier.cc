@@ -284,7 +284,7 @@ void DiskTier::WriterLoop() {
         StatusOr<DiskBlockHeader> h = ReadHeader(hash);
         if (h.ok()) {
           std::lock_guard<std::mutex> relock(mu_);
-          logged = AnnounceLocked(hash, h->parent_hash, std::move(h->tokens)) || logged;
+          logged = AnnounceLocked(hash, h->parent_hash, std::move(h->tokens), false) || logged;
         } else if (h.status().code() == StatusCode::kNotFound) {
           std::lock_guard<std::mutex> relock(mu_);  // another process evicted it
           logged = ForgetLocked(hash) || logged;
@@ -363,7 +363,7 @@ Status DiskTier::WriteFile(const DiskBlockWrite& block, bool fsync) {
     ++stats_.blocks_written;
     // Announced only now: a block is on disk once its file is renamed.
     // Partial blocks are not announced (KV events name full blocks only).
-    logged = !block.partial && AnnounceLocked(block.hash, block.parent_hash, block.tokens);
+    logged = !block.partial && AnnounceLocked(block.hash, block.parent_hash, block.tokens, true);
     logged = EvictOverCapacityLocked() || logged;
   }
   if (logged) Wake();
@@ -457,9 +457,10 @@ bool DiskTier::ForgetLocked(uint64_t hash) {
   auto it = index_.find(hash);
   if (it == index_.end()) return false;
   const bool logged = log_changes_ && it->second.announced;
-  if (logged) {
+  if (logged || (track_changes_ && !it->second.partial)) {
     DiskTierChange c;
     c.stored = false;
+    c.announced = logged;
     c.hash = hash;
     changes_.push_back(std::move(c));
   }
@@ -468,17 +469,22 @@ bool DiskTier::ForgetLocked(uint64_t hash) {
 }
 
 bool DiskTier::AnnounceLocked(uint64_t hash, std::optional<uint64_t> parent_hash,
-                              std::vector<int32_t> tokens) {
+                              std::vector<int32_t> tokens, bool written) {
   auto it = index_.find(hash);
-  if (!log_changes_ || it == index_.end() || it->second.announced) return false;
-  it->second.announced = true;
+  if (it == index_.end()) return false;
+  const bool announce = log_changes_ && !it->second.announced;
+  // A file found at start and announced now is not news to the index (it
+  // listed the scan), a write is.
+  if (!announce && !(track_changes_ && written)) return false;
+  if (announce) it->second.announced = true;
   DiskTierChange c;
   c.stored = true;
+  c.announced = announce;
   c.hash = hash;
   c.parent_hash = parent_hash;
   c.tokens = std::move(tokens);
   changes_.push_back(std::move(c));
-  return true;
+  return announce;
 }
 
 bool DiskTier::EvictOverCapacityLocked() {
@@ -526,6 +532,11 @@ void DiskTier::EnableChangeLog() {
       if (!index_.at(hash).partial) to_announce_.push_back(hash);
   }
   cv_.notify_one();
+}
+
+void DiskTier::TrackChanges() {
+  std::lock_guard<std::mutex> lock(mu_);
+  track_changes_ = true;
 }
 
 std::vector<DiskTierChange> DiskTier::TakeChanges() {

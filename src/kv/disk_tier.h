@@ -30,7 +30,9 @@
 // capacity_bytes; the writer deletes the oldest files when over.
 // Start: the index is rebuilt from the directory listing (one readdir and
 // one stat per file: O(files)); leftover temp files of dead processes go.
-// Change log (for KV events, kv_events.h): once EnableChangeLog is called,
+// Change log (for the prefix index, TrackChanges, and for KV events,
+// kv_events.h): once TrackChanges is called every full block written or
+// lost is logged; once EnableChangeLog is called,
 // every block the tier gains (a write completed) or loses (LRU, a corrupt
 // or vanished file) is recorded with its identity, and the files found at
 // start are announced by the writer thread as it reads their headers (the
@@ -109,9 +111,12 @@ struct DiskTierStats {
 };
 
 // A block the tier gained (stored: identity from the write or the file's
-// header) or lost (removed: hash only).
+// header) or lost (removed: hash only). Full blocks only.
 struct DiskTierChange {
   bool stored = true;
+  // Part of the announced set (EnableChangeLog): a KV event; a change only
+  // tracked (TrackChanges) is for the prefix index alone.
+  bool announced = false;
   uint64_t hash = 0;
   std::optional<uint64_t> parent_hash;
   std::vector<int32_t> tokens;
@@ -200,6 +205,12 @@ class DiskTier {
   // from any thread and without the tier's lock, after changes are logged;
   // SetWake(nullptr) returns only when no call of the old one runs.
   void EnableChangeLog();
+  // Logs every full block written or lost from now on, announced or not
+  // (the prefix index's view of the tier; a removal of a block never
+  // announced is logged with announced false). The files indexed now are
+  // not logged: the caller lists them (NewestFirst). Cheap: one entry a
+  // write or loss, taken each engine step.
+  void TrackChanges();
   void SetWake(std::function<void()> wake);
   // The changes logged since the last call, in order.
   std::vector<DiskTierChange> TakeChanges();
@@ -232,9 +243,11 @@ class DiskTier {
   // RemoveLocked for a block the tier loses; logs its removal if announced.
   // Returns whether a change was logged (the caller wakes after unlocking).
   bool ForgetLocked(uint64_t hash);
-  // Logs a stored change for an indexed, not yet announced block.
+  // Logs a stored change for an indexed block: announced if the change
+  // log is on and it was not yet; tracked if written (not a scanned file's
+  // header) and TrackChanges is on. Returns whether it was announced.
   bool AnnounceLocked(uint64_t hash, std::optional<uint64_t> parent_hash,
-                      std::vector<int32_t> tokens);
+                      std::vector<int32_t> tokens, bool written);
   // Reads and checks a block file's header (the writer's announcements).
   StatusOr<DiskBlockHeader> ReadHeader(uint64_t hash, bool partial = false) const;
   void Wake();
@@ -260,7 +273,8 @@ class DiskTier {
   int64_t bytes_ = 0;
   DiskTierStats stats_;
   uint64_t temp_counter_ = 0;
-  bool log_changes_ = false;
+  bool log_changes_ = false;  // announce (KV events)
+  bool track_changes_ = false;  // log every change (the prefix index)
   std::vector<DiskTierChange> changes_;
   std::deque<uint64_t> to_announce_;  // indexed at EnableChangeLog, headers not yet read
   std::mutex wake_mu_;                // held while wake_ runs, and to replace it

@@ -71,6 +71,13 @@ PagedKvCache::PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockP
   stats_.block_bytes = static_cast<int64_t>(pool_->block_bytes());
   if (options_.clock_ms) index_->set_clock(options_.clock_ms);
   if (disk_ != nullptr) {
+    // The index holds the tier's blocks as nodes: those on disk now by
+    // their hash (read on use, which checks them), then every change the
+    // tier logs (ApplyDiskChanges). Tracking starts first, so a file lost
+    // between the two is either not listed or logged as removed.
+    disk_->TrackChanges();
+    for (const auto& [hash, partial] : disk_->NewestFirst())
+      if (!partial) index_->OnDiskFound(hash);
     index_->set_eviction_hook([this](BlockId id) { SpillToDisk(id); });
     const int64_t threads =
         options_.disk_read_threads > 0
@@ -171,26 +178,34 @@ PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, uint6
   const int64_t bs = pool_->layout().block_size;
   // The last prompt token is always recomputed so its logits exist.
   const int64_t limit = static_cast<int64_t>(prompt.size()) - 1;
-  BlockId parent = kNoBlock;
+  // One walk of the index: nodes with a pool block are shared, then a run
+  // of nodes on disk only (placed, or known by the hash the walk computes)
+  // is read. A node with a pool block never hangs under one without, so
+  // the pool part comes first (PrefixIndex::Check).
+  BlockId parent = kNoBlock;  // the last shared block
+  NodeId node = kNoNode;
+  uint64_t h = RootBlockHashSeed(salt_key);
   int64_t k = 0;
   while ((k + 1) * bs <= limit) {
-    BlockId b = index_->FindFull(parent, salt_key, prompt.data() + k * bs);
-    if (b == kNoBlock) break;
-    plan.shared.push_back(b);
-    parent = b;
+    const int32_t* tokens = prompt.data() + k * bs;
+    h = ChainBlockHash(h, std::span<const int32_t>(tokens, bs));
+    const NodeId n = index_->Follow(node, salt_key, h, tokens);
+    if (n == kNoNode) break;
+    const BlockId b = index_->node_block(n);
+    if (b != kNoBlock && plan.disk.empty()) {
+      plan.shared.push_back(b);
+      parent = b;
+    } else if (disk_ != nullptr && index_->node_on_disk(n)) {
+      plan.disk.push_back(h);
+    } else {
+      break;
+    }
+    node = n;
     ++k;
   }
-  if (disk_ != nullptr && (k + 1) * bs <= limit) {
-    // Continue the chain on disk: a block there is named by its chained hash.
-    uint64_t h = parent == kNoBlock ? RootBlockHashSeed(salt_key) : index_->hash(parent);
-    int64_t d = k;
-    while ((d + 1) * bs <= limit) {
-      h = ChainBlockHash(h, std::span<const int32_t>(prompt.data() + d * bs, bs));
-      if (!disk_->Contains(h)) break;
-      plan.disk.push_back(h);
-      ++d;
-    }
-    plan.disk_miss = (d + 1) * bs <= limit;
+  const int64_t shared = static_cast<int64_t>(plan.shared.size());
+  if (disk_ != nullptr) {
+    plan.disk_miss = (k + 1) * bs <= limit;
     // Read or recompute: one estimate of each side for every block of the
     // run, so the choice is the run's (docs/kv_cache.md says why). A run
     // computed goes on like a miss: the pool's partial tail may still match.
@@ -202,22 +217,22 @@ PagedKvCache::Plan PagedKvCache::MakePlan(std::span<const int32_t> prompt, uint6
     // pool holds no child of a block it does not hold).
     if (!plan.disk.empty()) {
       if (options_.tail_copy)
-        PlanDiskTail(plan.disk.back(), prompt.data() + d * bs, std::min(bs, limit - d * bs), 0,
+        PlanDiskTail(plan.disk.back(), prompt.data() + k * bs, std::min(bs, limit - k * bs), 0,
                      &plan);
       return plan;
     }
   }
   if (options_.tail_copy) {
-    int64_t max_tail = std::min(bs, limit - k * bs);
+    int64_t max_tail = std::min(bs, limit - shared * bs);
     if (max_tail > 0) {
-      auto [src, n] =
-          index_->BestPrefix(parent, salt_key, prompt.data() + k * bs, static_cast<int>(max_tail));
+      auto [src, n] = index_->BestPrefix(parent, salt_key, prompt.data() + shared * bs,
+                                         static_cast<int>(max_tail));
       plan.tail_src = src;
       plan.tail_tokens = n;
       // A partial block on disk (a restart's, say) wins only if it matches
       // more. Partial blocks without a parent are never written.
       if (disk_ != nullptr && parent != kNoBlock)
-        PlanDiskTail(index_->hash(parent), prompt.data() + k * bs, max_tail, n, &plan);
+        PlanDiskTail(index_->hash(parent), prompt.data() + shared * bs, max_tail, n, &plan);
     }
   }
   FitWindows(&plan);
@@ -266,6 +281,7 @@ void PagedKvCache::FitWindows(Plan* plan) const {
 PrefixMatch PagedKvCache::Match(std::span<const int32_t> prompt, std::string_view salt) const {
   PrefixMatch m;
   if (!options_.prefix_cache) return m;
+  ApplyDiskChanges();
   Plan plan = MakePlan(prompt, PrefixIndex::SaltKeyOf(salt));
   m.num_shared_blocks = static_cast<int64_t>(plan.shared.size() + plan.disk.size());
   m.num_tail_tokens = plan.tail_tokens;
@@ -463,6 +479,7 @@ StatusOr<SeqId> PagedKvCache::Admit(std::span<const int32_t> prompt, std::string
   const uint64_t salt_key = options_.prefix_cache ? PrefixIndex::SaltKeyOf(salt) : 0;
   Plan plan;
   if (options_.prefix_cache) {
+    ApplyDiskChanges();
     plan = MakePlan(prompt, salt_key);
     // A run the rule computes is read now and then anyway (kProbeEvery).
     if (plan.disk_recomputed > 0 && ++runs_recomputed_ % kProbeEvery == 0)
@@ -851,18 +868,33 @@ std::vector<uint64_t> PagedKvCache::DiskBlockHashes() const {
   return disk_ != nullptr ? disk_->Hashes() : std::vector<uint64_t>{};
 }
 
-void PagedKvCache::EmitDiskEvents() {
+void PagedKvCache::ApplyDiskChanges() const {
   if (disk_ == nullptr) return;
   for (DiskTierChange& c : disk_->TakeChanges()) {
-    if (sink_ == nullptr) continue;
+    if (c.stored) {
+      index_->OnDiskStored(c.hash, c.parent_hash, c.tokens);
+    } else {
+      index_->OnDiskRemoved(c.hash);
+    }
+    // Events go out when the engine asks (EmitDiskEvents), in log order.
+    if (!c.announced || sink_ == nullptr) continue;
     KvEvent e;
     e.kind = c.stored ? KvEvent::Kind::kBlockStored : KvEvent::Kind::kBlockRemoved;
     e.medium = KvMedium::kDisk;
     e.block_hash = c.hash;
     e.parent_hash = c.parent_hash;
     e.token_ids = std::move(c.tokens);
-    sink_->Emit(std::move(e));
+    pending_disk_events_.push_back(std::move(e));
   }
+}
+
+void PagedKvCache::EmitDiskEvents() {
+  if (disk_ == nullptr) return;
+  ApplyDiskChanges();
+  std::vector<KvEvent> events;
+  events.swap(pending_disk_events_);
+  if (sink_ == nullptr) return;
+  for (KvEvent& e : events) sink_->Emit(std::move(e));
 }
 
 void PagedKvCache::SetDiskEventWake(std::function<void()> wake) {

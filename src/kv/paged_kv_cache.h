@@ -8,8 +8,10 @@
 // blocks (the one being written, reserved ones) have refcount 1.
 //
 // With a disk tier (options.disk_dir): a full block PopLru evicts is copied
-// to the tier's write queue; a prefix match continues past the pool into
-// blocks on disk (by the chained hash), which Admit has the I/O threads
+// to the tier's write queue; the index holds the tier's blocks as nodes
+// (prefix_index.h: a node has a pool block, a disk location, or both; the
+// tier's change log keeps the disk side current); a prefix match walks the
+// index past the pool into nodes on disk only, which Admit has the I/O threads
 // (disk_loader.h) read into the sequence's new blocks, where reading beats
 // recomputing (docs/kv_cache.md, "Read or recompute"); they are registered
 // when the load is collected (at once, or by FinishLoad with async reads);
@@ -171,6 +173,12 @@ class PagedKvCache final : public KvCache {
   PagedKvCache(const KvCacheOptions& options, std::unique_ptr<BlockPool> pool,
                std::unique_ptr<DiskTier> disk,
                std::vector<std::unique_ptr<SlidingKvGroup>> sliding);
+  // Applies the disk tier's change log to the index (and queues the
+  // announced changes as DISK events for EmitDiskEvents). Engine thread; a
+  // query (Match, Admit) and every step (StepBackground) call it first, so
+  // the planner sees what the tier holds. Const for Match: the log is the
+  // index's input, not the cache's state.
+  void ApplyDiskChanges() const;
   // The eviction hook: queues a full victim's copy for the disk tier.
   void SpillToDisk(BlockId id);
   DiskBlockWrite DiskCopyOf(BlockId id) const;
@@ -252,6 +260,7 @@ class PagedKvCache final : public KvCache {
   SeqId next_seq_ = 1;
   KvCacheStats stats_;
   KvEventSink* sink_ = nullptr;
+  mutable std::vector<KvEvent> pending_disk_events_;  // ApplyDiskChanges -> EmitDiskEvents
   std::unique_ptr<DiskTier> disk_;
   bool resetting_ = false;  // ResetPrefixCache: evictions are not spilled
   std::vector<std::unique_ptr<SlidingKvGroup>> sliding_;  // options.groups[1..]

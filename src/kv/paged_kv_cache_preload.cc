@@ -44,6 +44,8 @@ void PagedKvCache::SetBackgroundWake(std::function<void()> wake) {
 }
 
 void PagedKvCache::StepBackground() {
+  // Each step: the tier's writes and losses reach the index (cheap when none).
+  ApplyDiskChanges();
   if (preload_ == nullptr || preload_->done) return;
   Preload& p = *preload_;
   if (p.planner != nullptr) {

@@ -2,10 +2,14 @@
 // pool of blocks that hold K/V of the group's layers only, and which of them
 // belong to a node of the prefix index.
 //
-// The prefix index's nodes are the blocks of the global group (the paged
-// cache's primary pool): each is the identity of one block of positions (its
-// chained hash, its place in the trie). A node may have a block of this group
-// attached (Attach): the same positions' K/V for the sliding layers. A node
+// Blocks here attach to the pool blocks of the prefix index's nodes (the
+// global group's blocks in the paged cache's primary pool; "node" below is
+// that block id): each is the identity of one block of positions (its
+// chained hash, its place in the trie). A node's pool block may have a block
+// of this group attached (Attach): the same positions' K/V for the sliding
+// layers. When the node loses its pool block (evicted; a node may live on
+// with a disk location only, prefix_index.h), OnNodeGone detaches it: the
+// disk tier holds no sliding group, so that K/V is gone with it. A node
 // can exist without one: a running sequence gives back the blocks no future
 // query of the window can see, and this group evicts its cached blocks on
 // its own (LRU), so a cached chain may have holes here. The cache reuses a
@@ -36,7 +40,8 @@ namespace kvfork {
 class SlidingKvGroup {
  public:
   // num_blocks of group.layout (group.window > 0, at least one layer);
-  // num_nodes = the primary pool's block count (node ids are its block ids).
+  // num_nodes = the primary pool's block count ("node" ids here are the
+  // nodes' primary pool blocks, not PrefixIndex's NodeIds).
   static StatusOr<std::unique_ptr<SlidingKvGroup>> Create(const KvGroup& group, int64_t num_blocks,
                                                           int64_t num_nodes);
 

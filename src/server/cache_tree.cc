@@ -24,8 +24,11 @@ std::optional<ApiError> ParseMaxTreeNodes(const std::string& value, int64_t* max
 json CacheTreeJson(const PrefixTreeSnapshot& tree, int64_t max_nodes) {
   // Rows of numbers under named columns: a third of the bytes of objects.
   json rows = json::array();
-  for (const PrefixTreeNode& n : tree.nodes)
-    rows.push_back(json::array({n.id, n.parent, n.num_tokens, n.refcount, n.last_use}));
+  for (const PrefixTreeNode& n : tree.nodes) {
+    // Where the block's K/V is (prefix_index.h): never neither.
+    const char* location = n.in_pool ? (n.on_disk ? "both" : "pool") : "disk";
+    rows.push_back(json::array({n.id, n.parent, n.num_tokens, n.refcount, n.last_use, location}));
+  }
   return json{{"object", "kv_cache.tree"},
               {"has_tree", tree.has_tree},
               {"block_size", tree.block_size},
@@ -36,10 +39,11 @@ json CacheTreeJson(const PrefixTreeSnapshot& tree, int64_t max_nodes) {
                 {"free", tree.blocks_free}}},
               {"clock", tree.clock},
               {"tenant_salts", tree.num_salts},
-              {"nodes_total", tree.num_registered},
+              {"nodes_total", tree.num_nodes},
+              {"pool_nodes", tree.num_registered},
               {"max_nodes", max_nodes},
               {"truncated", tree.truncated},
-              {"columns", json::array({"id", "parent", "tokens", "refcount", "last_use"})},
+              {"columns", json::array({"id", "parent", "tokens", "refcount", "last_use", "location"})},
               {"nodes", std::move(rows)}};
 }
 

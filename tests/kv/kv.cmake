@@ -65,3 +65,7 @@ kvfork_test(disk_load_test
 kvfork_test(disk_preload_test
   SOURCES disk_preload_test.cc
   LABELS unit LIBS kvfork_kv)
+# The prefix index's nodes (issue 25): pool block, disk location, both.
+kvfork_test(prefix_index_test
+  SOURCES prefix_index_test.cc
+  LABELS unit LIBS kvfork_kv)

@@ -88,11 +88,12 @@ TEST(CacheTree, JsonHasCountsColumnsAndRows) {
   t.blocks_used = 3;
   t.blocks_cached = 7;
   t.blocks_free = 90;
-  t.num_registered = 9;
+  t.num_registered = 8;
+  t.num_nodes = 9;
   t.num_salts = 2;
   t.clock = 77;
   t.truncated = true;
-  t.nodes = {{4, -1, 16, 1, 70}, {9, 4, 5, 0, 77}};
+  t.nodes = {{4, -1, 16, 1, 70, true, true}, {9, 4, 5, 0, 77, true}, {12, 4, 16, 0, 0, false, true}};
   nlohmann::json j = CacheTreeJson(t, 2);
   EXPECT_EQ(j["object"], "kv_cache.tree");
   EXPECT_EQ(j["has_tree"], true);
@@ -102,10 +103,14 @@ TEST(CacheTree, JsonHasCountsColumnsAndRows) {
   EXPECT_EQ(j["clock"], 77);
   EXPECT_EQ(j["tenant_salts"], 2);
   EXPECT_EQ(j["nodes_total"], 9);
+  EXPECT_EQ(j["pool_nodes"], 8);
   EXPECT_EQ(j["max_nodes"], 2);
   EXPECT_EQ(j["truncated"], true);
-  EXPECT_EQ(j["columns"], (nlohmann::json{"id", "parent", "tokens", "refcount", "last_use"}));
-  EXPECT_EQ(j["nodes"], (nlohmann::json{{4, -1, 16, 1, 70}, {9, 4, 5, 0, 77}}));
+  EXPECT_EQ(j["columns"],
+            (nlohmann::json{"id", "parent", "tokens", "refcount", "last_use", "location"}));
+  EXPECT_EQ(j["nodes"], (nlohmann::json{{4, -1, 16, 1, 70, "both"},
+                                        {9, 4, 5, 0, 77, "pool"},
+                                        {12, 4, 16, 0, 0, "disk"}}));
 }
 
 }  // namespace

@@ -9,8 +9,8 @@
 // y gives each leaf (branch end) one row, so a shared prefix is one
 // rectangle as tall as all the branches that continue it.
 
-// rows: [[id, parent, tokens, refcount, last_use], ...], parents before
-// children (the route's breadth-first order). Returns {segments, roots,
+// rows: [[id, parent, tokens, refcount, last_use, location], ...], parents
+// before children (the route's breadth-first order; location is not drawn). Returns {segments, roots,
 // leaves, maxTokens, branchPoints}; segments in pre-order, each {first,
 // last (block ids), blocks, tokens, usedBlocks, usedTokens, maxRefcount,
 // lastUse, start, depth, children, leaves, y (first leaf row)}.

@@ -89,7 +89,7 @@ test('/v1/cache/tree: shared prefixes fork, counts, cap and bad parameters', asy
   assert.equal(j.object, 'kv_cache.tree');
   assert.equal(j.has_tree, true);
   assert.equal(j.block_size, 16);
-  assert.deepEqual(j.columns, ['id', 'parent', 'tokens', 'refcount', 'last_use']);
+  assert.deepEqual(j.columns, ['id', 'parent', 'tokens', 'refcount', 'last_use', 'location']);
   assert.equal(j.max_nodes, 4096);
   assert.equal(j.truncated, false);
   assert.equal(j.nodes_total, j.nodes.length);
@@ -99,8 +99,9 @@ test('/v1/cache/tree: shared prefixes fork, counts, cap and bad parameters', asy
   const stats = await (await fetch(s.url + '/v1/cache/stats')).json();
   assert.equal(b.cached, stats.blocks_cached);
   const seen = new Set([-1]);
-  for (const [id, parent, tokens, refcount, lastUse] of j.nodes) {
+  for (const [id, parent, tokens, refcount, lastUse, location] of j.nodes) {
     assert.ok(seen.has(parent), `block ${id} listed before its parent ${parent}`);
+    assert.equal(location, 'pool', 'no disk tier: every node is a pool block');
     seen.add(id);
     assert.ok(tokens >= 1 && tokens <= 16);
     assert.equal(refcount, 0, 'nothing runs now');
