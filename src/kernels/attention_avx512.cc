@@ -192,6 +192,71 @@ void TileInit(const KvLayout& l, int num_heads, const AttentionSeq& s, int64_t t
   }
 }
 
+// Which keys of the block at b0 a tile's tokens see: n keys are read (the
+// block's, or up to the tile's last context), token i sees [first[i], valid[i]).
+template <int Q>
+struct BlockKeys {
+  int n;
+  int n16;  // n rounded up to whole 16-key vectors
+  int valid[Q];
+  int first[Q];
+};
+
+template <int Q>
+BlockKeys<Q> KeysOfBlock(const AttentionSeq& s, int64_t t0, int64_t b0, int bs) {
+  const int64_t ctx0 = s.start_pos + t0 + 1;  // context of the tile's first token
+  const int64_t ctx_end = ctx0 + Q - 1;       // and of its last
+  BlockKeys<Q> k;
+  k.n = static_cast<int>(ctx_end - b0 < bs ? ctx_end - b0 : bs);
+  k.n16 = (k.n + 15) & ~15;
+  for (int i = 0; i < Q; ++i) {
+    const int64_t v = ctx0 + i - b0;
+    k.valid[i] = static_cast<int>(v < 0 ? 0 : v > k.n ? k.n : v);
+    const int64_t f = AttentionWindowStart(ctx0 + i - 1, s.window) - b0;
+    k.first[i] = static_cast<int>(f < 0 ? 0 : f > k.n ? k.n : f);
+  }
+  return k;
+}
+
+// Keys [j0, j0 + 16)'s scores of every row from their 16 dot vectors: reduced,
+// scaled (int8: times K's row scales) and -inf where the row does not see the key.
+template <int G, int Q>
+void StoreScores(const __m512 (&dots)[Q * G][16], const BlockKeys<Q>& keys, int j0, float scale,
+                 bool int8, const float* kscale, float (&scores)[Q * G][kMaxBlockSize + 16]) {
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  const __m512 kscale_lanes =
+      int8 ? _mm512_maskz_loadu_ps(Mask16(keys.n - j0), kscale + j0) : _mm512_setzero_ps();
+  for (int i = 0; i < Q * G; ++i) {
+    const int left = keys.valid[i / G] - j0, before = keys.first[i / G] - j0;
+    const __mmask16 mask =
+        static_cast<__mmask16>(Mask16(left > 0 ? left : 0) & ~Mask16(before > 0 ? before : 0));
+    __m512 sc = _mm512_mul_ps(Reduce16(dots[i]), _mm512_set1_ps(scale));
+    if (int8) sc = _mm512_mul_ps(sc, kscale_lanes);
+    _mm512_store_ps(scores[i] + j0, _mm512_mask_blend_ps(mask, neg_inf, sc));
+  }
+}
+
+// The online softmax's step for one row over a block's scores: its new
+// running max, the value subtracted from the scores, and the factor its
+// earlier sums are scaled by.
+struct SoftmaxStep {
+  float m_new;
+  float m_sub;
+  float corr;
+};
+
+inline SoftmaxStep SoftmaxStepOf(float m_old, const float* scores, int n16) {
+  __m512 bmax = _mm512_set1_ps(-INFINITY);
+  for (int j = 0; j < n16; j += 16) bmax = _mm512_max_ps(_mm512_load_ps(scores + j), bmax);
+  SoftmaxStep st;
+  st.m_new = std::fmax(m_old, Hmax(bmax));
+  // A row that has seen no key yet and sees none here (before its window)
+  // subtracts 0: corr = exp(-inf) = 0 and p = 0 keep its state (-inf, 0, 0).
+  st.m_sub = st.m_new == -INFINITY ? 0.0f : st.m_new;
+  st.corr = ExpScalar(m_old - st.m_sub);
+  return st;
+}
+
 // The keys of the block at position b0 (b0 < the tile's last context).
 // kPrefetch: next_block (not null) is the block read after this one.
 template <int G, int Q, bool kPrefetch>
@@ -200,8 +265,6 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
   constexpr int VU = kVecUnroll<G, Q>;
   const int hd = l.head_dim, bs = l.block_size;
   const int nvec = (hd + 15) / 16;
-  const int64_t ctx0 = s.start_pos + tile->t0 + 1;  // context of the tile's first token
-  const int64_t ctx_end = ctx0 + Q - 1;             // and of its last
   const size_t row_bytes = l.RowBytes();
   const bool int8 = l.dtype == KvDType::kInt8;
   const bool q4 = IsQ4(l.dtype);
@@ -214,16 +277,8 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
   alignas(64) float scores[Q * G][kMaxBlockSize + 16];
   __m512 dots[Q * G][16];
   const uint8_t* block = s.blocks[b0 / bs];
-  const int n = static_cast<int>(ctx_end - b0 < bs ? ctx_end - b0 : bs);  // keys read
-  const int n16 = (n + 15) & ~15;
-  int valid[Q];  // keys of this block token i may see: [first[i], valid[i])
-  int first[Q];
-  for (int i = 0; i < Q; ++i) {
-    const int64_t v = ctx0 + i - b0;
-    valid[i] = static_cast<int>(v < 0 ? 0 : v > n ? n : v);
-    const int64_t f = AttentionWindowStart(ctx0 + i - 1, s.window) - b0;
-    first[i] = static_cast<int>(f < 0 ? 0 : f > n ? n : f);
-  }
+  const BlockKeys<Q> keys = KeysOfBlock<Q>(s, tile->t0, b0, bs);
+  const int n = keys.n, n16 = keys.n16;
   const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
   const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
   const float* kscale =
@@ -288,29 +343,13 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
       }
       for (int i = 0; i < Q * G; ++i) dots[i][jj] = dot[i];
     }
-    const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-    const __m512 kscale_lanes =
-        int8 ? _mm512_maskz_loadu_ps(Mask16(n - j0), kscale + j0) : _mm512_setzero_ps();
-    for (int i = 0; i < Q * G; ++i) {
-      const int left = valid[i / G] - j0, before = first[i / G] - j0;
-      const __mmask16 mask = static_cast<__mmask16>(Mask16(left > 0 ? left : 0) &
-                                                    ~Mask16(before > 0 ? before : 0));
-      __m512 sc = _mm512_mul_ps(Reduce16(dots[i]), _mm512_set1_ps(scale));
-      if (int8) sc = _mm512_mul_ps(sc, kscale_lanes);
-      _mm512_store_ps(scores[i] + j0, _mm512_mask_blend_ps(mask, neg_inf, sc));
-    }
+    StoreScores<G, Q>(dots, keys, j0, scale, int8, kscale, scores);
   }
   // Online softmax per (token, head); -inf scores give p = 0.
   __m512 vcorr[Q * G];
   for (int i = 0; i < Q * G; ++i) {
-    __m512 bmax = _mm512_set1_ps(-INFINITY);
-    for (int j = 0; j < n16; j += 16) bmax = _mm512_max_ps(_mm512_load_ps(scores[i] + j), bmax);
-    const float m_new = std::fmax(ms[i], Hmax(bmax));
-    // A row that has seen no key yet and sees none here (before its window)
-    // subtracts 0: corr = exp(-inf) = 0 and p = 0 keep its state (-inf, 0, 0).
-    const float m_sub = m_new == -INFINITY ? 0.0f : m_new;
-    const float corr = ExpScalar(ms[i] - m_sub);
-    const __m512 vm = _mm512_set1_ps(m_sub);
+    const SoftmaxStep st = SoftmaxStepOf(ms[i], scores[i], n16);
+    const __m512 vm = _mm512_set1_ps(st.m_sub);
     __m512 psum = _mm512_setzero_ps();
     for (int j = 0; j < n16; j += 16) {
       __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores[i] + j), vm));
@@ -318,9 +357,9 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
       if (int8) p = _mm512_mul_ps(p, _mm512_maskz_loadu_ps(Mask16(n - j), vscale + j));
       _mm512_store_ps(scores[i] + j, p);
     }
-    ls[i] = ls[i] * corr + Hsum(psum);
-    ms[i] = m_new;
-    vcorr[i] = _mm512_set1_ps(corr);
+    ls[i] = ls[i] * st.corr + Hsum(psum);
+    ms[i] = st.m_new;
+    vcorr[i] = _mm512_set1_ps(st.corr);
   }
   // acc = acc * corr + sum over the block's keys in order of p[j] * V[j].
   for (int v0 = 0; v0 < nvec; v0 += VU) {
@@ -481,8 +520,6 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
   const int hd = l.head_dim, bs = l.block_size;
   const int chunks = (hd + 31) / 32;
   const int nacc = 2 * chunks;  // 16-lane accumulator vectors per row
-  const int64_t ctx0 = s.start_pos + tile->t0 + 1;
-  const int64_t ctx_end = ctx0 + Q - 1;
   const size_t row_bytes = l.RowBytes();
   const bool int8 = l.dtype == KvDType::kInt8;
   float* acc = tile->acc;
@@ -493,16 +530,8 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
   alignas(64) uint16_t p_hi[Q * G][kMaxBlockSize + 16];
   __m512 dots[Q * G][16];
   const uint8_t* block = s.blocks[b0 / bs];
-  const int n = static_cast<int>(ctx_end - b0 < bs ? ctx_end - b0 : bs);
-  const int n16 = (n + 15) & ~15;
-  int valid[Q];
-  int first[Q];
-  for (int i = 0; i < Q; ++i) {
-    const int64_t v = ctx0 + i - b0;
-    valid[i] = static_cast<int>(v < 0 ? 0 : v > n ? n : v);
-    const int64_t f = AttentionWindowStart(ctx0 + i - 1, s.window) - b0;
-    first[i] = static_cast<int>(f < 0 ? 0 : f > n ? n : f);
-  }
+  const BlockKeys<Q> keys = KeysOfBlock<Q>(s, tile->t0, b0, bs);
+  const int n = keys.n, n16 = keys.n16;
   const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
   const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
   const float* kscale =
@@ -535,27 +564,13 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
       }
       for (int i = 0; i < Q * G; ++i) dots[i][jj] = dh[i];
     }
-    const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-    const __m512 kscale_lanes =
-        int8 ? _mm512_maskz_loadu_ps(Mask16(n - j0), kscale + j0) : _mm512_setzero_ps();
-    for (int i = 0; i < Q * G; ++i) {
-      const int left = valid[i / G] - j0, before = first[i / G] - j0;
-      const __mmask16 mask =
-          static_cast<__mmask16>(Mask16(left > 0 ? left : 0) & ~Mask16(before > 0 ? before : 0));
-      __m512 sc = _mm512_mul_ps(Reduce16(dots[i]), _mm512_set1_ps(scale));
-      if (int8) sc = _mm512_mul_ps(sc, kscale_lanes);
-      _mm512_store_ps(scores[i] + j0, _mm512_mask_blend_ps(mask, neg_inf, sc));
-    }
+    StoreScores<G, Q>(dots, keys, j0, scale, int8, kscale, scores);
   }
   // Online softmax per row, P stored as bf16.
   __m512 vcorr[Q * G];
   for (int i = 0; i < Q * G; ++i) {
-    __m512 bmax = _mm512_set1_ps(-INFINITY);
-    for (int j = 0; j < n16; j += 16) bmax = _mm512_max_ps(_mm512_load_ps(scores[i] + j), bmax);
-    const float m_new = std::fmax(ms[i], Hmax(bmax));
-    const float m_sub = m_new == -INFINITY ? 0.0f : m_new;
-    const float corr = ExpScalar(ms[i] - m_sub);
-    const __m512 vm = _mm512_set1_ps(m_sub);
+    const SoftmaxStep st = SoftmaxStepOf(ms[i], scores[i], n16);
+    const __m512 vm = _mm512_set1_ps(st.m_sub);
     __m512 psum = _mm512_setzero_ps();
     for (int j = 0; j < n16; j += 16) {
       const __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores[i] + j), vm));
@@ -567,9 +582,9 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
       // bf16: l sums the weights P·V uses.
       psum = _mm512_add_ps(psum, int8 ? p : Bf16ToF32(hi));
     }
-    ls[i] = ls[i] * corr + Hsum(psum);
-    ms[i] = m_new;
-    vcorr[i] = _mm512_set1_ps(corr);
+    ls[i] = ls[i] * st.corr + Hsum(psum);
+    ms[i] = st.m_new;
+    vcorr[i] = _mm512_set1_ps(st.corr);
   }
   // acc = acc * corr, then per key pair in order one vdpbf16ps.
   for (int w0 = 0; w0 < nacc; w0 += DU) {
