@@ -415,7 +415,10 @@ std::vector<BlockId> PrefixIndex::RedundantPartials(BlockId parent, uint64_t sal
 
 void PrefixIndex::SnapshotTree(int64_t max_nodes, PrefixTreeSnapshot* out) const {
   out->num_registered = num_registered_;
-  out->num_nodes = num_nodes_;
+  // The tree: every node but those on disk known by hash alone, which have
+  // no place in it yet (they are counted, not listed).
+  out->num_nodes = num_nodes_ - num_hash_only_;
+  out->num_hash_only = num_hash_only_;
   out->num_salts = static_cast<int64_t>(root_children_.size()) - (root_children_.count(0) ? 1 : 0);
   // Salt keys in a fixed order so two snapshots list roots alike; the key
   // itself never leaves the index.
@@ -434,7 +437,6 @@ void PrefixIndex::SnapshotTree(int64_t max_nodes, PrefixTreeSnapshot* out) const
     t.num_tokens = n.placed ? static_cast<int32_t>(n.tokens.size()) : block_size_;
     t.in_pool = n.block != kNoBlock;
     t.on_disk = n.on_disk;
-    t.hash_only = !n.placed;
     if (t.in_pool) {
       t.refcount = pool_->refcount(n.block);
       t.last_use = pool_->tick(n.block);
@@ -448,11 +450,7 @@ void PrefixIndex::SnapshotTree(int64_t max_nodes, PrefixTreeSnapshot* out) const
   // Breadth-first: nodes doubles as the queue.
   for (size_t i = 0; complete && i < nodes.size(); ++i)
     for (NodeId c : nodes_[nodes[i].id].children) complete = complete && add(c);
-  // Then the blocks on disk known by hash alone (no place in the tree yet).
-  for (NodeId id = 0; complete && num_hash_only_ > 0 && id < static_cast<NodeId>(nodes_.size());
-       ++id)
-    if (nodes_[id].used && !nodes_[id].placed) complete = add(id);
-  out->truncated = static_cast<int64_t>(nodes.size()) < num_nodes_;
+  out->truncated = static_cast<int64_t>(nodes.size()) < out->num_nodes;
 }
 
 Status PrefixIndex::Check() const {

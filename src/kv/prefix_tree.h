@@ -15,14 +15,12 @@ namespace kvfork {
 struct PrefixTreeNode {
   int32_t id = -1;         // the node id (stable while the node lives)
   int32_t parent = -1;     // parent node id; -1 = a root (first block of a prompt)
-                           // or a block on disk known by its hash alone
   int32_t num_tokens = 0;  // block_size for a full block, fewer for a partial tail
   int32_t refcount = 0;    // sequences holding it now; 0 = cached or not in the pool
   uint64_t last_use = 0;   // the pool's use tick when it was last touched (LRU order)
   // Where its K/V is: the pool, the disk tier, or both (never neither).
   bool in_pool = false;
   bool on_disk = false;
-  bool hash_only = false;  // on disk, parent and tokens not read yet (listed last)
 };
 
 struct PrefixTreeSnapshot {
@@ -33,13 +31,15 @@ struct PrefixTreeSnapshot {
   int64_t blocks_used = 0;     // referenced by running sequences (registered or not)
   int64_t blocks_cached = 0;   // refcount 0, registered, evictable
   int64_t num_registered = 0;  // nodes with a pool block
-  int64_t num_nodes = 0;       // nodes in the whole index (nodes.size() when not truncated)
+  int64_t num_nodes = 0;       // nodes in the tree (nodes.size() when not truncated)
+  // Blocks on disk known by their hash alone (a restart's files not read
+  // yet): nodes of the index with no place in the tree, so not in nodes.
+  int64_t num_hash_only = 0;
   int64_t num_salts = 0;       // distinct non-empty cache salts that have root blocks
   uint64_t clock = 0;          // the pool's use tick now: last_use is at most this
   bool truncated = false;      // more than the requested cap: nodes is a prefix of the BFS
   // Breadth-first from the roots (every parent before its children), so a
-  // truncated snapshot keeps the shallow, most shared part of the tree; the
-  // hash-only nodes (disk_tier.h's files not placed yet) come last.
+  // truncated snapshot keeps the shallow, most shared part of the tree.
   std::vector<PrefixTreeNode> nodes;
 };
 

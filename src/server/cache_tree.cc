@@ -41,6 +41,7 @@ json CacheTreeJson(const PrefixTreeSnapshot& tree, int64_t max_nodes) {
               {"tenant_salts", tree.num_salts},
               {"nodes_total", tree.num_nodes},
               {"pool_nodes", tree.num_registered},
+              {"disk_unplaced", tree.num_hash_only},
               {"max_nodes", max_nodes},
               {"truncated", tree.truncated},
               {"columns", json::array({"id", "parent", "tokens", "refcount", "last_use", "location"})},

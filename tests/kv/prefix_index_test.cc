@@ -121,7 +121,8 @@ TEST(PrefixIndexNodes, AWriteThatLandsLaterFindsItsParent) {
   ASSERT_EQ(t.nodes.size(), 2u);
   EXPECT_EQ(t.nodes[1].parent, t.nodes[0].id) << "placed under its parent";
   EXPECT_TRUE(t.nodes[0].in_pool && !t.nodes[0].on_disk);
-  EXPECT_TRUE(!t.nodes[1].in_pool && t.nodes[1].on_disk && !t.nodes[1].hash_only);
+  EXPECT_TRUE(!t.nodes[1].in_pool && t.nodes[1].on_disk);
+  EXPECT_EQ(t.num_hash_only, 0);
   EXPECT_EQ(f.index->num_evictable_leaves(), 1) << "a disk child keeps no pool block";
   EXPECT_INDEX_OK(*f.index);
 }
@@ -289,12 +290,26 @@ TEST(PagedKvCacheNodes, RestartNodesAreKnownByHashAndPlacedByTheFirstRead) {
   auto c = DiskCache(dir.path(), 16);
   EXPECT_EQ(c->index().num_hash_only(), 5);
   EXPECT_EQ(c->index().num_registered(), 0);
+  // The cache view: no place in the tree yet, so counted, not listed.
+  PrefixTreeSnapshot before = c->SnapshotPrefixTree(100);
+  EXPECT_EQ(before.num_hash_only, 5);
+  EXPECT_EQ(before.num_nodes, 0);
+  EXPECT_TRUE(before.nodes.empty());
+  EXPECT_FALSE(before.truncated);
   PrefixMatch m;
   const SeqId s = Prefill(*c, prompt, "", &m);
   EXPECT_EQ(m.num_reused_tokens, kBs * 5 + 1);
   EXPECT_TRUE(HoldsPattern(*c, s));
   EXPECT_EQ(c->index().num_hash_only(), 0);
   EXPECT_EQ(c->index().num_on_disk(), 5);
+  PrefixTreeSnapshot after = c->SnapshotPrefixTree(100);
+  EXPECT_EQ(after.num_hash_only, 0);
+  ASSERT_EQ(after.num_nodes, 5) << "the 5 full blocks, in the pool and on disk";
+  ASSERT_EQ(after.nodes.size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(after.nodes[i].in_pool && after.nodes[i].on_disk) << "node " << i;
+    EXPECT_EQ(after.nodes[i].parent, i == 0 ? -1 : after.nodes[i - 1].id) << "node " << i;
+  }
   EXPECT_CHECK_OK(*c);
   c->Release(s);
 }

@@ -93,6 +93,7 @@ TEST(CacheTree, JsonHasCountsColumnsAndRows) {
   t.num_salts = 2;
   t.clock = 77;
   t.truncated = true;
+  t.num_hash_only = 3;
   t.nodes = {{4, -1, 16, 1, 70, true, true}, {9, 4, 5, 0, 77, true}, {12, 4, 16, 0, 0, false, true}};
   nlohmann::json j = CacheTreeJson(t, 2);
   EXPECT_EQ(j["object"], "kv_cache.tree");
@@ -104,6 +105,7 @@ TEST(CacheTree, JsonHasCountsColumnsAndRows) {
   EXPECT_EQ(j["tenant_salts"], 2);
   EXPECT_EQ(j["nodes_total"], 9);
   EXPECT_EQ(j["pool_nodes"], 8);
+  EXPECT_EQ(j["disk_unplaced"], 3);
   EXPECT_EQ(j["max_nodes"], 2);
   EXPECT_EQ(j["truncated"], true);
   EXPECT_EQ(j["columns"],

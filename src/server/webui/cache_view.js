@@ -88,6 +88,11 @@ export class CacheView {
     const parts = [];
     if (!t.has_tree) parts.push('the dense KV backend keeps no prefix tree');
     parts.push(`${t.nodes_total} blocks in the prefix tree (${t.block_size} tokens each)`);
+    // The disk tier's blocks: in the tree once placed (disk only: not in the
+    // pool now); a restart's files are placed when first read.
+    const diskOnly = rows.reduce((a, n) => a + (n[5] === 'disk' ? 1 : 0), 0);
+    if (diskOnly) parts.push(`${diskOnly} of them on disk only`);
+    if (t.disk_unplaced) parts.push(`${t.disk_unplaced} more on disk, placed when first read`);
     const count = (n, one, many) => `${n} ${n === 1 ? one : many}`;
     parts.push(`${count(layout.leaves, 'branch', 'branches')}, ${count(layout.branchPoints, 'fork', 'forks')}`);
     if (t.truncated) parts.push(`showing the first ${rows.length} (the route's cap, breadth-first)`);
@@ -101,7 +106,7 @@ export class CacheView {
     // Cached blocks fade with age (last use, LRU ticks): the palest leaves
     // are the first evicted when the pool runs short.
     let oldest = t.clock ?? 0;
-    for (const n of rows) oldest = Math.min(oldest, n[4]);
+    for (const n of rows) if (n[5] !== 'disk') oldest = Math.min(oldest, n[4]);  // off the pool: no tick
     const span = (t.clock ?? 0) - oldest;
     const g = svg('g');
     for (const s of layout.segments) {
@@ -116,13 +121,17 @@ export class CacheView {
         `${s.blocks} block${s.blocks > 1 ? 's' : ''}, tokens ${s.start}-${s.start + s.tokens}` +
         (shared ? `, shared by ${s.leaves} branches` : '') +
         (s.usedBlocks ? `, ${s.usedBlocks} in use (up to ${s.maxRefcount} sequences)` : ', cached') +
+        (s.diskBlocks ? `, ${s.diskBlocks} on disk only` : '') +
         `, last used ${(t.clock ?? 0) - s.lastUse} block uses ago`;
       const group = svg('g', { class: 'segment' + (shared ? ' shared' : '') }, title);
       // A referenced block pins its whole chain, so a segment's in-use blocks
-      // come first: one rectangle for them, one for the cached rest.
+      // come first, its disk-only ones last: one rectangle each, the cached
+      // pool blocks between.
+      const diskW = s.diskTokens * scale;
       if (usedW > 0) group.append(svg('rect', { class: 'used', x, y, width: Math.max(1, usedW), height: h }));
-      if (s.tokens > s.usedTokens) {
-        const rect = svg('rect', { class: 'cached', x: x + usedW, y, width: Math.max(1, w - usedW), height: h });
+      if (diskW > 0) group.append(svg('rect', { class: 'disk', x: x + w - diskW, y, width: Math.max(1, diskW), height: h }));
+      if (s.tokens > s.usedTokens + s.diskTokens) {
+        const rect = svg('rect', { class: 'cached', x: x + usedW, y, width: Math.max(1, w - usedW - diskW), height: h });
         const fresh = span > 0 ? (s.lastUse - oldest) / span : 1;
         rect.style.fillOpacity = (0.3 + 0.7 * fresh).toFixed(2);
         group.append(rect);

@@ -10,14 +10,17 @@
 // rectangle as tall as all the branches that continue it.
 
 // rows: [[id, parent, tokens, refcount, last_use, location], ...], parents
-// before children (the route's breadth-first order; location is not drawn). Returns {segments, roots,
+// before children (the route's breadth-first order). Returns {segments, roots,
 // leaves, maxTokens, branchPoints}; segments in pre-order, each {first,
-// last (block ids), blocks, tokens, usedBlocks, usedTokens, maxRefcount,
-// lastUse, start, depth, children, leaves, y (first leaf row)}.
+// last (node ids), blocks, tokens, usedBlocks, usedTokens, diskBlocks,
+// diskTokens (blocks on disk only: location 'disk'), maxRefcount, lastUse,
+// start, depth, children, leaves, y (first leaf row)}. A node with a pool
+// block never hangs under one without (docs/kv_cache.md), so a segment's
+// disk-only blocks are its last ones.
 export function buildSegments(rows) {
   const nodes = new Map();
-  for (const [id, parent, tokens, refcount, lastUse] of rows) {
-    nodes.set(id, { id, parent, tokens, refcount, lastUse, children: [] });
+  for (const [id, parent, tokens, refcount, lastUse, location] of rows) {
+    nodes.set(id, { id, parent, tokens, refcount, lastUse, diskOnly: location === 'disk', children: [] });
   }
   const rootNodes = [];
   for (const n of nodes.values()) {
@@ -34,7 +37,7 @@ export function buildSegments(rows) {
     const { node, start, depth, parent } = stack.pop();
     const seg = {
       first: node.id, last: node.id, blocks: 0, tokens: 0, usedBlocks: 0, usedTokens: 0,
-      maxRefcount: 0, lastUse: 0, start, depth, children: [], leaves: 0, y: 0,
+      diskBlocks: 0, diskTokens: 0, maxRefcount: 0, lastUse: 0, start, depth, children: [], leaves: 0, y: 0,
     };
     for (let cur = node; ; cur = cur.children[0]) {
       seg.last = cur.id;
@@ -43,6 +46,10 @@ export function buildSegments(rows) {
       if (cur.refcount > 0) {
         seg.usedBlocks += 1;
         seg.usedTokens += cur.tokens;
+      }
+      if (cur.diskOnly) {
+        seg.diskBlocks += 1;
+        seg.diskTokens += cur.tokens;
       }
       seg.maxRefcount = Math.max(seg.maxRefcount, cur.refcount);
       seg.lastUse = Math.max(seg.lastUse, cur.lastUse);

@@ -148,6 +148,22 @@ test('tree layout: chains merge, forks split, rows per branch', () => {
   assert.equal(l.maxTokens, 69);
 });
 
+test('tree layout: blocks on disk only are counted per segment, after its pool blocks', () => {
+  // 0-1-2-3: 0 in use, 1 cached in the pool and on disk, 2 and 3 on disk only;
+  // 1 also forks into 4 (cached).
+  const rows = [[0, -1, 16, 1, 9, 'pool'], [1, 0, 16, 0, 8, 'both'], [2, 1, 16, 0, 0, 'disk'],
+    [4, 1, 5, 0, 7, 'pool'], [3, 2, 16, 0, 0, 'disk']];
+  const l = buildSegments(rows);
+  assert.equal(l.segments.length, 3, '0-1, 2-3, 4');
+  const [head] = l.roots;
+  assert.deepEqual([head.blocks, head.usedBlocks, head.diskBlocks], [2, 1, 0]);
+  const [disk, pool] = head.children;
+  assert.deepEqual([disk.first, disk.last, disk.diskBlocks, disk.diskTokens, disk.tokens], [2, 3, 2, 32, 32]);
+  assert.deepEqual([pool.first, pool.diskBlocks, pool.tokens], [4, 0, 5]);
+  // Rows without a location (an older server) draw as pool blocks.
+  assert.equal(buildSegments([[0, -1, 16, 0, 1]]).segments[0].diskBlocks, 0);
+});
+
 test('tree layout: thousands of blocks stay few segments, a deep comb does not overflow', () => {
   // 200 conversations of 15 blocks behind one 10-block system prompt: 3,010 blocks.
   const rows = [];
