@@ -417,6 +417,17 @@ TEST(DiskTier, StartRemovesTempFilesOfDeadWriters) {
 // Issue 25: 100k blocks must index in seconds. The scan is one readdir and
 // one stat per file (no file is opened), so a generous bound catches an
 // accidental per-file read or a quadratic index.
+// n empty files named as blocks 1..n (the scan reads names, not contents).
+void MakeEmptyBlockFiles(const std::string& block_dir, int n) {
+  for (int i = 0; i < n; ++i) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "/%016llx.kvb", static_cast<unsigned long long>(i + 1));
+    int fd = ::open((block_dir + name).c_str(), O_WRONLY | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+  }
+}
+
 TEST(DiskTier, HundredThousandFilesIndexInSeconds) {
   testing::TempDir dir;
   std::string sub;
@@ -425,13 +436,7 @@ TEST(DiskTier, HundredThousandFilesIndexInSeconds) {
     sub = t->block_dir();
   }
   const int n = 100000;
-  for (int i = 0; i < n; ++i) {
-    char name[64];
-    std::snprintf(name, sizeof(name), "/%016llx.kvb", static_cast<unsigned long long>(i + 1));
-    int fd = ::open((sub + name).c_str(), O_WRONLY | O_CREAT, 0644);
-    ASSERT_GE(fd, 0);
-    ::close(fd);
-  }
+  ASSERT_NO_FATAL_FAILURE(MakeEmptyBlockFiles(sub, n));
   auto start = std::chrono::steady_clock::now();
   auto t = OpenTier(TierOptions(dir.path()));
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -466,13 +471,7 @@ TEST(PagedKvCacheDisk, HundredThousandFilesBecomeIndexNodesInSeconds) {
     sub = c->disk()->block_dir();
   }
   const int n = 100000;
-  for (int i = 0; i < n; ++i) {
-    char name[64];
-    std::snprintf(name, sizeof(name), "/%016llx.kvb", static_cast<unsigned long long>(i + 1));
-    int fd = ::open((sub + name).c_str(), O_WRONLY | O_CREAT, 0644);
-    ASSERT_GE(fd, 0);
-    ::close(fd);
-  }
+  ASSERT_NO_FATAL_FAILURE(MakeEmptyBlockFiles(sub, n));
   auto start = std::chrono::steady_clock::now();
   auto c = MakeDiskPaged(dir.path(), 8);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
