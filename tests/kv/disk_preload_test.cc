@@ -42,13 +42,7 @@ constexpr int kBlock = 4;
 std::unique_ptr<PagedKvCache> MakeCache(const std::string& dir, int64_t preload_bytes,
                                         int64_t num_blocks = 128, bool async = false,
                                         std::function<void(uint64_t)> hook = nullptr) {
-  KvCacheOptions o;
-  o.layout = TinyLayout(kBlock);
-  o.num_blocks = num_blocks;
-  o.disk_dir = dir;
-  o.disk_capacity_bytes = int64_t{1} << 30;
-  o.disk_queue_blocks = 1024;
-  o.model_fingerprint = 42;
+  KvCacheOptions o = testing::DiskCacheOptions(dir, kBlock, num_blocks);
   o.disk_async_reads = async;
   o.disk_read_hook = std::move(hook);
   o.disk_preload_bytes = preload_bytes;

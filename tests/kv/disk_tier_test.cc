@@ -448,12 +448,7 @@ TEST(DiskTier, HundredThousandFilesIndexInSeconds) {
 
 std::unique_ptr<PagedKvCache> MakeDiskPaged(const std::string& dir, int64_t blocks,
                                             uint64_t model = 42) {
-  KvCacheOptions o;
-  o.layout = TinyLayout();
-  o.num_blocks = blocks;
-  o.disk_dir = dir;
-  o.disk_capacity_bytes = int64_t{1} << 30;
-  o.disk_queue_blocks = 1024;
+  KvCacheOptions o = testing::DiskCacheOptions(dir, 4, blocks);
   o.model_fingerprint = model;
   auto c = PagedKvCache::Create(o);
   KVFORK_CHECK_MSG(c.ok(), c.status().ToString());

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -28,6 +29,19 @@ inline KvLayout TinyLayout(int block_size = 4, KvDType dtype = KvDType::kF32) {
   l.block_size = block_size;
   l.dtype = dtype;
   return l;
+}
+
+// A paged cache's options over TinyLayout with a disk tier in dir (1 GiB,
+// a deep write queue, a fixed model fingerprint); callers add the rest.
+inline KvCacheOptions DiskCacheOptions(const std::string& dir, int block_size, int64_t num_blocks) {
+  KvCacheOptions o;
+  o.layout = TinyLayout(block_size);
+  o.num_blocks = num_blocks;
+  o.disk_dir = dir;
+  o.disk_capacity_bytes = int64_t{1} << 30;
+  o.disk_queue_blocks = 1024;
+  o.model_fingerprint = 42;
+  return o;
 }
 
 inline float Pattern(int32_t token, int64_t pos, int plane, int d) {

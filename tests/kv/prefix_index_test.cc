@@ -226,13 +226,7 @@ TEST(PrefixIndexNodes, CheckSeesARegisteredBlockFreed) {
 }
 
 std::unique_ptr<PagedKvCache> DiskCache(const std::string& dir, int64_t blocks) {
-  KvCacheOptions o;
-  o.layout = TinyLayout(kBs);
-  o.num_blocks = blocks;
-  o.disk_dir = dir;
-  o.disk_capacity_bytes = int64_t{1} << 30;
-  o.disk_queue_blocks = 1024;
-  o.model_fingerprint = 42;
+  KvCacheOptions o = testing::DiskCacheOptions(dir, kBs, blocks);
   o.disk_preload_bytes = 0;
   auto c = PagedKvCache::Create(o);
   KVFORK_CHECK_MSG(c.ok(), c.status().ToString());
