@@ -11,7 +11,7 @@
 //     -lzmq -lpthread -o /tmp/disk_read_profile
 //   /tmp/disk_read_profile write DIR 300 [int8|q4]; /tmp/disk_read_profile read DIR 300 [int8|q4]
 //   KVFORK_DISK_PREFAULT=0 /tmp/disk_read_profile read DIR 300   # without the prefault
-//   KVFORK_DISK_READ_THREADS=1 ...   # I/O threads; PROFILE_HUGEPAGE=1: the pool on THP;
+//   KVFORK_DISK_READ_THREADS=1 ...   # I/O threads; PROFILE_NOHUGEPAGE=1: the pool on 4 KiB pages;
 //   PROFILE_PRETOUCH=1: the pool's pages backed before the load
 // (this program reads those variables into KvCacheOptions::disk_prefault and
 // disk_read_threads; the server reads neither).
@@ -100,12 +100,12 @@ int main(int argc, char** argv) {
   { auto t = std::chrono::steady_clock::now(); PrefixMatch m; auto s = (*c)->Admit(prompt, "", prompt.size(), &m); (void)s;
     std::printf("OLD loaded %lld tokens in %.0f ms: %.3f ms a block wall\n", (long long)m.num_reused_tokens, Ms(t), Ms(t) / n); return 0; }
 #else
-  if (const char* hp = std::getenv("PROFILE_HUGEPAGE"); hp != nullptr && std::string(hp) == "1") {
-    // The pool's arena with transparent huge pages (an experiment: fewer,
-    // larger page populations on the read path).
+  if (const char* hp = std::getenv("PROFILE_NOHUGEPAGE"); hp != nullptr && std::string(hp) == "1") {
+    // The pool on 4 KiB pages, as before BlockPool asked for transparent
+    // huge pages (session 21): the baseline for that change.
     const uintptr_t base = reinterpret_cast<uintptr_t>((*c)->pool().Data(0)) & ~uintptr_t{4095};
     const size_t len = static_cast<size_t>((*c)->pool().num_blocks()) * bytes;
-    if (::madvise(reinterpret_cast<void*>(base), len, MADV_HUGEPAGE) != 0) std::perror("madvise");
+    if (::madvise(reinterpret_cast<void*>(base), len, MADV_NOHUGEPAGE) != 0) std::perror("madvise");
   }
   if (const char* pt = std::getenv("PROFILE_PRETOUCH"); pt != nullptr && std::string(pt) == "1") {
     // The pool's pages backed before the load (as a pool touched at start,

@@ -1,7 +1,10 @@
 // Unit tests of the paged and dense KV caches: every case issue 4 names.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <string>
@@ -452,6 +455,38 @@ TEST(CopyBlockTokens, Q4MovesCodesAndScalesOfTheSlots) {
           std::memcpy(want.data() + scales, src.data() + scales, l.RowScaleBytes());
         }
   EXPECT_EQ(dst, want);
+}
+
+// The pool asks for transparent huge pages (BlockPool::Create): the kernel
+// marks its mapping eligible wherever THP is not switched off, which
+// /proc/self/smaps reports as "THPeligible: 1" for the mapping that holds
+// block 0. With THP "never" (or a kernel without the field) there is nothing
+// to check.
+TEST(BlockPool, MappingIsEligibleForTransparentHugePages) {
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode((std::istreambuf_iterator<char>(thp)), std::istreambuf_iterator<char>());
+  if (mode.empty() || mode.find("[never]") != std::string::npos)
+    GTEST_SKIP() << "transparent huge pages are off on this kernel";
+  KvLayout l = TinyLayout(16);
+  l.head_dim = 128;
+  auto pool = BlockPool::Create(l, (int64_t{8} << 20) / l.BlockBytes() + 1);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  const uintptr_t base = reinterpret_cast<uintptr_t>((*pool)->Data(0));
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in_pool = false, eligible_field = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's header
+      in_pool = lo <= base && base < hi;
+      continue;
+    }
+    if (in_pool && line.rfind("THPeligible:", 0) == 0) {
+      eligible_field = true;
+      EXPECT_NE(line.find('1'), std::string::npos) << line;
+    }
+  }
+  if (!eligible_field) GTEST_SKIP() << "this kernel's smaps has no THPeligible field";
 }
 
 }  // namespace
