@@ -1,9 +1,9 @@
 // AVX-512 KV writes and paged attention: the AVX2 file's algorithms at 16
 // lanes (see attention_avx2.cc for why the order is chunking-invariant), with
-// scores reduced 16 keys at a time and K/V rows widened once per GQA group.
-// bf16 and int8 KV instead run both products as bf16 dot products
-// (vdpbf16ps) on K and V as stored (int8 codes converted in registers), with
-// q and p rounded to bf16 (TileBlockDot).
+// scores reduced 16 keys at a time and K/V rows read once per GQA group.
+// f32 KV runs f32 FMAs on its rows (TileBlock); bf16 and int8 KV run both
+// products as bf16 dot products (vdpbf16ps) on K and V as stored (int8 codes
+// converted in registers), with q and p rounded to bf16 (TileBlockDot).
 // q4 / q4r KV (kv_layout.h) runs the same dot path on its codes, converted
 // to bf16 integers in registers, with each 32-dim group's scale applied to
 // the group's partial score and to p (TileBlockDotQ4).
@@ -134,9 +134,9 @@ template <int G, int Q>
 struct Tile {
   alignas(64) float q[Q * G * kMaxHeadDim];    // [Q, G, nvec * 16], zero-padded
   alignas(64) float acc[Q * G * kMaxHeadDim];  // [Q, G, nvec * 16]
-  // bf16 and int8 KV (TileBlockDot): q rounded to bf16, [Q, G, chunks * 32],
-  // zero-padded; acc then holds each 32-dim chunk as the two vectors of
-  // DotUnpermute's order.
+  // bf16, int8, q4 and q4r KV (TileBlockDot, TileBlockDotQ4): q rounded to
+  // bf16, [Q, G, chunks * 32], zero-padded; acc then holds each 32-dim chunk
+  // as the two vectors of DotUnpermute's order (q4: in dim order).
   alignas(64) uint16_t q_hi[Q * G * kMaxHeadDim];
   float ms[Q * G];
   float ls[Q * G];
@@ -632,7 +632,7 @@ void TileBlockDotQ4(const KvLayout& l, int layer, float scale, const AttentionSe
   float* ms = tile->ms;
   float* ls = tile->ls;
 
-  alignas(64) float scores[Q * G][kMaxBlockSize + 16];  // then p
+  alignas(64) float scores[Q * G][kMaxBlockSize + 16];     // then p
   alignas(64) uint16_t pw[Q * G][GP][kMaxBlockSize + 16];  // the pass's weights, bf16
   alignas(64) float slice_scales[16 * kMaxQ4Groups];
   __m512 dots[Q * G][16];
@@ -641,8 +641,10 @@ void TileBlockDotQ4(const KvLayout& l, int layer, float scale, const AttentionSe
   const int n = keys.n, n16 = keys.n16;
   const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
   const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
-  const uint16_t* kscales = reinterpret_cast<const uint16_t*>(block + l.Q4ScaleOffset(layer, 0, kvh));
-  const uint16_t* vscales = reinterpret_cast<const uint16_t*>(block + l.Q4ScaleOffset(layer, 1, kvh));
+  const uint16_t* kscales =
+      reinterpret_cast<const uint16_t*>(block + l.Q4ScaleOffset(layer, 0, kvh));
+  const uint16_t* vscales =
+      reinterpret_cast<const uint16_t*>(block + l.Q4ScaleOffset(layer, 1, kvh));
   // The next block's planes (codes and scales, contiguous) are fetched a few
   // lines per key, so all its lines are asked for over the block.
   const size_t plane_bytes = l.PlaneBytes();
@@ -694,9 +696,9 @@ void TileBlockDotQ4(const KvLayout& l, int layer, float scale, const AttentionSe
     ms[i] = st.m_new;
     vcorr[i] = _mm512_set1_ps(st.corr);
   }
-  const __m512i key_lanes = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-      _mm512_set1_epi32(groups));
+  const __m512i key_lanes =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(groups));
   for (int w0 = 0; w0 < nacc; w0 += DU) {
     const int g0 = w0 / 2;  // the pass's first group
     if ((w0 & 1) == 0) {
@@ -707,9 +709,9 @@ void TileBlockDotQ4(const KvLayout& l, int layer, float scale, const AttentionSe
           const __m512 d = _mm512_i32gather_ps(
               _mm512_add_epi32(key_lanes, _mm512_set1_epi32(g0 + gp)), slice_scales, 4);
           for (int i = 0; i < Q * G; ++i)
-            _mm256_store_si256(
-                reinterpret_cast<__m256i*>(pw[i][gp] + j),
-                reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_load_ps(scores[i] + j), d))));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(pw[i][gp] + j),
+                               reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(
+                                   _mm512_mul_ps(_mm512_load_ps(scores[i] + j), d))));
         }
       }
     }

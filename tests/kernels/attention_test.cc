@@ -71,8 +71,8 @@ KvLayout MakeLayout(KvDType dtype, int head_dim, int block_size) {
 // bf16's p. docs/kernels.md has what it costs a model's logits.
 float AttentionTolerance(Isa isa, const KvLayout& l) {
   const bool amx_tiles = l.head_dim % 32 == 0 && l.head_dim <= 256 && l.block_size % 16 == 0;
-  const bool bf16_dots = l.dtype != KvDType::kF32 &&
-                         (isa == Isa::kAvx512 || (isa == Isa::kAmx && !amx_tiles));
+  const bool bf16_dots =
+      l.dtype != KvDType::kF32 && (isa == Isa::kAvx512 || (isa == Isa::kAmx && !amx_tiles));
   return bf16_dots ? 1e-2f : 1e-5f;
 }
 
