@@ -221,11 +221,16 @@ TEST_P(AttentionTest, ChunkingThreadsAndBatchingDoNotChangeBits) {
 // pairs of keys (vdpbf16ps), so every block ends in half a pair, whose
 // missing key must add nothing; chunks of 1 (decode steps), 2 and 5 end calls
 // on either key of a pair. Against the reference and bitwise against the
-// whole sequence in one call, every level, GQA groups 2 and 8.
+// whole sequence in one call, every level, GQA groups 2, 4 and 8. Group 4
+// runs tiles of 4, 2 and 1 tokens (16, 8 and 4 rows), so the avx512 q4
+// kernel's P·V passes take 1, 2 and 4 accumulator vectors (half a 32-dim
+// group, one, two; head_dim 96 ends in a pass with one group of two): the
+// decode row must keep the prefill row's bits across those splits.
 TEST_P(AttentionTest, OddBlockSizesMatchReferenceAndKeepBits) {
   ThreadPool pool1(1), pool3(3);
   for (auto [head_dim, num_heads, block_size, tokens] :
-       {std::tuple{64, 4, 5, 41}, {68, 4, 17, 60}, {128, 16, 33, 70}, {40, 2, 1, 9}}) {
+       {std::tuple{64, 4, 5, 41}, {68, 4, 17, 60}, {128, 16, 33, 70}, {40, 2, 1, 9},
+        {64, 8, 5, 41}, {96, 8, 17, 40}}) {
     const Case c = MakeCase(GetParam(), head_dim, tokens, 90, num_heads, block_size);
     std::vector<float> want;
     {
