@@ -1,0 +1,240 @@
+// The avx512 attention kernel over bf16 and int8 KV: both products as bf16
+// dot products (vdpbf16ps) on K and V as stored.
+// Included by attention_avx512.cc alone, and its names have internal
+// linkage (the anonymous namespace): no function here may be merged with
+// another ISA level's (kernels_isa_objects_have_no_weak_symbols).
+#pragma once
+
+#include "kernels/attention_avx512_tile.h"
+
+namespace kvfork::avx512 {
+namespace {
+
+// ---- bf16 and int8 KV on vdpbf16ps ----------------------------------------
+//
+// bf16 KV runs both products as bf16 dot products (vdpbf16ps: per f32 lane,
+// two bf16 products, exact in f32, added to the lane in a fixed order), so
+// neither K nor V is widened and each instruction does twice an f32 FMA's
+// work. Q and P are rounded once to bf16 (hi = bf16(x)); K and V are bf16
+// already, so the products are exact
+// (vdpbf16ps reads denormal bf16 as 0 and flushes denormal results: the
+// same on every call, so it changes no bit between calls). int8 KV's codes
+// are integers in [-127, 127], exact in bf16: K's row scale multiplies the
+// score and V's multiplies p before it is rounded, as in the f32 path.
+//
+// S: key j's dot with row i is the 32-dim chunks in order, each one
+// vdpbf16ps of q_hi, then Reduce16 over the 16 lanes, as the f32 path.
+// PV: keys go in pairs (j, j + 1) of the block (the pair's second key is
+// zero past the keys read); the pair's V rows are interleaved by
+// vpunpck{l,h}wd into 16 lanes of (v_j, v_j+1) for dims in DotUnpermute's
+// order, met by the broadcast pair (p_j, p_j+1): acc = acc * corr, then one
+// vdpbf16ps per pair (and one for P's lo) in key order.
+//
+// Invariance as for the f32 path: a row's operations depend only on its own
+// q and p and the keys' values; a key it does not see has p = 0 exactly, and
+// 0 * v adds +-0 to an accumulator that starts at +0 and so is never -0.
+
+// Why no hi/lo split of q and p (the amx level's choice, about 16 bits of
+// each): two vdpbf16ps where one does, as many dot instructions as the f32
+// path's FMAs, and measured no faster than it (session 20, docs/kernels.md).
+// Rounded once, as llama.cpp rounds q to its K type: prefill attention
+// 1.35-1.7x faster than the f32 path, and on the trained model bf16 KV's KL
+// against f32 KV moved from 4.75e-6 to 5.19e-6 with the same top-1.
+
+// 16 bf16 of a __m256bh / the low or high half of 32 as exact f32.
+inline __m512 Bf16ToF32(__m256i h) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// Lane k of a chunk's vector h (0: vpunpcklwd, 1: vpunpckhwd) holds dim
+// 8 (k / 4) + 4 h + k % 4 of the chunk; DotUnpermute's index vectors put dims
+// [0, 16) and [16, 32) back in order from the (lo, hi) pair.
+inline __m512i DotUnpermute(int half) {
+  return half == 0
+             ? _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23)
+             : _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+}
+
+// Dims [32 c, 32 c + 32) of a bf16 row whose chunk c has `left` dims (the
+// rest read as 0); a whole chunk takes a plain load.
+inline __m512i LoadBf16Chunk(const uint16_t* chunk, int left) {
+  return left >= 32 ? _mm512_loadu_si512(chunk) : _mm512_maskz_loadu_epi16(Mask32(left), chunk);
+}
+
+// Dims [32 c, 32 c + 32) of an int8 row (chunk c has `left` dims) as bf16:
+// the codes, integers in [-127, 127], are exact in bf16 (the row's scale is
+// applied to the score or to p).
+inline __m512i Int8ChunkToBf16(const int8_t* chunk, int left) {
+  const __m256i b = _mm256_maskz_loadu_epi8(Mask32(left), chunk);
+  const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(b)));
+  const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(b, 1)));
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+// Chunk c of a bf16 or int8 K or V row as 32 bf16.
+inline __m512bh LoadDotChunk(bool int8, const uint8_t* row, int c, int left) {
+  return reinterpret_cast<__m512bh>(
+      int8 ? Int8ChunkToBf16(reinterpret_cast<const int8_t*>(row) + c * 32, left)
+           : LoadBf16Chunk(reinterpret_cast<const uint16_t*>(row) + c * 32, left));
+}
+
+// 16-lane accumulator vectors per PV pass: Q * G * DU chains in registers.
+template <int G, int Q>
+constexpr int kDotUnroll = G* Q >= 16  ? 1
+                           : G* Q >= 8 ? 2
+                           : G* Q >= 4 ? 4
+                                       : 8;
+
+template <int G, int Q>
+void TileInitDot(const KvLayout& l, int num_heads, const AttentionSeq& s, int64_t t0, int kvh,
+                 Tile<G, Q>* tile) {
+  const int hd = l.head_dim;
+  const int chunks = (hd + 31) / 32;
+  tile->t0 = t0;
+  for (int i = 0; i < Q * G; ++i) {
+    const float* src = s.q + ((t0 + i / G) * num_heads + kvh * G + i % G) * hd;
+    for (int c = 0; c < chunks; ++c) {
+      const __m512 x0 = _mm512_maskz_loadu_ps(Mask16(hd - c * 32), src + c * 32);
+      const int left = hd - c * 32;  // dims of this chunk, 1 to 32 of them real
+      const __m512 x1 = _mm512_maskz_loadu_ps(Mask16(left > 16 ? left - 16 : 0), src + c * 32 + 16);
+      const __m512i hi = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
+      _mm512_store_si512(tile->q_hi + (i * chunks + c) * 32, hi);
+      _mm512_store_ps(tile->acc + (i * 2 * chunks + 2 * c) * 16, _mm512_setzero_ps());
+      _mm512_store_ps(tile->acc + (i * 2 * chunks + 2 * c + 1) * 16, _mm512_setzero_ps());
+    }
+    tile->ms[i] = -INFINITY;
+    tile->ls[i] = 0.0f;
+  }
+}
+
+// The keys of the block at position b0 over bf16 or int8 KV (TileBlock's
+// contract).
+template <int G, int Q, bool kPrefetch>
+void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq& s, int kvh,
+                  int64_t b0, const uint8_t* next_block, Tile<G, Q>* tile) {
+  constexpr int DU = kDotUnroll<G, Q>;
+  const int hd = l.head_dim, bs = l.block_size;
+  const int chunks = (hd + 31) / 32;
+  const int nacc = 2 * chunks;  // 16-lane accumulator vectors per row
+  const size_t row_bytes = l.RowBytes();
+  const bool int8 = l.dtype == KvDType::kInt8;
+  float* acc = tile->acc;
+  float* ms = tile->ms;
+  float* ls = tile->ls;
+
+  alignas(64) float scores[Q * G][kMaxBlockSize + 16];
+  alignas(64) uint16_t p_hi[Q * G][kMaxBlockSize + 16];
+  __m512 dots[Q * G][16];
+  const uint8_t* block = s.blocks[b0 / bs];
+  const BlockKeys<Q> keys = KeysOfBlock<Q>(s, tile->t0, b0, bs);
+  const int n = keys.n, n16 = keys.n16;
+  const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
+  const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
+  const float* kscale =
+      int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, kvh)) : nullptr;
+  const float* vscale =
+      int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, kvh)) : nullptr;
+  const uint8_t* next_k = kPrefetch ? next_block + l.PlaneOffset(layer, 0, kvh) : nullptr;
+  const uint8_t* next_v = kPrefetch ? next_block + l.PlaneOffset(layer, 1, kvh) : nullptr;
+  for (int j0 = 0; j0 < n; j0 += 16) {
+    for (int jj = 0; jj < 16; ++jj) {
+      const int j = j0 + jj;
+      __m512 dh[Q * G];
+      for (int i = 0; i < Q * G; ++i) dh[i] = _mm512_setzero_ps();
+      if (kPrefetch && j < bs) {
+        for (size_t o = 0; o < row_bytes; o += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(next_k + j * row_bytes + o), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(next_v + j * row_bytes + o), _MM_HINT_T1);
+        }
+      }
+      if (j < n) {
+        const uint8_t* krow = kplane + j * row_bytes;
+        for (int c = 0; c < chunks; ++c) {
+          const __m512bh k = LoadDotChunk(int8, krow, c, hd - c * 32);
+          for (int i = 0; i < Q * G; ++i)
+            dh[i] = _mm512_dpbf16_ps(
+                dh[i],
+                reinterpret_cast<__m512bh>(_mm512_load_si512(tile->q_hi + (i * chunks + c) * 32)),
+                k);
+        }
+      }
+      for (int i = 0; i < Q * G; ++i) dots[i][jj] = dh[i];
+    }
+    StoreScores<G, Q>(dots, keys, j0, scale, int8, kscale, scores);
+  }
+  // Online softmax per row, P stored as bf16.
+  __m512 vcorr[Q * G];
+  for (int i = 0; i < Q * G; ++i) {
+    const SoftmaxStep st = SoftmaxStepOf(ms[i], scores[i], n16);
+    const __m512 vm = _mm512_set1_ps(st.m_sub);
+    __m512 psum = _mm512_setzero_ps();
+    for (int j = 0; j < n16; j += 16) {
+      const __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores[i] + j), vm));
+      // int8: V's row scale goes on p (l sums p itself), as the f32 path.
+      const __m512 pv =
+          int8 ? _mm512_mul_ps(p, _mm512_maskz_loadu_ps(Mask16(n - j), vscale + j)) : p;
+      const __m256i hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(pv));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(p_hi[i] + j), hi);
+      // bf16: l sums the weights P·V uses.
+      psum = _mm512_add_ps(psum, int8 ? p : Bf16ToF32(hi));
+    }
+    ls[i] = ls[i] * st.corr + Hsum(psum);
+    ms[i] = st.m_new;
+    vcorr[i] = _mm512_set1_ps(st.corr);
+  }
+  // acc = acc * corr, then per key pair in order one vdpbf16ps.
+  for (int w0 = 0; w0 < nacc; w0 += DU) {
+    __m512 a[Q * G][DU];
+    for (int i = 0; i < Q * G; ++i)
+      for (int u = 0; u < DU; ++u)
+        if (w0 + u < nacc)
+          a[i][u] = _mm512_mul_ps(_mm512_load_ps(acc + (i * nacc + w0 + u) * 16), vcorr[i]);
+    for (int j = 0; j < n; j += 2) {
+      const uint8_t* r0 = vplane + j * row_bytes;
+      const uint8_t* r1 = r0 + row_bytes;
+      const int has1 = j + 1 < n;  // the pair's second key, zero past the keys read
+      __m512bh vp[DU];
+      for (int u = 0; u < DU; ++u) {
+        const int w = w0 + u, c = w / 2;
+        if (w >= nacc) continue;
+        const __m512i v0 = reinterpret_cast<__m512i>(LoadDotChunk(int8, r0, c, hd - c * 32));
+        const __m512i v1 = has1 ? reinterpret_cast<__m512i>(LoadDotChunk(int8, r1, c, hd - c * 32))
+                                : _mm512_setzero_si512();
+        vp[u] = reinterpret_cast<__m512bh>((w & 1) != 0 ? _mm512_unpackhi_epi16(v0, v1)
+                                                        : _mm512_unpacklo_epi16(v0, v1));
+      }
+      for (int i = 0; i < Q * G; ++i) {
+        uint32_t pair;
+        std::memcpy(&pair, p_hi[i] + j, sizeof(pair));
+        const __m512bh ph = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pair)));
+        for (int u = 0; u < DU; ++u)
+          if (w0 + u < nacc) a[i][u] = _mm512_dpbf16_ps(a[i][u], ph, vp[u]);
+      }
+    }
+    for (int i = 0; i < Q * G; ++i)
+      for (int u = 0; u < DU; ++u)
+        if (w0 + u < nacc) _mm512_store_ps(acc + (i * nacc + w0 + u) * 16, a[i][u]);
+  }
+}
+
+template <int G, int Q>
+void TileFinishDot(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh,
+                   const Tile<G, Q>& tile) {
+  const int hd = l.head_dim;
+  const int chunks = (hd + 31) / 32;
+  for (int i = 0; i < Q * G; ++i) {
+    float* out = s.out + ((tile.t0 + i / G) * num_heads + kvh * G + i % G) * hd;
+    const __m512 vl = _mm512_set1_ps(tile.ls[i]);
+    for (int c = 0; c < chunks; ++c) {
+      const __m512 lo = _mm512_load_ps(tile.acc + (i * 2 * chunks + 2 * c) * 16);
+      const __m512 hi = _mm512_load_ps(tile.acc + (i * 2 * chunks + 2 * c + 1) * 16);
+      const int left = hd - c * 32;
+      for (int h = 0; h < 2 && h * 16 < left; ++h)
+        _mm512_mask_storeu_ps(out + c * 32 + h * 16, Mask16(left - h * 16),
+                              _mm512_div_ps(_mm512_permutex2var_ps(lo, DotUnpermute(h), hi), vl));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvfork::avx512

@@ -1,0 +1,181 @@
+// What every avx512 attention kernel shares: a tile's state (Q tokens x G
+// query heads against one KV head), the keys of a block a tile sees, the
+// scores' reduction and masking, and the online softmax's step per block.
+// Included by attention_avx512.cc alone, and its names have internal
+// linkage (the anonymous namespace): no function here may be merged with
+// another ISA level's (kernels_isa_objects_have_no_weak_symbols).
+#pragma once
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/attention_tiles.h"
+#include "kernels/ops_isa.h"
+#include "kernels/simd_avx512.h"
+
+namespace kvfork::avx512 {
+namespace {
+
+constexpr int kMaxHeadDim = kMaxAttentionHeadDim;  // ops.cc checks the layout against these
+constexpr int kMaxBlockSize = kMaxAttentionBlockSize;
+constexpr int kMaxGroup = kMaxAttentionGroup;  // query heads per KV head
+
+// 16 elements (the first `valid`) of a K or V row as f32; int8 unscaled.
+inline __m512 LoadKv(KvDType dtype, const uint8_t* row, int d, int valid) {
+  const __mmask16 mask = Mask16(valid);
+  switch (dtype) {
+    case KvDType::kF32:
+      return _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(row) + d);
+    case KvDType::kBf16:
+      return LoadBf16(reinterpret_cast<const uint16_t*>(row) + d, valid);
+    case KvDType::kInt8:
+      return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, row + d)));
+    case KvDType::kQ4:
+    case KvDType::kQ4r:
+      break;  // TileBlockDotQ4
+  }
+  return _mm512_setzero_ps();
+}
+
+// Lane j of the result = the sum of the 16 lanes of d[j], by one fixed tree
+// (pairs within 128-bit lanes, then across them): a whole block of 16 keys'
+// scores for the cost of about 3 Hsum.
+inline __m512 Reduce16(const __m512 d[16]) {
+  __m512 s1[8], s2[4];
+  for (int i = 0; i < 8; ++i)
+    s1[i] = _mm512_add_ps(_mm512_unpacklo_ps(d[2 * i], d[2 * i + 1]),
+                          _mm512_unpackhi_ps(d[2 * i], d[2 * i + 1]));
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(s1[2 * i]), b = _mm512_castps_pd(s1[2 * i + 1]);
+    s2[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                          _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  const __m512 v0 = _mm512_add_ps(_mm512_shuffle_f32x4(s2[0], s2[1], 0x88),
+                                  _mm512_shuffle_f32x4(s2[0], s2[1], 0xdd));
+  const __m512 v1 = _mm512_add_ps(_mm512_shuffle_f32x4(s2[2], s2[3], 0x88),
+                                  _mm512_shuffle_f32x4(s2[2], s2[3], 0xdd));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(v0, v1, 0x88), _mm512_shuffle_f32x4(v0, v1, 0xdd));
+}
+
+// Query tokens per tile (attention_tiles.h): Q * G accumulator chains.
+template <int G>
+constexpr int kMaxTile = MaxTileTokens(G);
+
+// V columns accumulated per pass: Q * G * VU independent FMA chains, enough
+// to hide the FMA latency without running out of the 32 registers.
+template <int G, int Q>
+constexpr int kVecUnroll = G* Q >= 8   ? 1
+                           : G* Q >= 4 ? 2
+                           : G* Q >= 2 ? 4
+                                       : 8;
+
+// Query tokens [t0, t0 + Q) of one sequence against one KV head, for the G
+// query heads of its GQA group (see attention_avx2.cc): the online-softmax
+// state of the tile. Every K and V row is loaded and widened once for the
+// whole tile. Per (token, head) the order is fixed by the keys alone: score
+// of key j = (lanes of q * k accumulated over d in 16-lane steps, then
+// Reduce16) * scale; keys in blocks of block_size in position order with an
+// online softmax; acc = acc * corr, then one FMA chain over the block's keys
+// in order. A token whose context ends before the tile's last token sees the
+// remaining keys masked: its scores there are -inf, so corr is exp(0) = 1 and
+// p = 0, and acc * 1 + 0 * v, ls * 1 + 0 and max(m, -inf) leave its state bit
+// for bit as if it ran alone: nothing depends on which tokens or heads share
+// the task.
+template <int G, int Q>
+struct Tile {
+  alignas(64) float q[Q * G * kMaxHeadDim];    // [Q, G, nvec * 16], zero-padded
+  alignas(64) float acc[Q * G * kMaxHeadDim];  // [Q, G, nvec * 16]
+  // bf16, int8, q4 and q4r KV (TileBlockDot, TileBlockDotQ4): q rounded to
+  // bf16, [Q, G, chunks * 32], zero-padded; acc then holds each 32-dim chunk
+  // as the two vectors of DotUnpermute's order (q4: in dim order).
+  alignas(64) uint16_t q_hi[Q * G * kMaxHeadDim];
+  float ms[Q * G];
+  float ls[Q * G];
+  int64_t t0;
+};
+
+template <int G, int Q>
+void TileInit(const KvLayout& l, int num_heads, const AttentionSeq& s, int64_t t0, int kvh,
+              Tile<G, Q>* tile) {
+  const int hd = l.head_dim;
+  const int nvec = (hd + 15) / 16;
+  tile->t0 = t0;
+  for (int i = 0; i < Q * G; ++i) {
+    const float* src = s.q + ((t0 + i / G) * num_heads + kvh * G + i % G) * hd;
+    for (int v = 0; v < nvec; ++v) {
+      _mm512_store_ps(tile->q + (i * nvec + v) * 16,
+                      _mm512_maskz_loadu_ps(Mask16(hd - v * 16), src + v * 16));
+      _mm512_store_ps(tile->acc + (i * nvec + v) * 16, _mm512_setzero_ps());
+    }
+    tile->ms[i] = -INFINITY;
+    tile->ls[i] = 0.0f;
+  }
+}
+
+// Which keys of the block at b0 a tile's tokens see: n keys are read (the
+// block's, or up to the tile's last context), token i sees [first[i], valid[i]).
+template <int Q>
+struct BlockKeys {
+  int n;
+  int n16;  // n rounded up to whole 16-key vectors
+  int valid[Q];
+  int first[Q];
+};
+
+template <int Q>
+BlockKeys<Q> KeysOfBlock(const AttentionSeq& s, int64_t t0, int64_t b0, int bs) {
+  const int64_t ctx0 = s.start_pos + t0 + 1;  // context of the tile's first token
+  const int64_t ctx_end = ctx0 + Q - 1;       // and of its last
+  BlockKeys<Q> k;
+  k.n = static_cast<int>(ctx_end - b0 < bs ? ctx_end - b0 : bs);
+  k.n16 = (k.n + 15) & ~15;
+  for (int i = 0; i < Q; ++i) {
+    const int64_t v = ctx0 + i - b0;
+    k.valid[i] = static_cast<int>(v < 0 ? 0 : v > k.n ? k.n : v);
+    const int64_t f = AttentionWindowStart(ctx0 + i - 1, s.window) - b0;
+    k.first[i] = static_cast<int>(f < 0 ? 0 : f > k.n ? k.n : f);
+  }
+  return k;
+}
+
+// Keys [j0, j0 + 16)'s scores of every row from their 16 dot vectors: reduced,
+// scaled (int8: times K's row scales) and -inf where the row does not see the key.
+template <int G, int Q>
+void StoreScores(const __m512 (&dots)[Q * G][16], const BlockKeys<Q>& keys, int j0, float scale,
+                 bool int8, const float* kscale, float (&scores)[Q * G][kMaxBlockSize + 16]) {
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  const __m512 kscale_lanes =
+      int8 ? _mm512_maskz_loadu_ps(Mask16(keys.n - j0), kscale + j0) : _mm512_setzero_ps();
+  for (int i = 0; i < Q * G; ++i) {
+    const int left = keys.valid[i / G] - j0, before = keys.first[i / G] - j0;
+    const __mmask16 mask =
+        static_cast<__mmask16>(Mask16(left > 0 ? left : 0) & ~Mask16(before > 0 ? before : 0));
+    __m512 sc = _mm512_mul_ps(Reduce16(dots[i]), _mm512_set1_ps(scale));
+    if (int8) sc = _mm512_mul_ps(sc, kscale_lanes);
+    _mm512_store_ps(scores[i] + j0, _mm512_mask_blend_ps(mask, neg_inf, sc));
+  }
+}
+
+// The online softmax's step for one row over a block's scores: its new
+// running max, the value subtracted from the scores, and the factor its
+// earlier sums are scaled by.
+struct SoftmaxStep {
+  float m_new;
+  float m_sub;
+  float corr;
+};
+
+inline SoftmaxStep SoftmaxStepOf(float m_old, const float* scores, int n16) {
+  __m512 bmax = _mm512_set1_ps(-INFINITY);
+  for (int j = 0; j < n16; j += 16) bmax = _mm512_max_ps(_mm512_load_ps(scores + j), bmax);
+  SoftmaxStep st;
+  st.m_new = std::fmax(m_old, Hmax(bmax));
+  // A row that has seen no key yet and sees none here (before its window)
+  // subtracts 0: corr = exp(-inf) = 0 and p = 0 keep its state (-inf, 0, 0).
+  st.m_sub = st.m_new == -INFINITY ? 0.0f : st.m_new;
+  st.corr = ExpScalar(m_old - st.m_sub);
+  return st;
+}
+
+}  // namespace
+}  // namespace kvfork::avx512
