@@ -103,12 +103,7 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
       const int j = j0 + jj;
       __m512 dot[Q * G];
       for (int i = 0; i < Q * G; ++i) dot[i] = _mm512_setzero_ps();
-      if (kPrefetch && j < bs) {
-        for (size_t o = 0; o < row_bytes; o += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(next_k + j * row_bytes + o), _MM_HINT_T1);
-          _mm_prefetch(reinterpret_cast<const char*>(next_v + j * row_bytes + o), _MM_HINT_T1);
-        }
-      }
+      if (kPrefetch && j < bs) PrefetchPlanes(next_k, next_v, j * row_bytes, (j + 1) * row_bytes);
       if (j < n) {
         const uint8_t* krow = kplane + j * row_bytes;
         for (int v = 0; v < nvec; ++v) {
@@ -121,22 +116,14 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
     }
     StoreScores<G, Q>(dots, keys, j0, scale, int8, kscale, scores);
   }
-  // Online softmax per (token, head); -inf scores give p = 0.
+  // Online softmax per (token, head); -inf scores give p = 0. l sums p, and
+  // P·V takes p (int8: times V's row scale) in place of the scores.
   __m512 vcorr[Q * G];
-  for (int i = 0; i < Q * G; ++i) {
-    const SoftmaxStep st = SoftmaxStepOf(ms[i], scores[i], n16);
-    const __m512 vm = _mm512_set1_ps(st.m_sub);
-    __m512 psum = _mm512_setzero_ps();
-    for (int j = 0; j < n16; j += 16) {
-      __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores[i] + j), vm));
-      psum = _mm512_add_ps(psum, p);
-      if (int8) p = _mm512_mul_ps(p, _mm512_maskz_loadu_ps(Mask16(n - j), vscale + j));
-      _mm512_store_ps(scores[i] + j, p);
-    }
-    ls[i] = ls[i] * st.corr + Hsum(psum);
-    ms[i] = st.m_new;
-    vcorr[i] = _mm512_set1_ps(st.corr);
-  }
+  SoftmaxRows(scores, n16, ms, ls, vcorr, [&](int i, int j, __m512 p) {
+    const __m512 w = int8 ? _mm512_mul_ps(p, _mm512_maskz_loadu_ps(Mask16(n - j), vscale + j)) : p;
+    _mm512_store_ps(scores[i] + j, w);
+    return p;
+  });
   // acc = acc * corr + sum over the block's keys in order of p[j] * V[j].
   for (int v0 = 0; v0 < nvec; v0 += VU) {
     __m512 a[Q * G][VU];

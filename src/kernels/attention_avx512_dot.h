@@ -141,12 +141,7 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
       const int j = j0 + jj;
       __m512 dh[Q * G];
       for (int i = 0; i < Q * G; ++i) dh[i] = _mm512_setzero_ps();
-      if (kPrefetch && j < bs) {
-        for (size_t o = 0; o < row_bytes; o += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(next_k + j * row_bytes + o), _MM_HINT_T1);
-          _mm_prefetch(reinterpret_cast<const char*>(next_v + j * row_bytes + o), _MM_HINT_T1);
-        }
-      }
+      if (kPrefetch && j < bs) PrefetchPlanes(next_k, next_v, j * row_bytes, (j + 1) * row_bytes);
       if (j < n) {
         const uint8_t* krow = kplane + j * row_bytes;
         for (int c = 0; c < chunks; ++c) {
@@ -164,24 +159,14 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
   }
   // Online softmax per row, P stored as bf16.
   __m512 vcorr[Q * G];
-  for (int i = 0; i < Q * G; ++i) {
-    const SoftmaxStep st = SoftmaxStepOf(ms[i], scores[i], n16);
-    const __m512 vm = _mm512_set1_ps(st.m_sub);
-    __m512 psum = _mm512_setzero_ps();
-    for (int j = 0; j < n16; j += 16) {
-      const __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores[i] + j), vm));
-      // int8: V's row scale goes on p (l sums p itself), as the f32 path.
-      const __m512 pv =
-          int8 ? _mm512_mul_ps(p, _mm512_maskz_loadu_ps(Mask16(n - j), vscale + j)) : p;
-      const __m256i hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(pv));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(p_hi[i] + j), hi);
-      // bf16: l sums the weights P·V uses.
-      psum = _mm512_add_ps(psum, int8 ? p : Bf16ToF32(hi));
-    }
-    ls[i] = ls[i] * st.corr + Hsum(psum);
-    ms[i] = st.m_new;
-    vcorr[i] = _mm512_set1_ps(st.corr);
-  }
+  SoftmaxRows(scores, n16, ms, ls, vcorr, [&](int i, int j, __m512 p) {
+    // int8: V's row scale goes on p (l sums p itself), as the f32 path.
+    const __m512 pv = int8 ? _mm512_mul_ps(p, _mm512_maskz_loadu_ps(Mask16(n - j), vscale + j)) : p;
+    const __m256i hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(pv));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(p_hi[i] + j), hi);
+    // bf16: l sums the weights P·V uses.
+    return int8 ? p : Bf16ToF32(hi);
+  });
   // acc = acc * corr, then per key pair in order one vdpbf16ps.
   for (int w0 = 0; w0 < nacc; w0 += DU) {
     __m512 a[Q * G][DU];

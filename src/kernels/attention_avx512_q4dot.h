@@ -6,6 +6,8 @@
 // another ISA level's (kernels_isa_objects_have_no_weak_symbols).
 #pragma once
 
+#include <algorithm>
+
 #include "kernels/attention_avx512_dot.h"
 
 namespace kvfork::avx512 {
@@ -119,12 +121,8 @@ void TileBlockDotQ4(const KvLayout& l, int layer, float scale, const AttentionSe
       const int j = j0 + jj;
       __m512 dot[Q * G];
       for (int i = 0; i < Q * G; ++i) dot[i] = _mm512_setzero_ps();
-      if (kPrefetch && j < bs) {
-        for (size_t o = j * pf_bytes; o < (j + 1) * pf_bytes && o < plane_bytes; o += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(next_k + o), _MM_HINT_T1);
-          _mm_prefetch(reinterpret_cast<const char*>(next_v + o), _MM_HINT_T1);
-        }
-      }
+      if (kPrefetch && j < bs)
+        PrefetchPlanes(next_k, next_v, j * pf_bytes, std::min((j + 1) * pf_bytes, plane_bytes));
       if (j < n) {
         const uint8_t* krow = kplane + j * row_bytes;
         for (int g = 0; g < groups; ++g) {
@@ -145,19 +143,10 @@ void TileBlockDotQ4(const KvLayout& l, int layer, float scale, const AttentionSe
   }
   // Online softmax per row; p stays f32 and l sums it.
   __m512 vcorr[Q * G];
-  for (int i = 0; i < Q * G; ++i) {
-    const SoftmaxStep st = SoftmaxStepOf(ms[i], scores[i], n16);
-    const __m512 vm = _mm512_set1_ps(st.m_sub);
-    __m512 psum = _mm512_setzero_ps();
-    for (int j = 0; j < n16; j += 16) {
-      const __m512 p = Exp(_mm512_sub_ps(_mm512_load_ps(scores[i] + j), vm));
-      psum = _mm512_add_ps(psum, p);
-      _mm512_store_ps(scores[i] + j, p);
-    }
-    ls[i] = ls[i] * st.corr + Hsum(psum);
-    ms[i] = st.m_new;
-    vcorr[i] = _mm512_set1_ps(st.corr);
-  }
+  SoftmaxRows(scores, n16, ms, ls, vcorr, [&](int i, int j, __m512 p) {
+    _mm512_store_ps(scores[i] + j, p);
+    return p;
+  });
   const __m512i key_lanes =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(groups));

@@ -177,5 +177,35 @@ inline SoftmaxStep SoftmaxStepOf(float m_old, const float* scores, int n16) {
   return st;
 }
 
+// The block's online-softmax step for each of a tile's R rows: p = exp(score
+// - m) over the row's n16 scores (-inf gives 0); weigh(i, j, p) stores the 16
+// weights from key j on that the kernel's P·V uses and returns what l sums;
+// then l = l * corr + that sum, m is the new max, and vcorr[i] is the factor
+// the row's accumulators take before this block's keys.
+template <int R, typename Weigh>
+inline void SoftmaxRows(float (*scores)[kMaxBlockSize + 16], int n16, float* ms, float* ls,
+                        __m512 (&vcorr)[R], Weigh&& weigh) {
+  for (int i = 0; i < R; ++i) {
+    const SoftmaxStep st = SoftmaxStepOf(ms[i], scores[i], n16);
+    const __m512 vm = _mm512_set1_ps(st.m_sub);
+    __m512 psum = _mm512_setzero_ps();
+    for (int j = 0; j < n16; j += 16)
+      psum =
+          _mm512_add_ps(psum, weigh(i, j, Exp(_mm512_sub_ps(_mm512_load_ps(scores[i] + j), vm))));
+    ls[i] = ls[i] * st.corr + Hsum(psum);
+    ms[i] = st.m_new;
+    vcorr[i] = _mm512_set1_ps(st.corr);
+  }
+}
+
+// Asks for bytes [from, to) of the next block's K and V planes, into L2
+// (why L2: TileBlock), a key's share at a time while this block is scored.
+inline void PrefetchPlanes(const uint8_t* next_k, const uint8_t* next_v, size_t from, size_t to) {
+  for (size_t o = from; o < to; o += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(next_k + o), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(next_v + o), _MM_HINT_T1);
+  }
+}
+
 }  // namespace
 }  // namespace kvfork::avx512
