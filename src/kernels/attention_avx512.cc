@@ -82,12 +82,6 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
   const uint8_t* block = s.blocks[b0 / bs];
   const BlockKeys<Q> keys = KeysOfBlock<Q>(s, tile->t0, b0, bs);
   const int n = keys.n, n16 = keys.n16;
-  const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
-  const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
-  const float* kscale =
-      int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, kvh)) : nullptr;
-  const float* vscale =
-      int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, kvh)) : nullptr;
   // The next block's K and V rows, fetched while this block's keys are scored:
   // each 16-key plane is its own 4 KB page (bf16, head_dim 128), which the
   // hardware prefetchers do not enter before the first demand miss. Into L2
@@ -95,8 +89,10 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
   // 512 keys against 3.2-3.5 with T0 (into L1, whose few miss buffers the
   // 128 lines of a block fill), and decode after 2,048 tokens ran 30 against
   // 22-24 tok/s; two blocks ahead was no better.
-  const uint8_t* next_k = kPrefetch ? next_block + l.PlaneOffset(layer, 0, kvh) : nullptr;
-  const uint8_t* next_v = kPrefetch ? next_block + l.PlaneOffset(layer, 1, kvh) : nullptr;
+  const auto [kplane, vplane, next_k, next_v] =
+      HeadPlanesOf<kPrefetch>(l, block, next_block, layer, kvh);
+  const float* kscale = Int8ScalesOf(l, block, layer, 0, kvh);
+  const float* vscale = Int8ScalesOf(l, block, layer, 1, kvh);
   // Scores, 16 keys at a time (keys past n give zero vectors, masked below).
   for (int j0 = 0; j0 < n; j0 += 16) {
     for (int jj = 0; jj < 16; ++jj) {

@@ -128,14 +128,10 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
   const uint8_t* block = s.blocks[b0 / bs];
   const BlockKeys<Q> keys = KeysOfBlock<Q>(s, tile->t0, b0, bs);
   const int n = keys.n, n16 = keys.n16;
-  const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
-  const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
-  const float* kscale =
-      int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, kvh)) : nullptr;
-  const float* vscale =
-      int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, kvh)) : nullptr;
-  const uint8_t* next_k = kPrefetch ? next_block + l.PlaneOffset(layer, 0, kvh) : nullptr;
-  const uint8_t* next_v = kPrefetch ? next_block + l.PlaneOffset(layer, 1, kvh) : nullptr;
+  const auto [kplane, vplane, next_k, next_v] =
+      HeadPlanesOf<kPrefetch>(l, block, next_block, layer, kvh);
+  const float* kscale = Int8ScalesOf(l, block, layer, 0, kvh);
+  const float* vscale = Int8ScalesOf(l, block, layer, 1, kvh);
   for (int j0 = 0; j0 < n; j0 += 16) {
     for (int jj = 0; jj < 16; ++jj) {
       const int j = j0 + jj;

@@ -103,8 +103,8 @@ void TileBlockDotQ4(const KvLayout& l, int layer, float scale, const AttentionSe
   const uint8_t* block = s.blocks[b0 / bs];
   const BlockKeys<Q> keys = KeysOfBlock<Q>(s, tile->t0, b0, bs);
   const int n = keys.n, n16 = keys.n16;
-  const uint8_t* kplane = block + l.PlaneOffset(layer, 0, kvh);
-  const uint8_t* vplane = block + l.PlaneOffset(layer, 1, kvh);
+  const auto [kplane, vplane, next_k, next_v] =
+      HeadPlanesOf<kPrefetch>(l, block, next_block, layer, kvh);
   const uint16_t* kscales =
       reinterpret_cast<const uint16_t*>(block + l.Q4ScaleOffset(layer, 0, kvh));
   const uint16_t* vscales =
@@ -113,8 +113,6 @@ void TileBlockDotQ4(const KvLayout& l, int layer, float scale, const AttentionSe
   // lines per key, so all its lines are asked for over the block.
   const size_t plane_bytes = l.PlaneBytes();
   const size_t pf_bytes = (plane_bytes + bs * 64 - 1) / (bs * 64) * 64;
-  const uint8_t* next_k = kPrefetch ? next_block + l.PlaneOffset(layer, 0, kvh) : nullptr;
-  const uint8_t* next_v = kPrefetch ? next_block + l.PlaneOffset(layer, 1, kvh) : nullptr;
   for (int j0 = 0; j0 < n; j0 += 16) {
     Q4SliceScales(kscales, groups, j0, n, slice_scales);
     for (int jj = 0; jj < 16; ++jj) {

@@ -198,6 +198,32 @@ inline void SoftmaxRows(float (*scores)[kMaxBlockSize + 16], int n16, float* ms,
   }
 }
 
+// One KV head's K and V planes in the block a tile reads, and in the block
+// read after it (null without kPrefetch: there is none to fetch).
+struct HeadPlanes {
+  const uint8_t* k;
+  const uint8_t* v;
+  const uint8_t* next_k;
+  const uint8_t* next_v;
+};
+
+template <bool kPrefetch>
+inline HeadPlanes HeadPlanesOf(const KvLayout& l, const uint8_t* block, const uint8_t* next_block,
+                               int layer, int kvh) {
+  return {block + l.PlaneOffset(layer, 0, kvh), block + l.PlaneOffset(layer, 1, kvh),
+          kPrefetch ? next_block + l.PlaneOffset(layer, 0, kvh) : nullptr,
+          kPrefetch ? next_block + l.PlaneOffset(layer, 1, kvh) : nullptr};
+}
+
+// int8 KV's row scales of one KV head's K (kv 0) or V (kv 1) plane; null
+// for the other formats.
+inline const float* Int8ScalesOf(const KvLayout& l, const uint8_t* block, int layer, int kv,
+                                 int kvh) {
+  return l.dtype == KvDType::kInt8
+             ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, kv, kvh))
+             : nullptr;
+}
+
 // Asks for bytes [from, to) of the next block's K and V planes, into L2
 // (why L2: TileBlock), a key's share at a time while this block is scored.
 inline void PrefetchPlanes(const uint8_t* next_k, const uint8_t* next_v, size_t from, size_t to) {
