@@ -166,10 +166,7 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
   // acc = acc * corr, then per key pair in order one vdpbf16ps.
   for (int w0 = 0; w0 < nacc; w0 += DU) {
     __m512 a[Q * G][DU];
-    for (int i = 0; i < Q * G; ++i)
-      for (int u = 0; u < DU; ++u)
-        if (w0 + u < nacc)
-          a[i][u] = _mm512_mul_ps(_mm512_load_ps(acc + (i * nacc + w0 + u) * 16), vcorr[i]);
+    LoadScaledAcc(acc, nacc, w0, vcorr, a);
     for (int j = 0; j < n; j += 2) {
       const uint8_t* r0 = vplane + j * row_bytes;
       const uint8_t* r1 = r0 + row_bytes;
@@ -192,9 +189,7 @@ void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
           if (w0 + u < nacc) a[i][u] = _mm512_dpbf16_ps(a[i][u], ph, vp[u]);
       }
     }
-    for (int i = 0; i < Q * G; ++i)
-      for (int u = 0; u < DU; ++u)
-        if (w0 + u < nacc) _mm512_store_ps(acc + (i * nacc + w0 + u) * 16, a[i][u]);
+    StoreAcc(acc, nacc, w0, a);
   }
 }
 

@@ -165,10 +165,7 @@ void TileBlockDotQ4(const KvLayout& l, int layer, float scale, const AttentionSe
       }
     }
     __m512 a[Q * G][DU];
-    for (int i = 0; i < Q * G; ++i)
-      for (int u = 0; u < DU; ++u)
-        if (w0 + u < nacc)
-          a[i][u] = _mm512_mul_ps(_mm512_load_ps(acc + (i * nacc + w0 + u) * 16), vcorr[i]);
+    LoadScaledAcc(acc, nacc, w0, vcorr, a);
     for (int j = 0; j < n; j += 2) {
       const uint8_t* r0 = vplane + j * row_bytes;
       const uint8_t* r1 = j + 1 < n ? r0 + row_bytes : nullptr;
@@ -191,9 +188,7 @@ void TileBlockDotQ4(const KvLayout& l, int layer, float scale, const AttentionSe
           if constexpr (DU >= 2) a[i][u + 1] = _mm512_dpbf16_ps(a[i][u + 1], ph, vp[u + 1]);
         }
     }
-    for (int i = 0; i < Q * G; ++i)
-      for (int u = 0; u < DU; ++u)
-        if (w0 + u < nacc) _mm512_store_ps(acc + (i * nacc + w0 + u) * 16, a[i][u]);
+    StoreAcc(acc, nacc, w0, a);
   }
 }
 
