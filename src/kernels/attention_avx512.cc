@@ -3,10 +3,10 @@
 // scores reduced 16 keys at a time and K/V rows read once per GQA group.
 // f32 KV runs f32 FMAs on its rows (TileBlock); bf16 and int8 KV run both
 // products as bf16 dot products (vdpbf16ps) on K and V as stored (int8 codes
-// converted in registers), with q and p rounded to bf16 (TileBlockDot).
+// converted in registers), with q and p rounded to bf16 (TileGroupDot).
 // q4 / q4r KV (kv_layout.h) runs the same dot path on its codes, converted
 // to bf16 integers in registers, with each 32-dim group's scale applied to
-// the group's partial score and to p (TileBlockDotQ4). The tile and softmax
+// the group's partial score and to p (TileGroupDotQ4). The tile and softmax
 // pieces all three share are in attention_avx512_tile.h, the bf16/int8 dot
 // kernel in attention_avx512_dot.h, the q4 one in attention_avx512_q4dot.h.
 // GCC 12's AVX-512 intrinsic headers build some results from _mm512_undefined_*
@@ -90,7 +90,7 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
   // 128 lines of a block fill), and decode after 2,048 tokens ran 30 against
   // 22-24 tok/s; two blocks ahead was no better.
   const auto [kplane, vplane, next_k, next_v] =
-      HeadPlanesOf<kPrefetch>(l, block, next_block, layer, kvh);
+      HeadPlanesOf(l, block, next_block, layer, kvh);
   const float* kscale = Int8ScalesOf(l, block, layer, 0, kvh);
   const float* vscale = Int8ScalesOf(l, block, layer, 1, kvh);
   // Scores, 16 keys at a time (keys past n give zero vectors, masked below).
@@ -110,7 +110,7 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
       }
       for (int i = 0; i < Q * G; ++i) dots[i][jj] = dot[i];
     }
-    StoreScores<G, Q>(dots, keys, j0, scale, int8, kscale, scores);
+    StoreScores<G, Q>(dots, keys, j0, scale, int8 ? kscale + j0 : nullptr, n - j0, scores);
   }
   // Online softmax per (token, head); -inf scores give p = 0. l sums p, and
   // P·V takes p (int8: times V's row scale) in place of the scores.
@@ -168,44 +168,50 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
                 int64_t t0, int ntiles, int kvh) {
   auto* tiles = static_cast<Tile<G, Q>*>(
       ThreadScratch(kScratchTask, static_cast<size_t>(ntiles) * sizeof(Tile<G, Q>)));
-  // vdpbf16ps (TileBlockDot, TileBlockDotQ4); f32 KV keeps the f32 FMAs.
+  // vdpbf16ps (TileGroupDot, TileGroupDotQ4); f32 KV keeps the f32 FMAs.
   const bool q4 = IsQ4(l.dtype);
   const bool dot = l.dtype != KvDType::kF32;
+  const bool int8 = l.dtype == KvDType::kInt8;
   for (int k = 0; k < ntiles; ++k) {
     if (dot) {
-      TileInitDot(l, num_heads, s, t0 + k * Q, kvh, &tiles[k]);
+      const int stride = q4 ? l.head_dim / 16 : DotAccStride<G, Q>(l.head_dim);
+      TileInitDot(l, num_heads, s, t0 + k * Q, kvh, stride, &tiles[k]);
     } else {
       TileInit(l, num_heads, s, t0 + k * Q, kvh, &tiles[k]);
     }
   }
   const int64_t last_ctx_end = s.start_pos + t0 + int64_t{ntiles} * Q;
-  // Blocks wholly before the first query's window are seen by no row.
+  // The dot kernels take a softmax step per group of blocks (TileGroupDot),
+  // f32 one per block.
+  const int w = dot ? SoftmaxGroupWidth(l.block_size) : l.block_size;
+  // Groups wholly before the first query's window are seen by no row.
   const int64_t first_key = AttentionWindowStart(s.start_pos + t0, s.window);
-  for (int64_t b0 = first_key / l.block_size * l.block_size; b0 < last_ctx_end;
-       b0 += l.block_size) {
-    for (int k = 0; k < ntiles; ++k)
-      if (b0 < s.start_pos + tiles[k].t0 + Q &&
-          b0 + l.block_size > AttentionWindowStart(s.start_pos + tiles[k].t0, s.window)) {
-        // Decode-like spans read each block once: prefetch the next one.
-        const int64_t next = b0 + l.block_size;
-        const bool prefetch = ntiles == 1 && next < s.start_pos + tiles[k].t0 + Q;
-        if (q4 && prefetch) {
-          TileBlockDotQ4<G, Q, true>(l, layer, scale, s, kvh, b0, s.blocks[next / l.block_size],
-                                     &tiles[k]);
-        } else if (q4) {
-          TileBlockDotQ4<G, Q, false>(l, layer, scale, s, kvh, b0, nullptr, &tiles[k]);
-        } else if (dot && prefetch) {
-          TileBlockDot<G, Q, true>(l, layer, scale, s, kvh, b0, s.blocks[next / l.block_size],
-                                   &tiles[k]);
-        } else if (dot) {
-          TileBlockDot<G, Q, false>(l, layer, scale, s, kvh, b0, nullptr, &tiles[k]);
-        } else if (prefetch) {
-          TileBlock<G, Q, true>(l, layer, scale, s, kvh, b0, s.blocks[next / l.block_size],
-                                &tiles[k]);
-        } else {
-          TileBlock<G, Q, false>(l, layer, scale, s, kvh, b0, nullptr, &tiles[k]);
-        }
+  for (int64_t g0 = first_key / w * w; g0 < last_ctx_end; g0 += w) {
+    for (int k = 0; k < ntiles; ++k) {
+      const int64_t ctx_end = s.start_pos + tiles[k].t0 + Q;  // the tile's last context
+      if (g0 >= ctx_end || g0 + w <= AttentionWindowStart(s.start_pos + tiles[k].t0, s.window))
+        continue;
+      // Decode-like spans read each block once: prefetch ahead (the dot
+      // kernels kPrefetchBlocks ahead, f32 the next block).
+      const bool decode = ntiles == 1;
+      if (q4 && decode) {
+        TileGroupDotQ4<G, Q, true>(l, layer, scale, s, kvh, g0, w, &tiles[k]);
+      } else if (q4) {
+        TileGroupDotQ4<G, Q, false>(l, layer, scale, s, kvh, g0, w, &tiles[k]);
+      } else if (int8 && decode) {
+        TileGroupDot<G, Q, true, true>(l, layer, scale, s, kvh, g0, w, &tiles[k]);
+      } else if (int8) {
+        TileGroupDot<G, Q, false, true>(l, layer, scale, s, kvh, g0, w, &tiles[k]);
+      } else if (dot && decode) {
+        TileGroupDot<G, Q, true, false>(l, layer, scale, s, kvh, g0, w, &tiles[k]);
+      } else if (dot) {
+        TileGroupDot<G, Q, false, false>(l, layer, scale, s, kvh, g0, w, &tiles[k]);
+      } else if (decode && g0 + w < ctx_end) {
+        TileBlock<G, Q, true>(l, layer, scale, s, kvh, g0, s.blocks[g0 / w + 1], &tiles[k]);
+      } else {
+        TileBlock<G, Q, false>(l, layer, scale, s, kvh, g0, nullptr, &tiles[k]);
       }
+    }
   }
   for (int k = 0; k < ntiles; ++k) {
     if (dot && !q4) {  // q4's accumulators keep the dims in order

@@ -55,29 +55,6 @@ inline __m512i DotUnpermute(int half) {
              : _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
 }
 
-// Dims [32 c, 32 c + 32) of a bf16 row whose chunk c has `left` dims (the
-// rest read as 0); a whole chunk takes a plain load.
-inline __m512i LoadBf16Chunk(const uint16_t* chunk, int left) {
-  return left >= 32 ? _mm512_loadu_si512(chunk) : _mm512_maskz_loadu_epi16(Mask32(left), chunk);
-}
-
-// Dims [32 c, 32 c + 32) of an int8 row (chunk c has `left` dims) as bf16:
-// the codes, integers in [-127, 127], are exact in bf16 (the row's scale is
-// applied to the score or to p).
-inline __m512i Int8ChunkToBf16(const int8_t* chunk, int left) {
-  const __m256i b = _mm256_maskz_loadu_epi8(Mask32(left), chunk);
-  const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(b)));
-  const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(b, 1)));
-  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
-}
-
-// Chunk c of a bf16 or int8 K or V row as 32 bf16.
-inline __m512bh LoadDotChunk(bool int8, const uint8_t* row, int c, int left) {
-  return reinterpret_cast<__m512bh>(
-      int8 ? Int8ChunkToBf16(reinterpret_cast<const int8_t*>(row) + c * 32, left)
-           : LoadBf16Chunk(reinterpret_cast<const uint16_t*>(row) + c * 32, left));
-}
-
 // 16-lane accumulator vectors per PV pass: Q * G * DU chains in registers.
 template <int G, int Q>
 constexpr int kDotUnroll = G* Q >= 16  ? 1
@@ -85,9 +62,20 @@ constexpr int kDotUnroll = G* Q >= 16  ? 1
                            : G* Q >= 4 ? 4
                                        : 8;
 
+// A row's accumulator vectors in TileGroupDot: 2 per 32-dim chunk, padded
+// to whole P·V passes (the padding's V reads are masked to 0 and never
+// stored out), so no pass tests which of its vectors are real.
+template <int G, int Q>
+int DotAccStride(int head_dim) {
+  constexpr int DU = kDotUnroll<G, Q>;
+  return (2 * ((head_dim + 31) / 32) + DU - 1) / DU * DU;
+}
+
+// q rounded to bf16 and the accumulators zeroed; acc_stride: each row's
+// accumulator vectors (DotAccStride; q4: 2 per group).
 template <int G, int Q>
 void TileInitDot(const KvLayout& l, int num_heads, const AttentionSeq& s, int64_t t0, int kvh,
-                 Tile<G, Q>* tile) {
+                 int acc_stride, Tile<G, Q>* tile) {
   const int hd = l.head_dim;
   const int chunks = (hd + 31) / 32;
   tile->t0 = t0;
@@ -99,97 +87,141 @@ void TileInitDot(const KvLayout& l, int num_heads, const AttentionSeq& s, int64_
       const __m512 x1 = _mm512_maskz_loadu_ps(Mask16(left > 16 ? left - 16 : 0), src + c * 32 + 16);
       const __m512i hi = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
       _mm512_store_si512(tile->q_hi + (i * chunks + c) * 32, hi);
-      _mm512_store_ps(tile->acc + (i * 2 * chunks + 2 * c) * 16, _mm512_setzero_ps());
-      _mm512_store_ps(tile->acc + (i * 2 * chunks + 2 * c + 1) * 16, _mm512_setzero_ps());
     }
+    for (int w = 0; w < acc_stride; ++w)
+      _mm512_store_ps(tile->acc + (i * acc_stride + w) * 16, _mm512_setzero_ps());
     tile->ms[i] = -INFINITY;
     tile->ls[i] = 0.0f;
   }
 }
 
-// The keys of the block at position b0 over bf16 or int8 KV (TileBlock's
-// contract).
-template <int G, int Q, bool kPrefetch>
-void TileBlockDot(const KvLayout& l, int layer, float scale, const AttentionSeq& s, int kvh,
-                  int64_t b0, const uint8_t* next_block, Tile<G, Q>* tile) {
+// Chunk c of a K or V row as 32 bf16 (kInt8: its codes converted), the
+// dims past head_dim masked to 0 (mask: the chunk's real dims).
+template <bool kInt8>
+inline __m512i DotChunk(const uint8_t* row, int c, __mmask32 mask) {
+  if constexpr (kInt8) {
+    const __m256i b = _mm256_maskz_loadu_epi8(mask, row + c * 32);
+    const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(b)));
+    const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(b, 1)));
+    return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+  } else {
+    return _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(row) + c * 32);
+  }
+}
+
+// The keys [g0, g0 + w) over bf16 (kInt8 false) or int8 KV, w =
+// SoftmaxGroupWidth (keys past the tile's last context are not read): the S
+// products block by block, then one online-softmax step for the whole group,
+// then P·V block by block into accumulators loaded and stored once.
+// kPrefetch: each block's planes ask for the next block's while it is
+// scored (decode-like spans).
+template <int G, int Q, bool kPrefetch, bool kInt8>
+void TileGroupDot(const KvLayout& l, int layer, float scale, const AttentionSeq& s, int kvh,
+                  int64_t g0, int w, Tile<G, Q>* tile) {
+  constexpr int R = Q * G;  // rows
   constexpr int DU = kDotUnroll<G, Q>;
   const int hd = l.head_dim, bs = l.block_size;
   const int chunks = (hd + 31) / 32;
-  const int nacc = 2 * chunks;  // 16-lane accumulator vectors per row
+  const int stride = DotAccStride<G, Q>(hd);  // accumulator vectors per row
   const size_t row_bytes = l.RowBytes();
-  const bool int8 = l.dtype == KvDType::kInt8;
   float* acc = tile->acc;
-  float* ms = tile->ms;
-  float* ls = tile->ls;
+  const uint16_t* q_hi = tile->q_hi;
 
-  alignas(64) float scores[Q * G][kMaxBlockSize + 16];
-  alignas(64) uint16_t p_hi[Q * G][kMaxBlockSize + 16];
-  __m512 dots[Q * G][16];
-  const uint8_t* block = s.blocks[b0 / bs];
-  const BlockKeys<Q> keys = KeysOfBlock<Q>(s, tile->t0, b0, bs);
+  alignas(64) float scores[R][kMaxBlockSize + 16];
+  alignas(64) uint16_t p_hi[R][kMaxBlockSize + 16];
+  alignas(64) float vscales[kMaxBlockSize + 16];  // int8: the group's V row scales
+  const uint8_t* vplanes[kMaxGroupBlocks];
+  __mmask32 cmask[kMaxHeadDim / 32 + 1];  // chunk c's real dims; none past the last chunk
+  for (int c = 0; c <= chunks; ++c) cmask[c] = Mask32(hd - c * 32 > 0 ? hd - c * 32 : 0);
+  __m512 dots[R][16];
+  const BlockKeys<Q> keys = KeysOfBlock<Q>(s, tile->t0, g0, w);
   const int n = keys.n, n16 = keys.n16;
-  const auto [kplane, vplane, next_k, next_v] =
-      HeadPlanesOf<kPrefetch>(l, block, next_block, layer, kvh);
-  const float* kscale = Int8ScalesOf(l, block, layer, 0, kvh);
-  const float* vscale = Int8ScalesOf(l, block, layer, 1, kvh);
-  for (int j0 = 0; j0 < n; j0 += 16) {
-    for (int jj = 0; jj < 16; ++jj) {
-      const int j = j0 + jj;
-      __m512 dh[Q * G];
-      for (int i = 0; i < Q * G; ++i) dh[i] = _mm512_setzero_ps();
-      if (kPrefetch && j < bs) PrefetchPlanes(next_k, next_v, j * row_bytes, (j + 1) * row_bytes);
-      if (j < n) {
-        const uint8_t* krow = kplane + j * row_bytes;
-        for (int c = 0; c < chunks; ++c) {
-          const __m512bh k = LoadDotChunk(int8, krow, c, hd - c * 32);
-          for (int i = 0; i < Q * G; ++i)
-            dh[i] = _mm512_dpbf16_ps(
-                dh[i],
-                reinterpret_cast<__m512bh>(_mm512_load_si512(tile->q_hi + (i * chunks + c) * 32)),
-                k);
-        }
-      }
-      for (int i = 0; i < Q * G; ++i) dots[i][jj] = dh[i];
+  const int64_t ctx_end = s.start_pos + tile->t0 + Q;  // the tile's last context
+  for (int o = 0; o < n; o += bs) {
+    const int64_t b0 = g0 + o;
+    const int nb = n - o < bs ? n - o : bs;  // keys read in this block
+    const uint8_t* next_block = kPrefetch ? BlockToPrefetch(s, b0, bs, ctx_end) : nullptr;
+    const auto [kplane, vplane, next_k, next_v] =
+        HeadPlanesOf(l, s.blocks[b0 / bs], next_block, layer, kvh);
+    vplanes[o / bs] = vplane;
+    const float* kscale = nullptr;
+    if constexpr (kInt8) {
+      kscale = Int8ScalesOf(l, s.blocks[b0 / bs], layer, 0, kvh);
+      std::memcpy(vscales + o, Int8ScalesOf(l, s.blocks[b0 / bs], layer, 1, kvh),
+                  static_cast<size_t>(nb) * sizeof(float));
     }
-    StoreScores<G, Q>(dots, keys, j0, scale, int8, kscale, scores);
+    for (int j0 = 0; j0 < nb; j0 += 16) {
+      const int kc = nb - j0 < 16 ? nb - j0 : 16;  // keys of this vector read
+      for (int jj = 0; jj < 16; ++jj) {
+        const int j = j0 + jj;
+        if (kPrefetch && next_k != nullptr && j < bs)
+          PrefetchPlanes(next_k, next_v, j * row_bytes, (j + 1) * row_bytes);
+        __m512 d[R];
+        for (int i = 0; i < R; ++i) d[i] = _mm512_setzero_ps();
+        if (jj < kc) {
+          const uint8_t* krow = kplane + j * row_bytes;
+          for (int c = 0; c < chunks; ++c) {
+            const __m512bh k = reinterpret_cast<__m512bh>(DotChunk<kInt8>(krow, c, cmask[c]));
+            for (int i = 0; i < R; ++i)
+              d[i] = _mm512_dpbf16_ps(
+                  d[i], reinterpret_cast<__m512bh>(_mm512_load_si512(q_hi + (i * chunks + c) * 32)),
+                  k);
+          }
+        }
+        for (int i = 0; i < R; ++i) dots[i][jj] = d[i];
+      }
+      StoreScores<G, Q>(dots, keys, o + j0, scale, kInt8 ? kscale + j0 : nullptr, kc, scores);
+    }
   }
+  MaskScoresTail<R>(scores, n);
   // Online softmax per row, P stored as bf16.
-  __m512 vcorr[Q * G];
-  SoftmaxRows(scores, n16, ms, ls, vcorr, [&](int i, int j, __m512 p) {
+  __m512 vcorr[R];
+  SoftmaxRows(scores, n16, tile->ms, tile->ls, vcorr, [&](int i, int j, __m512 p) {
     // int8: V's row scale goes on p (l sums p itself), as the f32 path.
-    const __m512 pv = int8 ? _mm512_mul_ps(p, _mm512_maskz_loadu_ps(Mask16(n - j), vscale + j)) : p;
+    const __m512 pv = kInt8 ? _mm512_mul_ps(p, _mm512_maskz_loadu_ps(Mask16(n - j), vscales + j)) : p;
     const __m256i hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(pv));
     _mm256_store_si256(reinterpret_cast<__m256i*>(p_hi[i] + j), hi);
     // bf16: l sums the weights P·V uses.
-    return int8 ? p : Bf16ToF32(hi);
+    return kInt8 ? p : Bf16ToF32(hi);
   });
-  // acc = acc * corr, then per key pair in order one vdpbf16ps.
-  for (int w0 = 0; w0 < nacc; w0 += DU) {
-    __m512 a[Q * G][DU];
-    LoadScaledAcc(acc, nacc, w0, vcorr, a);
-    for (int j = 0; j < n; j += 2) {
-      const uint8_t* r0 = vplane + j * row_bytes;
-      const uint8_t* r1 = r0 + row_bytes;
-      const int has1 = j + 1 < n;  // the pair's second key, zero past the keys read
+  // acc = acc * corr, then per key pair of each block in order one vdpbf16ps
+  // per accumulator vector; vector u of a pass holds the pair's (lo: u even,
+  // hi: odd) interleave of chunk (w0 + u) / 2.
+  for (int w0 = 0; w0 < stride; w0 += DU) {
+    __m512 a[R][DU];
+    LoadScaledAcc(acc, stride, w0, vcorr, a);
+    // One key pair; r1 null: half a pair (the block's last key), whose
+    // second weight is the next block's or past the scores written (NaN * 0
+    // would not be 0), so it is cleared and the second key reads as 0.
+    auto pair_step = [&](const uint8_t* r0, const uint8_t* r1, const uint16_t* const* p, int at) {
       __m512bh vp[DU];
       for (int u = 0; u < DU; ++u) {
-        const int w = w0 + u, c = w / 2;
-        if (w >= nacc) continue;
-        const __m512i v0 = reinterpret_cast<__m512i>(LoadDotChunk(int8, r0, c, hd - c * 32));
-        const __m512i v1 = has1 ? reinterpret_cast<__m512i>(LoadDotChunk(int8, r1, c, hd - c * 32))
-                                : _mm512_setzero_si512();
-        vp[u] = reinterpret_cast<__m512bh>((w & 1) != 0 ? _mm512_unpackhi_epi16(v0, v1)
-                                                        : _mm512_unpacklo_epi16(v0, v1));
+        const int c = (w0 + u) / 2;
+        const __m512i v0 = DotChunk<kInt8>(r0, c, cmask[c < chunks ? c : chunks]);
+        const __m512i v1 = r1 != nullptr ? DotChunk<kInt8>(r1, c, cmask[c < chunks ? c : chunks])
+                                         : _mm512_setzero_si512();
+        vp[u] = reinterpret_cast<__m512bh>(((w0 + u) & 1) != 0 ? _mm512_unpackhi_epi16(v0, v1)
+                                                               : _mm512_unpacklo_epi16(v0, v1));
       }
-      for (int i = 0; i < Q * G; ++i) {
+      for (int i = 0; i < R; ++i) {
         uint32_t pair;
-        std::memcpy(&pair, p_hi[i] + j, sizeof(pair));
+        std::memcpy(&pair, p[i] + at, sizeof(pair));
+        if (r1 == nullptr) pair &= 0xffffu;
         const __m512bh ph = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pair)));
-        for (int u = 0; u < DU; ++u)
-          if (w0 + u < nacc) a[i][u] = _mm512_dpbf16_ps(a[i][u], ph, vp[u]);
+        for (int u = 0; u < DU; ++u) a[i][u] = _mm512_dpbf16_ps(a[i][u], ph, vp[u]);
       }
+    };
+    const uint16_t* prow[R];
+    for (int i = 0; i < R; ++i) prow[i] = p_hi[i];
+    for (int o = 0; o < n; o += bs) {
+      const int nb = n - o < bs ? n - o : bs;
+      const uint8_t* vplane = vplanes[o / bs];
+      int j = 0;
+      for (; j + 1 < nb; j += 2)
+        pair_step(vplane + j * row_bytes, vplane + (j + 1) * row_bytes, prow, o + j);
+      if (j < nb) pair_step(vplane + j * row_bytes, nullptr, prow, o + j);
     }
-    StoreAcc(acc, nacc, w0, a);
+    StoreAcc(acc, stride, w0, a);
   }
 }
 
@@ -198,12 +230,13 @@ void TileFinishDot(const KvLayout& l, int num_heads, const AttentionSeq& s, int 
                    const Tile<G, Q>& tile) {
   const int hd = l.head_dim;
   const int chunks = (hd + 31) / 32;
+  const int stride = DotAccStride<G, Q>(hd);
   for (int i = 0; i < Q * G; ++i) {
     float* out = s.out + ((tile.t0 + i / G) * num_heads + kvh * G + i % G) * hd;
     const __m512 vl = _mm512_set1_ps(tile.ls[i]);
     for (int c = 0; c < chunks; ++c) {
-      const __m512 lo = _mm512_load_ps(tile.acc + (i * 2 * chunks + 2 * c) * 16);
-      const __m512 hi = _mm512_load_ps(tile.acc + (i * 2 * chunks + 2 * c + 1) * 16);
+      const __m512 lo = _mm512_load_ps(tile.acc + (i * stride + 2 * c) * 16);
+      const __m512 hi = _mm512_load_ps(tile.acc + (i * stride + 2 * c + 1) * 16);
       const int left = hd - c * 32;
       for (int h = 0; h < 2 && h * 16 < left; ++h)
         _mm512_mask_storeu_ps(out + c * 32 + h * 16, Mask16(left - h * 16),

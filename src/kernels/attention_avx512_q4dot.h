@@ -78,11 +78,11 @@ inline void Q4SliceScales(const uint16_t* scales, int groups, int j0, int n, flo
                                  Mask16(words > o ? words - o : 0), scales + j0 * groups + o)));
 }
 
-// The keys of the block at position b0 over q4 or q4r KV (TileBlock's
-// contract; q4r's rotations are ops.cc's).
+// The keys [g0, g0 + w) over q4 or q4r KV (TileGroupDot's contract; q4r's
+// rotations are ops.cc's).
 template <int G, int Q, bool kPrefetch>
-void TileBlockDotQ4(const KvLayout& l, int layer, float scale, const AttentionSeq& s, int kvh,
-                    int64_t b0, const uint8_t* next_block, Tile<G, Q>* tile) {
+void TileGroupDotQ4(const KvLayout& l, int layer, float scale, const AttentionSeq& s, int kvh,
+                    int64_t g0, int w, Tile<G, Q>* tile) {
   constexpr int DU = kDotUnroll<G, Q>;
   // Groups a PV pass covers (a group is two accumulator vectors; DU = 1
   // covers half a group per pass, its weights computed on the first).
@@ -99,46 +99,55 @@ void TileBlockDotQ4(const KvLayout& l, int layer, float scale, const AttentionSe
   alignas(64) float scores[Q * G][kMaxBlockSize + 16];     // then p
   alignas(64) uint16_t pw[Q * G][GP][kMaxBlockSize + 16];  // the pass's weights, bf16
   alignas(64) float slice_scales[16 * kMaxQ4Groups];
+  const uint8_t* vplanes[kMaxGroupBlocks];
+  const uint16_t* vscales[kMaxGroupBlocks];
   __m512 dots[Q * G][16];
-  const uint8_t* block = s.blocks[b0 / bs];
-  const BlockKeys<Q> keys = KeysOfBlock<Q>(s, tile->t0, b0, bs);
+  const BlockKeys<Q> keys = KeysOfBlock<Q>(s, tile->t0, g0, w);
   const int n = keys.n, n16 = keys.n16;
-  const auto [kplane, vplane, next_k, next_v] =
-      HeadPlanesOf<kPrefetch>(l, block, next_block, layer, kvh);
-  const uint16_t* kscales =
-      reinterpret_cast<const uint16_t*>(block + l.Q4ScaleOffset(layer, 0, kvh));
-  const uint16_t* vscales =
-      reinterpret_cast<const uint16_t*>(block + l.Q4ScaleOffset(layer, 1, kvh));
+  const int64_t ctx_end = s.start_pos + tile->t0 + Q;  // the tile's last context
   // The next block's planes (codes and scales, contiguous) are fetched a few
   // lines per key, so all its lines are asked for over the block.
   const size_t plane_bytes = l.PlaneBytes();
   const size_t pf_bytes = (plane_bytes + bs * 64 - 1) / (bs * 64) * 64;
-  for (int j0 = 0; j0 < n; j0 += 16) {
-    Q4SliceScales(kscales, groups, j0, n, slice_scales);
-    for (int jj = 0; jj < 16; ++jj) {
-      const int j = j0 + jj;
-      __m512 dot[Q * G];
-      for (int i = 0; i < Q * G; ++i) dot[i] = _mm512_setzero_ps();
-      if (kPrefetch && j < bs)
-        PrefetchPlanes(next_k, next_v, j * pf_bytes, std::min((j + 1) * pf_bytes, plane_bytes));
-      if (j < n) {
-        const uint8_t* krow = kplane + j * row_bytes;
-        for (int g = 0; g < groups; ++g) {
-          const __m512bh k = Q4ChunkCodes(krow, g, levels);
-          const __m512 d = _mm512_set1_ps(slice_scales[jj * groups + g]);
-          for (int i = 0; i < Q * G; ++i) {
-            const __m512 part = _mm512_dpbf16_ps(
-                _mm512_setzero_ps(),
-                reinterpret_cast<__m512bh>(_mm512_load_si512(tile->q_hi + (i * groups + g) * 32)),
-                k);
-            dot[i] = _mm512_fmadd_ps(part, d, dot[i]);
+  for (int o = 0; o < n; o += bs) {
+    const int64_t b0 = g0 + o;
+    const int nb = n - o < bs ? n - o : bs;  // keys read in this block
+    const uint8_t* block = s.blocks[b0 / bs];
+    const uint8_t* next_block = kPrefetch ? BlockToPrefetch(s, b0, bs, ctx_end) : nullptr;
+    const auto [kplane, vplane, next_k, next_v] =
+        HeadPlanesOf(l, block, next_block, layer, kvh);
+    const uint16_t* kscales =
+        reinterpret_cast<const uint16_t*>(block + l.Q4ScaleOffset(layer, 0, kvh));
+    vplanes[o / bs] = vplane;
+    vscales[o / bs] = reinterpret_cast<const uint16_t*>(block + l.Q4ScaleOffset(layer, 1, kvh));
+    for (int j0 = 0; j0 < nb; j0 += 16) {
+      Q4SliceScales(kscales, groups, j0, nb, slice_scales);
+      for (int jj = 0; jj < 16; ++jj) {
+        const int j = j0 + jj;
+        __m512 dot[Q * G];
+        for (int i = 0; i < Q * G; ++i) dot[i] = _mm512_setzero_ps();
+        if (kPrefetch && next_k != nullptr && j < bs)
+          PrefetchPlanes(next_k, next_v, j * pf_bytes, std::min((j + 1) * pf_bytes, plane_bytes));
+        if (j < nb) {
+          const uint8_t* krow = kplane + j * row_bytes;
+          for (int g = 0; g < groups; ++g) {
+            const __m512bh k = Q4ChunkCodes(krow, g, levels);
+            const __m512 d = _mm512_set1_ps(slice_scales[jj * groups + g]);
+            for (int i = 0; i < Q * G; ++i) {
+              const __m512 part = _mm512_dpbf16_ps(
+                  _mm512_setzero_ps(),
+                  reinterpret_cast<__m512bh>(_mm512_load_si512(tile->q_hi + (i * groups + g) * 32)),
+                  k);
+              dot[i] = _mm512_fmadd_ps(part, d, dot[i]);
+            }
           }
         }
+        for (int i = 0; i < Q * G; ++i) dots[i][jj] = dot[i];
       }
-      for (int i = 0; i < Q * G; ++i) dots[i][jj] = dot[i];
+      StoreScores<G, Q>(dots, keys, o + j0, scale, nullptr, 0, scores);
     }
-    StoreScores<G, Q>(dots, keys, j0, scale, false, nullptr, scores);
   }
+  MaskScoresTail<Q * G>(scores, n);
   // Online softmax per row; p stays f32 and l sums it.
   __m512 vcorr[Q * G];
   SoftmaxRows(scores, n16, ms, ls, vcorr, [&](int i, int j, __m512 p) {
@@ -149,44 +158,55 @@ void TileBlockDotQ4(const KvLayout& l, int layer, float scale, const AttentionSe
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(groups));
   for (int w0 = 0; w0 < nacc; w0 += DU) {
-    const int g0 = w0 / 2;  // the pass's first group
+    const int g0v = w0 / 2;  // the pass's first group
     if ((w0 & 1) == 0) {
-      // Weights of groups [g0, g0 + GP): bf16(p_j * d_v[j][g]) (0 past n).
-      for (int j = 0; j < n16; j += 16) {
-        Q4SliceScales(vscales, groups, j, n, slice_scales);
-        for (int gp = 0; gp < GP && g0 + gp < groups; ++gp) {
-          const __m512 d = _mm512_i32gather_ps(
-              _mm512_add_epi32(key_lanes, _mm512_set1_epi32(g0 + gp)), slice_scales, 4);
-          for (int i = 0; i < Q * G; ++i)
-            _mm256_store_si256(reinterpret_cast<__m256i*>(pw[i][gp] + j),
-                               reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(
-                                   _mm512_mul_ps(_mm512_load_ps(scores[i] + j), d))));
+      // Weights of groups [g0v, g0v + GP): bf16(p_j * d_v[j][g]), block by
+      // block (0 past a block's keys, then overwritten by the next block's).
+      for (int o = 0; o < n; o += bs) {
+        const int nb = n - o < bs ? n - o : bs;
+        for (int j = 0; j < nb; j += 16) {
+          Q4SliceScales(vscales[o / bs], groups, j, nb, slice_scales);
+          for (int gp = 0; gp < GP && g0v + gp < groups; ++gp) {
+            const __m512 d = _mm512_i32gather_ps(
+                _mm512_add_epi32(key_lanes, _mm512_set1_epi32(g0v + gp)), slice_scales, 4);
+            for (int i = 0; i < Q * G; ++i)
+              _mm256_storeu_si256(reinterpret_cast<__m256i*>(pw[i][gp] + o + j),
+                                  reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(
+                                      _mm512_mul_ps(_mm512_loadu_ps(scores[i] + o + j), d))));
+          }
         }
       }
     }
     __m512 a[Q * G][DU];
     LoadScaledAcc(acc, nacc, w0, vcorr, a);
-    for (int j = 0; j < n; j += 2) {
-      const uint8_t* r0 = vplane + j * row_bytes;
-      const uint8_t* r1 = j + 1 < n ? r0 + row_bytes : nullptr;
+    // One key pair; r1 null: half a pair, as TileGroupDot's.
+    auto pair_step = [&](const uint8_t* r0, const uint8_t* r1, int at) {
       __m512bh vp[DU];
-      if constexpr (DU >= 2) {  // w0 even: vectors (w0 + u, w0 + u + 1) are group g0 + u / 2
+      if constexpr (DU >= 2) {  // w0 even: vectors (w0 + u, w0 + u + 1) are group g0v + u / 2
         for (int u = 0; u < DU; u += 2)
-          if (w0 + u < nacc) Q4PairCodes(r0, r1, g0 + u / 2, levels, &vp[u], &vp[u + 1]);
+          if (w0 + u < nacc) Q4PairCodes(r0, r1, g0v + u / 2, levels, &vp[u], &vp[u + 1]);
       } else {
         __m512bh lo, hi;
-        Q4PairCodes(r0, r1, g0, levels, &lo, &hi);
+        Q4PairCodes(r0, r1, g0v, levels, &lo, &hi);
         vp[0] = (w0 & 1) != 0 ? hi : lo;
       }
       for (int i = 0; i < Q * G; ++i)
         for (int u = 0; u < DU; u += (DU >= 2 ? 2 : 1)) {
           if (w0 + u >= nacc) continue;
           uint32_t pair;
-          std::memcpy(&pair, pw[i][u / 2] + j, sizeof(pair));
+          std::memcpy(&pair, pw[i][u / 2] + at, sizeof(pair));
+          if (r1 == nullptr) pair &= 0xffffu;
           const __m512bh ph = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pair)));
           a[i][u] = _mm512_dpbf16_ps(a[i][u], ph, vp[u]);
           if constexpr (DU >= 2) a[i][u + 1] = _mm512_dpbf16_ps(a[i][u + 1], ph, vp[u + 1]);
         }
+    };
+    for (int o = 0; o < n; o += bs) {
+      const int nb = n - o < bs ? n - o : bs;
+      const uint8_t* vplane = vplanes[o / bs];
+      int j = 0;
+      for (; j + 1 < nb; j += 2) pair_step(vplane + j * row_bytes, vplane + (j + 1) * row_bytes, o + j);
+      if (j < nb) pair_step(vplane + j * row_bytes, nullptr, o + j);
     }
     StoreAcc(acc, nacc, w0, a);
   }

@@ -32,7 +32,7 @@ inline __m512 LoadKv(KvDType dtype, const uint8_t* row, int d, int valid) {
       return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, row + d)));
     case KvDType::kQ4:
     case KvDType::kQ4r:
-      break;  // TileBlockDotQ4
+      break;  // TileGroupDotQ4
   }
   return _mm512_setzero_ps();
 }
@@ -55,6 +55,22 @@ inline __m512 Reduce16(const __m512 d[16]) {
   const __m512 v1 = _mm512_add_ps(_mm512_shuffle_f32x4(s2[2], s2[3], 0x88),
                                   _mm512_shuffle_f32x4(s2[2], s2[3], 0xdd));
   return _mm512_add_ps(_mm512_shuffle_f32x4(v0, v1, 0x88), _mm512_shuffle_f32x4(v0, v1, 0xdd));
+}
+
+// Keys per online-softmax step of the dot kernels (TileGroupDot): a group
+// of whole blocks at fixed positions, [g0, g0 + w) with g0 a multiple of
+// w = SoftmaxGroupWidth(block_size), at least kSoftmaxKeys keys (one block
+// where blocks are larger). The step's fixed costs (the max and sum
+// reductions, the correction's exp, the accumulators' load, scaling and
+// store) were paid every 16 keys with blocks of 16; once per 128 keys, bf16
+// prefill attention at 2,048 keys took 77-79 against 106-111 ms in one
+// thread (Zen 5; 64 keys: 82-90). Groups are fixed by positions alone, so
+// a row's bits still depend on nothing but its own keys (decode row =
+// prefill row).
+constexpr int kSoftmaxKeys = 128;
+constexpr int kMaxGroupBlocks = kSoftmaxKeys;  // blocks of one key each
+inline int SoftmaxGroupWidth(int block_size) {
+  return (kSoftmaxKeys + block_size - 1) / block_size * block_size;
 }
 
 // Query tokens per tile (attention_tiles.h): Q * G accumulator chains.
@@ -85,7 +101,7 @@ template <int G, int Q>
 struct Tile {
   alignas(64) float q[Q * G * kMaxHeadDim];    // [Q, G, nvec * 16], zero-padded
   alignas(64) float acc[Q * G * kMaxHeadDim];  // [Q, G, nvec * 16]
-  // bf16, int8, q4 and q4r KV (TileBlockDot, TileBlockDotQ4): q rounded to
+  // bf16, int8, q4 and q4r KV (TileGroupDot, TileGroupDotQ4): q rounded to
   // bf16, [Q, G, chunks * 32], zero-padded; acc then holds each 32-dim chunk
   // as the two vectors of DotUnpermute's order (q4: in dim order).
   alignas(64) uint16_t q_hi[Q * G * kMaxHeadDim];
@@ -139,21 +155,38 @@ BlockKeys<Q> KeysOfBlock(const AttentionSeq& s, int64_t t0, int64_t b0, int bs) 
 }
 
 // Keys [j0, j0 + 16)'s scores of every row from their 16 dot vectors: reduced,
-// scaled (int8: times K's row scales) and -inf where the row does not see the key.
+// scaled and -inf where the row does not see the key. int8: kscale holds K's
+// row scales of these keys, kscale_keys of them real (null for the other
+// formats). j0 need not be a multiple of 16 (a softmax group of odd-sized
+// blocks): lanes past the keys read are masked or overwritten by the next
+// block's scores.
 template <int G, int Q>
 void StoreScores(const __m512 (&dots)[Q * G][16], const BlockKeys<Q>& keys, int j0, float scale,
-                 bool int8, const float* kscale, float (&scores)[Q * G][kMaxBlockSize + 16]) {
+                 const float* kscale, int kscale_keys,
+                 float (&scores)[Q * G][kMaxBlockSize + 16]) {
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-  const __m512 kscale_lanes =
-      int8 ? _mm512_maskz_loadu_ps(Mask16(keys.n - j0), kscale + j0) : _mm512_setzero_ps();
+  const __m512 kscale_lanes = kscale != nullptr
+                                  ? _mm512_maskz_loadu_ps(Mask16(kscale_keys), kscale)
+                                  : _mm512_setzero_ps();
   for (int i = 0; i < Q * G; ++i) {
     const int left = keys.valid[i / G] - j0, before = keys.first[i / G] - j0;
     const __mmask16 mask =
         static_cast<__mmask16>(Mask16(left > 0 ? left : 0) & ~Mask16(before > 0 ? before : 0));
     __m512 sc = _mm512_mul_ps(Reduce16(dots[i]), _mm512_set1_ps(scale));
-    if (int8) sc = _mm512_mul_ps(sc, kscale_lanes);
-    _mm512_store_ps(scores[i] + j0, _mm512_mask_blend_ps(mask, neg_inf, sc));
+    if (kscale != nullptr) sc = _mm512_mul_ps(sc, kscale_lanes);
+    _mm512_storeu_ps(scores[i] + j0, _mm512_mask_blend_ps(mask, neg_inf, sc));
   }
+}
+
+// Scores [n, n16) of every row set to -inf: a softmax group's last block
+// need not end its 16-key vectors where the group's do.
+template <int R>
+inline void MaskScoresTail(float (*scores)[kMaxBlockSize + 16], int n) {
+  const int tail = n & 15;
+  if (tail == 0) return;
+  for (int i = 0; i < R; ++i)
+    _mm512_mask_storeu_ps(scores[i] + (n - tail), static_cast<__mmask16>(~Mask16(tail)),
+                          _mm512_set1_ps(-INFINITY));
 }
 
 // The online softmax's step for one row over a block's scores: its new
@@ -221,7 +254,7 @@ inline void StoreAcc(float* acc, int nacc, int w0, const __m512 (&a)[R][U]) {
 }
 
 // One KV head's K and V planes in the block a tile reads, and in the block
-// read after it (null without kPrefetch: there is none to fetch).
+// read after it (null where next_block is: there is none to fetch).
 struct HeadPlanes {
   const uint8_t* k;
   const uint8_t* v;
@@ -229,21 +262,37 @@ struct HeadPlanes {
   const uint8_t* next_v;
 };
 
-template <bool kPrefetch>
-inline HeadPlanes HeadPlanesOf(const KvLayout& l, const uint8_t* block, const uint8_t* next_block,
+// flatten: as Int8ScalesOf.
+[[gnu::flatten]] inline HeadPlanes HeadPlanesOf(const KvLayout& l, const uint8_t* block, const uint8_t* next_block,
                                int layer, int kvh) {
   return {block + l.PlaneOffset(layer, 0, kvh), block + l.PlaneOffset(layer, 1, kvh),
-          kPrefetch ? next_block + l.PlaneOffset(layer, 0, kvh) : nullptr,
-          kPrefetch ? next_block + l.PlaneOffset(layer, 1, kvh) : nullptr};
+          next_block != nullptr ? next_block + l.PlaneOffset(layer, 0, kvh) : nullptr,
+          next_block != nullptr ? next_block + l.PlaneOffset(layer, 1, kvh) : nullptr};
 }
 
 // int8 KV's row scales of one KV head's K (kv 0) or V (kv 1) plane; null
-// for the other formats.
-inline const float* Int8ScalesOf(const KvLayout& l, const uint8_t* block, int layer, int kv,
+// for the other formats. flatten: KvLayout's inline members are compiled
+// into this local function, never left as weak copies built for AVX-512
+// (kernels_isa_objects_have_no_weak_symbols; GCC stopped inlining them
+// into the group kernels).
+[[gnu::flatten]] inline const float* Int8ScalesOf(const KvLayout& l, const uint8_t* block, int layer, int kv,
                                  int kvh) {
   return l.dtype == KvDType::kInt8
              ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, kv, kvh))
              : nullptr;
+}
+
+// The block a decode-like tile asks for while it scores the block at b0:
+// kPrefetchBlocks ahead, null past the tile's last context (ctx_end). Three,
+// not the next one: a group's S products run block after block with no P·V
+// between them, so the next block's K was still in flight when it was read
+// (28 layers of decode attention at 2,048 keys over q4 KV, Zen 5: one block
+// ahead 5.2-5.6 ms, two 4.8-4.9, three 4.4-4.9, four 4.9-5.7, six 5.1-6.3;
+// bf16 11.4-12.5 ms with any of them).
+constexpr int kPrefetchBlocks = 3;
+inline const uint8_t* BlockToPrefetch(const AttentionSeq& s, int64_t b0, int bs, int64_t ctx_end) {
+  const int64_t b = b0 + int64_t{kPrefetchBlocks} * bs;
+  return b < ctx_end ? s.blocks[b / bs] : nullptr;
 }
 
 // Asks for bytes [from, to) of the next block's K and V planes, into L2
