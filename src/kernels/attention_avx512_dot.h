@@ -24,11 +24,12 @@ namespace {
 //
 // S: key j's dot with row i is the 32-dim chunks in order, each one
 // vdpbf16ps of q_hi, then Reduce16 over the 16 lanes, as the f32 path.
-// PV: keys go in pairs (j, j + 1) of the block (the pair's second key is
-// zero past the keys read); the pair's V rows are interleaved by
+// PV: keys go in pairs (j, j + 1) of a block (the pair's second key is
+// zero past the block's keys read); the pair's V rows are interleaved by
 // vpunpck{l,h}wd into 16 lanes of (v_j, v_j+1) for dims in DotUnpermute's
-// order, met by the broadcast pair (p_j, p_j+1): acc = acc * corr, then one
-// vdpbf16ps per pair (and one for P's lo) in key order.
+// order, met by the broadcast pair (p_j, p_j+1): acc = acc * corr once per
+// softmax group (SoftmaxGroupWidth), then one vdpbf16ps per pair in key
+// order.
 //
 // Invariance as for the f32 path: a row's operations depend only on its own
 // q and p and the keys' values; a key it does not see has p = 0 exactly, and
