@@ -56,12 +56,13 @@ inline __m512i DotUnpermute(int half) {
              : _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
 }
 
-// 16-lane accumulator vectors per PV pass: Q * G * DU chains in registers.
+// 16-lane accumulator vectors per PV pass of the dot kernels: Q * G * DU
+// vdpbf16ps chains in registers (twice the f32 kernel's: a dot's two
+// products per lane make each chain half as long).
 template <int G, int Q>
-constexpr int kDotUnroll = G* Q >= 16  ? 1
-                           : G* Q >= 8 ? 2
-                           : G* Q >= 4 ? 4
-                                       : 8;
+constexpr int kDotUnroll = PassUnroll(G * Q, 16);
+static_assert(kDotUnroll<1, 1> == 8 && kDotUnroll<1, 4> == 4 && kDotUnroll<2, 4> == 2 &&
+              kDotUnroll<4, 4> == 1 && kDotUnroll<3, 1> == 8 && kDotUnroll<5, 1> == 4);
 
 // A row's accumulator vectors in TileGroupDot: 2 per 32-dim chunk, padded
 // to whole P·V passes (the padding's V reads are masked to 0 and never
@@ -132,8 +133,9 @@ void TileGroupDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
   alignas(64) uint16_t p_hi[R][kMaxBlockSize + 16];
   alignas(64) float vscales[kMaxBlockSize + 16];  // int8: the group's V row scales
   const uint8_t* vplanes[kMaxGroupBlocks];
-  __mmask32 cmask[kMaxHeadDim / 32 + 1];  // chunk c's real dims; none past the last chunk
-  for (int c = 0; c <= chunks; ++c) cmask[c] = Mask32(hd - c * 32 > 0 ? hd - c * 32 : 0);
+  // Chunk c's real dims, for every chunk a pass reads (none in the padding).
+  __mmask32 cmask[kMaxHeadDim / 32 + DU];
+  for (int c = 0; c < (stride + 1) / 2; ++c) cmask[c] = Mask32(hd - c * 32 > 0 ? hd - c * 32 : 0);
   __m512 dots[R][16];
   const BlockKeys<Q> keys = KeysOfBlock<Q>(s, tile->t0, g0, w);
   const int n = keys.n, n16 = keys.n16;
@@ -194,33 +196,31 @@ void TileGroupDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
     // One key pair; r1 null: half a pair (the block's last key), whose
     // second weight is the next block's or past the scores written (NaN * 0
     // would not be 0), so it is cleared and the second key reads as 0.
-    auto pair_step = [&](const uint8_t* r0, const uint8_t* r1, const uint16_t* const* p, int at) {
+    auto pair_step = [&](const uint8_t* r0, const uint8_t* r1, int at) {
       __m512bh vp[DU];
       for (int u = 0; u < DU; ++u) {
         const int c = (w0 + u) / 2;
-        const __m512i v0 = DotChunk<kInt8>(r0, c, cmask[c < chunks ? c : chunks]);
-        const __m512i v1 = r1 != nullptr ? DotChunk<kInt8>(r1, c, cmask[c < chunks ? c : chunks])
-                                         : _mm512_setzero_si512();
+        const __m512i v0 = DotChunk<kInt8>(r0, c, cmask[c]);
+        const __m512i v1 =
+            r1 != nullptr ? DotChunk<kInt8>(r1, c, cmask[c]) : _mm512_setzero_si512();
         vp[u] = reinterpret_cast<__m512bh>(((w0 + u) & 1) != 0 ? _mm512_unpackhi_epi16(v0, v1)
                                                                : _mm512_unpacklo_epi16(v0, v1));
       }
       for (int i = 0; i < R; ++i) {
         uint32_t pair;
-        std::memcpy(&pair, p[i] + at, sizeof(pair));
+        std::memcpy(&pair, p_hi[i] + at, sizeof(pair));
         if (r1 == nullptr) pair &= 0xffffu;
         const __m512bh ph = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pair)));
         for (int u = 0; u < DU; ++u) a[i][u] = _mm512_dpbf16_ps(a[i][u], ph, vp[u]);
       }
     };
-    const uint16_t* prow[R];
-    for (int i = 0; i < R; ++i) prow[i] = p_hi[i];
     for (int o = 0; o < n; o += bs) {
       const int nb = n - o < bs ? n - o : bs;
       const uint8_t* vplane = vplanes[o / bs];
       int j = 0;
       for (; j + 1 < nb; j += 2)
-        pair_step(vplane + j * row_bytes, vplane + (j + 1) * row_bytes, prow, o + j);
-      if (j < nb) pair_step(vplane + j * row_bytes, nullptr, prow, o + j);
+        pair_step(vplane + j * row_bytes, vplane + (j + 1) * row_bytes, o + j);
+      if (j < nb) pair_step(vplane + j * row_bytes, nullptr, o + j);
     }
     StoreAcc(acc, stride, w0, a);
   }

@@ -77,13 +77,21 @@ inline int SoftmaxGroupWidth(int block_size) {
 template <int G>
 constexpr int kMaxTile = MaxTileTokens(G);
 
-// V columns accumulated per pass: Q * G * VU independent FMA chains, enough
-// to hide the FMA latency without running out of the 32 registers.
+// Accumulator vectors a P·V pass keeps per row for `rows` rows: the largest
+// of 8, 4, 2, 1 that keeps rows * u under 2 * chains, so the pass has about
+// `chains` independent chains (enough to hide the latency) and never runs
+// out of the 32 registers.
+constexpr int PassUnroll(int rows, int chains) {
+  int u = 8;
+  while (u > 1 && rows * u >= 2 * chains) u /= 2;
+  return u;
+}
+
+// V columns accumulated per pass of the f32 kernel: Q * G * VU FMA chains.
 template <int G, int Q>
-constexpr int kVecUnroll = G* Q >= 8   ? 1
-                           : G* Q >= 4 ? 2
-                           : G* Q >= 2 ? 4
-                                       : 8;
+constexpr int kVecUnroll = PassUnroll(G * Q, 8);
+static_assert(kVecUnroll<1, 1> == 8 && kVecUnroll<2, 1> == 4 && kVecUnroll<1, 4> == 2 &&
+              kVecUnroll<2, 4> == 1 && kVecUnroll<16, 1> == 1);
 
 // Query tokens [t0, t0 + Q) of one sequence against one KV head, for the G
 // query heads of its GQA group (see attention_avx2.cc): the online-softmax
