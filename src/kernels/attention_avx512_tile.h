@@ -303,12 +303,22 @@ inline const uint8_t* BlockToPrefetch(const AttentionSeq& s, int64_t b0, int bs,
   return b < ctx_end ? s.blocks[b / bs] : nullptr;
 }
 
-// Asks for bytes [from, to) of the next block's K and V planes, into L2
-// (why L2: TileBlock), a key's share at a time while this block is scored.
+// Asks for bytes [from, to) of a block's K and V planes ahead of use, a
+// key's share at a time while this block is scored: into L1 (T0) or into L2
+// (T1). Which is faster depends on the kernel around it (why T1: TileBlock;
+// why T0: TileGroupDot).
+template <bool kIntoL1>
 inline void PrefetchPlanes(const uint8_t* next_k, const uint8_t* next_v, size_t from, size_t to) {
   for (size_t o = from; o < to; o += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(next_k + o), _MM_HINT_T1);
-    _mm_prefetch(reinterpret_cast<const char*>(next_v + o), _MM_HINT_T1);
+    const char* k = reinterpret_cast<const char*>(next_k + o);
+    const char* v = reinterpret_cast<const char*>(next_v + o);
+    if constexpr (kIntoL1) {
+      _mm_prefetch(k, _MM_HINT_T0);
+      _mm_prefetch(v, _MM_HINT_T0);
+    } else {
+      _mm_prefetch(k, _MM_HINT_T1);
+      _mm_prefetch(v, _MM_HINT_T1);
+    }
   }
 }
 
