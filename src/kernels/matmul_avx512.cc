@@ -11,8 +11,9 @@
 // threads take blocks of kBlockRows W rows (of every matrix of a
 // MatMulShared call, row_tasks.h).
 // Decode (m <= kGemvMaxRows) is bound by reading W, so it reads W in address
-// order: one W row at a time against every X row (NR = 1), each task a long
-// run of consecutive rows, the next lines prefetched a few KB ahead. Eight
+// order: one W row at a time against every X row (NR = 1; with 5-8 X rows,
+// two adjacent W rows, GemvTask), each task a long run of consecutive rows,
+// the next lines prefetched a few KB ahead. Eight
 // rows side by side (the prefill tile) are eight short streams 2-6 KB apart,
 // which the hardware prefetchers follow far worse: on a 2-core Zen 5 VM a
 // qwen3-0.6b-shaped GEMV sweep read 21-30 GB/s that way and 50-61 GB/s this
@@ -37,22 +38,23 @@ namespace {
 
 constexpr int64_t kBlockRows = 24;  // W rows per task: a multiple of every NR below
 
-constexpr int64_t kGemvMaxRows = 4;            // X rows up to which MatMul runs the decode path
+constexpr int64_t kGemvMaxRows = 8;            // X rows up to which MatMul runs the decode path
 constexpr int64_t kGemvPrefetchBytes = 4096;   // how far ahead of its loads a decode task prefetches
 
-// kPrefetch (decode, NR = 1): each K step's W line is one 64-byte line of a
-// row read in address order; the line kGemvPrefetchBytes further is fetched.
+// kPrefetch (decode): each K step's W line of each of the NR rows (adjacent
+// rows, read in address order) is one 64-byte line; the line
+// kGemvPrefetchBytes further is fetched.
 template <int MR, int NR, bool kPrefetch = false>
 inline void TileBf16(const uint16_t* const* xr, const uint16_t* const* wr, int64_t k, float* y,
                      int64_t ldy, int mr_valid, int nr_valid) {
-  static_assert(!kPrefetch || NR == 1);
   __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   const int64_t kfull = k & ~int64_t{31};
   for (int64_t c = 0; c < kfull; c += 32) {
     if constexpr (kPrefetch) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr[0] + c) + kGemvPrefetchBytes, _MM_HINT_T0);
+      for (int j = 0; j < NR; ++j)
+        _mm_prefetch(reinterpret_cast<const char*>(wr[j] + c) + kGemvPrefetchBytes, _MM_HINT_T0);
     }
     __m512i wv[NR];
     for (int j = 0; j < NR; ++j) wv[j] = _mm512_loadu_si512(wr[j] + c);
@@ -77,14 +79,14 @@ inline void TileBf16(const uint16_t* const* xr, const uint16_t* const* wr, int64
 template <int MR, int NR, bool kPrefetch = false>
 inline void TileF32(const float* const* xr, const float* const* wr, int64_t k, float* y,
                     int64_t ldy, int mr_valid, int nr_valid) {
-  static_assert(!kPrefetch || NR == 1);
   __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   const int64_t kfull = k & ~int64_t{15};
   for (int64_t c = 0; c < kfull; c += 16) {
     if constexpr (kPrefetch) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr[0] + c) + kGemvPrefetchBytes, _MM_HINT_T0);
+      for (int j = 0; j < NR; ++j)
+        _mm_prefetch(reinterpret_cast<const char*>(wr[j] + c) + kGemvPrefetchBytes, _MM_HINT_T0);
     }
     __m512 wv[NR];
     for (int j = 0; j < NR; ++j) wv[j] = _mm512_loadu_ps(wr[j] + c);
@@ -153,15 +155,18 @@ void TileColumns(const T* xp, int64_t kp, int64_t m_full, const T* w, int64_t k,
   }
 }
 
-// Decode: W rows [n0, n1) one at a time against the MR X rows; w points at row n0.
-template <int MR, bool kPrefetch, typename T>
-void GemvRows(const T* xp, int64_t kp, const T* w, int64_t k, int64_t n0, int64_t n1, float* y,
-              int64_t n) {
+// Decode: W rows [n0, n1), NR adjacent ones at a time, against the m <= MR
+// X rows; w points at row n0. Unused slots repeat the last valid row.
+template <int MR, int NR, bool kPrefetch, typename T>
+void GemvRows(const T* xp, int64_t kp, int m, const T* w, int64_t k, int64_t n0, int64_t n1,
+              float* y, int64_t n) {
   const T* xr[MR];
-  for (int i = 0; i < MR; ++i) xr[i] = xp + i * kp;
-  for (int64_t j = n0; j < n1; ++j) {
-    const T* wr = w + (j - n0) * k;
-    Tile<MR, 1, T, kPrefetch>(xr, &wr, k, y + j, n, MR, 1);
+  for (int i = 0; i < MR; ++i) xr[i] = xp + std::min(i, m - 1) * kp;
+  for (int64_t j0 = n0; j0 < n1; j0 += NR) {
+    const int nr = static_cast<int>(std::min<int64_t>(NR, n1 - j0));
+    const T* wr[NR];
+    for (int j = 0; j < NR; ++j) wr[j] = w + (j0 - n0 + std::min(j, nr - 1)) * k;
+    Tile<MR, NR, T, kPrefetch>(xr, wr, k, y + j0, n, m, nr);
   }
 }
 
@@ -188,14 +193,22 @@ bool DecodePrefetch() {
   return on == 1;
 }
 
+// 1-4 X rows: one W row at a time. 5-8: one pass of 8 X rows against two W
+// rows; the prefill tiles (4 x 6, then 1-3 rows) ran 5-8 rows at about half
+// the compute rate of this tile, whose 16 chains keep the dot unit busy where
+// 8 x 1's 8 did not (qwen3-0.6b's 28 layers of projections at m = 8, 2
+// threads, Zen 5: W from L3 25.1 -> 17.9 ms, from DRAM 40 -> 31-35 ms; 8 x 1:
+// 21.9 and 34-36).
 template <bool kPrefetch, typename T>
 void GemvTask(const T* xp, int64_t kp, int64_t m, const T* wb, int64_t k, int64_t n0, int64_t n1,
               float* y, int64_t n) {
+  const int mi = static_cast<int>(m);
   switch (m) {
-    case 1: GemvRows<1, kPrefetch>(xp, kp, wb, k, n0, n1, y, n); break;
-    case 2: GemvRows<2, kPrefetch>(xp, kp, wb, k, n0, n1, y, n); break;
-    case 3: GemvRows<3, kPrefetch>(xp, kp, wb, k, n0, n1, y, n); break;
-    default: GemvRows<kGemvMaxRows, kPrefetch>(xp, kp, wb, k, n0, n1, y, n); break;  // m == 4
+    case 1: GemvRows<1, 1, kPrefetch>(xp, kp, mi, wb, k, n0, n1, y, n); break;
+    case 2: GemvRows<2, 1, kPrefetch>(xp, kp, mi, wb, k, n0, n1, y, n); break;
+    case 3: GemvRows<3, 1, kPrefetch>(xp, kp, mi, wb, k, n0, n1, y, n); break;
+    case 4: GemvRows<4, 1, kPrefetch>(xp, kp, mi, wb, k, n0, n1, y, n); break;
+    default: GemvRows<kGemvMaxRows, 2, kPrefetch>(xp, kp, mi, wb, k, n0, n1, y, n); break;
   }
 }
 

@@ -120,8 +120,10 @@ TEST_P(MatMulTest, RowsOfABatchEqualSingleRowCallsBitwise) {
               << at << ": " << y[i * n + at] << " vs " << y1[at];
         }
         // Any sub-batch starting anywhere gives the same bits too (tiles
-        // shift; 2..4 rows take the decode path on avx512).
-        for (int64_t sub : {2, 3, 4}) {
+        // shift; 2..8 rows take the decode path on avx512, 5..8 of them as
+        // one 8 x 2 tile).
+        for (int64_t sub : {2, 3, 4, 5, 8}) {
+          if (2 + sub > m) continue;
           std::vector<float> ys(static_cast<size_t>(sub * n));
           MatMul(x.data() + 2 * k, sub, w, ys.data(), pool);
           ASSERT_TRUE(SameBits(y.data() + 2 * n, ys.data(), static_cast<size_t>(sub * n)))
@@ -158,12 +160,12 @@ TEST_P(MatMulTest, ThreadCountDoesNotChangeBits) {
   }
 }
 
-// The avx512 decode path (m <= 4) with its software prefetch on and off
+// The avx512 decode path (m <= 8) with its software prefetch on and off
 // (off by default on Zen 4): either way, the bits of the prefill tiles.
 TEST_P(MatMulTest, Avx512DecodePrefetchDoesNotChangeBits) {
   if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "no avx512";
   const DType dtype = GetParam();
-  const int64_t n = 1013, k = 1000, m_prefill = 7;
+  const int64_t n = 1013, k = 1000, m_prefill = 10;
   Weights wb = MakeWeights(n, k, 11);
   MatrixView w = wb.View(dtype, n, k);
   std::vector<float> x = RandomFloats(static_cast<size_t>(m_prefill * k), 12);
@@ -173,7 +175,7 @@ TEST_P(MatMulTest, Avx512DecodePrefetchDoesNotChangeBits) {
   MatMul(x.data(), m_prefill, w, prefill.data(), pool);
   for (int prefetch : {0, 1}) {
     avx512::SetDecodePrefetchForTesting(prefetch);
-    for (int64_t m : {1, 2, 3, 4}) {
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8}) {
       std::vector<float> y(static_cast<size_t>(m * n));
       MatMul(x.data() + k, m, w, y.data(), pool);
       size_t at = 0;
