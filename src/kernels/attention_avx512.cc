@@ -99,7 +99,8 @@ void TileBlock(const KvLayout& l, int layer, float scale, const AttentionSeq& s,
       const int j = j0 + jj;
       __m512 dot[Q * G];
       for (int i = 0; i < Q * G; ++i) dot[i] = _mm512_setzero_ps();
-      if (kPrefetch && j < bs) PrefetchPlanes</*kIntoL1=*/false>(next_k, next_v, j * row_bytes, (j + 1) * row_bytes);
+      if (kPrefetch && j < bs)
+        PrefetchPlanes</*kIntoL1=*/false>(next_k, next_v, j * row_bytes, (j + 1) * row_bytes);
       if (j < n) {
         const uint8_t* krow = kplane + j * row_bytes;
         for (int v = 0; v < nvec; ++v) {

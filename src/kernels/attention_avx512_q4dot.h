@@ -127,7 +127,8 @@ void TileGroupDotQ4(const KvLayout& l, int layer, float scale, const AttentionSe
         __m512 dot[Q * G];
         for (int i = 0; i < Q * G; ++i) dot[i] = _mm512_setzero_ps();
         if (kPrefetch && next_k != nullptr && j < bs)
-          PrefetchPlanes</*kIntoL1=*/false>(next_k, next_v, j * pf_bytes, std::min((j + 1) * pf_bytes, plane_bytes));
+          PrefetchPlanes</*kIntoL1=*/false>(next_k, next_v, j * pf_bytes,
+                                            std::min((j + 1) * pf_bytes, plane_bytes));
         if (j < nb) {
           const uint8_t* krow = kplane + j * row_bytes;
           for (int g = 0; g < groups; ++g) {
