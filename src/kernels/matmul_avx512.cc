@@ -44,6 +44,12 @@ constexpr int64_t kGemvPrefetchBytes = 4096;   // how far ahead of its loads a d
 // kPrefetch (decode): each K step's W line of each of the NR rows (adjacent
 // rows, read in address order) is one 64-byte line; the line
 // kGemvPrefetchBytes further is fetched.
+template <int NR, typename T>
+inline void PrefetchAhead(const T* const* wr, int64_t c) {
+  for (int j = 0; j < NR; ++j)
+    _mm_prefetch(reinterpret_cast<const char*>(wr[j] + c) + kGemvPrefetchBytes, _MM_HINT_T0);
+}
+
 template <int MR, int NR, bool kPrefetch = false>
 inline void TileBf16(const uint16_t* const* xr, const uint16_t* const* wr, int64_t k, float* y,
                      int64_t ldy, int mr_valid, int nr_valid) {
@@ -52,10 +58,7 @@ inline void TileBf16(const uint16_t* const* xr, const uint16_t* const* wr, int64
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   const int64_t kfull = k & ~int64_t{31};
   for (int64_t c = 0; c < kfull; c += 32) {
-    if constexpr (kPrefetch) {
-      for (int j = 0; j < NR; ++j)
-        _mm_prefetch(reinterpret_cast<const char*>(wr[j] + c) + kGemvPrefetchBytes, _MM_HINT_T0);
-    }
+    if constexpr (kPrefetch) PrefetchAhead<NR>(wr, c);
     __m512i wv[NR];
     for (int j = 0; j < NR; ++j) wv[j] = _mm512_loadu_si512(wr[j] + c);
     for (int i = 0; i < MR; ++i) {
@@ -84,10 +87,7 @@ inline void TileF32(const float* const* xr, const float* const* wr, int64_t k, f
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   const int64_t kfull = k & ~int64_t{15};
   for (int64_t c = 0; c < kfull; c += 16) {
-    if constexpr (kPrefetch) {
-      for (int j = 0; j < NR; ++j)
-        _mm_prefetch(reinterpret_cast<const char*>(wr[j] + c) + kGemvPrefetchBytes, _MM_HINT_T0);
-    }
+    if constexpr (kPrefetch) PrefetchAhead<NR>(wr, c);
     __m512 wv[NR];
     for (int j = 0; j < NR; ++j) wv[j] = _mm512_loadu_ps(wr[j] + c);
     for (int i = 0; i < MR; ++i) {
@@ -120,7 +120,8 @@ inline void Tile(const T* const* xr, const T* const* wr, int64_t k, float* y, in
 
 // Tile<MR, NR> over W rows [n0, n1) for X rows [i0, i0 + mr); w points at row n0.
 // Unused tile slots repeat the last valid row (same work, results not stored).
-template <int MR, int NR, typename T>
+// Decode tasks (kPrefetch, i0 = 0) read W in address order this way.
+template <int MR, int NR, typename T, bool kPrefetch = false>
 void TileRow(const T* xp, int64_t kp, int64_t i0, int mr, const T* w, int64_t k, int64_t n0,
              int64_t n1, float* y, int64_t n) {
   const T* xr[MR];
@@ -129,7 +130,7 @@ void TileRow(const T* xp, int64_t kp, int64_t i0, int mr, const T* w, int64_t k,
     const int nr = static_cast<int>(std::min<int64_t>(NR, n1 - j0));
     const T* wr[NR];
     for (int j = 0; j < NR; ++j) wr[j] = w + (j0 - n0 + std::min(j, nr - 1)) * k;
-    Tile<MR, NR>(xr, wr, k, y + i0 * n + j0, n, mr, nr);
+    Tile<MR, NR, T, kPrefetch>(xr, wr, k, y + i0 * n + j0, n, mr, nr);
   }
 }
 
@@ -152,21 +153,6 @@ void TileColumns(const T* xp, int64_t kp, int64_t m_full, const T* w, int64_t k,
       for (int i = 0; i < MR; ++i) xr[i] = xp + (i0 + i) * kp;
       Tile<MR, NR>(xr, wr, k, y + i0 * n + j0, n, MR, nr);
     }
-  }
-}
-
-// Decode: W rows [n0, n1), NR adjacent ones at a time, against the m <= MR
-// X rows; w points at row n0. Unused slots repeat the last valid row.
-template <int MR, int NR, bool kPrefetch, typename T>
-void GemvRows(const T* xp, int64_t kp, int m, const T* w, int64_t k, int64_t n0, int64_t n1,
-              float* y, int64_t n) {
-  const T* xr[MR];
-  for (int i = 0; i < MR; ++i) xr[i] = xp + std::min(i, m - 1) * kp;
-  for (int64_t j0 = n0; j0 < n1; j0 += NR) {
-    const int nr = static_cast<int>(std::min<int64_t>(NR, n1 - j0));
-    const T* wr[NR];
-    for (int j = 0; j < NR; ++j) wr[j] = w + (j0 - n0 + std::min(j, nr - 1)) * k;
-    Tile<MR, NR, T, kPrefetch>(xr, wr, k, y + j0, n, m, nr);
   }
 }
 
@@ -204,11 +190,11 @@ void GemvTask(const T* xp, int64_t kp, int64_t m, const T* wb, int64_t k, int64_
               float* y, int64_t n) {
   const int mi = static_cast<int>(m);
   switch (m) {
-    case 1: GemvRows<1, 1, kPrefetch>(xp, kp, mi, wb, k, n0, n1, y, n); break;
-    case 2: GemvRows<2, 1, kPrefetch>(xp, kp, mi, wb, k, n0, n1, y, n); break;
-    case 3: GemvRows<3, 1, kPrefetch>(xp, kp, mi, wb, k, n0, n1, y, n); break;
-    case 4: GemvRows<4, 1, kPrefetch>(xp, kp, mi, wb, k, n0, n1, y, n); break;
-    default: GemvRows<kGemvMaxRows, 2, kPrefetch>(xp, kp, mi, wb, k, n0, n1, y, n); break;
+    case 1: TileRow<1, 1, T, kPrefetch>(xp, kp, 0, mi, wb, k, n0, n1, y, n); break;
+    case 2: TileRow<2, 1, T, kPrefetch>(xp, kp, 0, mi, wb, k, n0, n1, y, n); break;
+    case 3: TileRow<3, 1, T, kPrefetch>(xp, kp, 0, mi, wb, k, n0, n1, y, n); break;
+    case 4: TileRow<4, 1, T, kPrefetch>(xp, kp, 0, mi, wb, k, n0, n1, y, n); break;
+    default: TileRow<kGemvMaxRows, 2, T, kPrefetch>(xp, kp, 0, mi, wb, k, n0, n1, y, n); break;
   }
 }
 
