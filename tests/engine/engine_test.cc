@@ -1345,7 +1345,12 @@ TEST_F(EngineTest, StepBudgetKeepsDecodingWhileAPromptPrefills) {
   ASSERT_TRUE(off.a.error.ok() && off.b.error.ok() && budget.a.error.ok() && budget.b.error.ok());
   // 480 tokens at 32 a step: 15 steps, each with one of a's tokens.
   EXPECT_GE(budget.a_tokens_during_b_prefill, 14);
-  EXPECT_LE(off.a_tokens_during_b_prefill, 2);
+  // Without the budget, a's tokens after the marker come from at most three
+  // steps: the one running when the marker is written, one that may start
+  // before the engine sees b's submission (a race a slow build such as TSan's
+  // loses now and then), and the one that runs b's whole prompt, whose rows
+  // sample a's before b's.
+  EXPECT_LE(off.a_tokens_during_b_prefill, 3);
   EXPECT_EQ(off.a.tokens, budget.a.tokens);
   EXPECT_EQ(off.b.tokens, budget.b.tokens);
 }
