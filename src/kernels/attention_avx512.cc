@@ -8,7 +8,9 @@
 // to bf16 integers in registers, with each 32-dim group's scale applied to
 // the group's partial score and to p (TileGroupDotQ4). The tile and softmax
 // pieces all three share are in attention_avx512_tile.h, the bf16/int8 dot
-// kernel in attention_avx512_dot.h, the q4 one in attention_avx512_q4dot.h.
+// kernel in attention_avx512_dot.h (its K, and K transposed for the scores
+// of prefill spans, in attention_avx512_keys.h), the q4 one in
+// attention_avx512_q4dot.h.
 // GCC 12's AVX-512 intrinsic headers build some results from _mm512_undefined_*
 // and then warn about them (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -167,12 +169,24 @@ void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh
 template <int G, int Q>
 void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const AttentionSeq& s,
                 int64_t t0, int ntiles, int kvh) {
-  auto* tiles = static_cast<Tile<G, Q>*>(
-      ThreadScratch(kScratchTask, static_cast<size_t>(ntiles) * sizeof(Tile<G, Q>)));
   // vdpbf16ps (TileGroupDot, TileGroupDotQ4); f32 KV keeps the f32 FMAs.
   const bool q4 = IsQ4(l.dtype);
   const bool dot = l.dtype != KvDType::kF32;
   const bool int8 = l.dtype == KvDType::kInt8;
+  // The dot kernels take a softmax step per group of blocks (TileGroupDot),
+  // f32 one per block.
+  const int w = dot ? SoftmaxGroupWidth(l.block_size) : l.block_size;
+  // Spans of several tiles score bf16 and int8 K transposed once per group
+  // (KeysT): same bits, fewer instructions per score. (q4's products were
+  // slower so: docs/kernels.md.)
+  const bool lanes = dot && !q4 && ntiles > 1 && l.block_size % 16 == 0;
+  const size_t tiles_bytes = (static_cast<size_t>(ntiles) * sizeof(Tile<G, Q>) + 63) / 64 * 64;
+  const size_t keys_t_bytes =
+      lanes ? static_cast<size_t>(w / 16) * KeysTVectors(l.head_dim) * sizeof(__m512i) : 0;
+  auto* scratch =
+      static_cast<uint8_t*>(ThreadScratch(kScratchTask, tiles_bytes + keys_t_bytes));
+  auto* tiles = reinterpret_cast<Tile<G, Q>*>(scratch);
+  auto* keys_t = lanes ? reinterpret_cast<__m512i*>(scratch + tiles_bytes) : nullptr;
   for (int k = 0; k < ntiles; ++k) {
     if (dot) {
       const int stride = q4 ? l.head_dim / 16 : DotAccStride<G, Q>(l.head_dim);
@@ -182,12 +196,17 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
     }
   }
   const int64_t last_ctx_end = s.start_pos + t0 + int64_t{ntiles} * Q;
-  // The dot kernels take a softmax step per group of blocks (TileGroupDot),
-  // f32 one per block.
-  const int w = dot ? SoftmaxGroupWidth(l.block_size) : l.block_size;
   // Groups wholly before the first query's window are seen by no row.
   const int64_t first_key = AttentionWindowStart(s.start_pos + t0, s.window);
   for (int64_t g0 = first_key / w * w; g0 < last_ctx_end; g0 += w) {
+    if (lanes) {  // the keys any tile reads: up to the last tile's context
+      const int n = static_cast<int>(last_ctx_end - g0 < w ? last_ctx_end - g0 : w);
+      if (int8) {
+        KeysT<true>(l, s, layer, kvh, g0, n, keys_t);
+      } else {
+        KeysT<false>(l, s, layer, kvh, g0, n, keys_t);
+      }
+    }
     for (int k = 0; k < ntiles; ++k) {
       const int64_t ctx_end = s.start_pos + tiles[k].t0 + Q;  // the tile's last context
       if (g0 >= ctx_end || g0 + w <= AttentionWindowStart(s.start_pos + tiles[k].t0, s.window))
@@ -200,13 +219,13 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale, const 
       } else if (q4) {
         TileGroupDotQ4<G, Q, false>(l, layer, scale, s, kvh, g0, w, &tiles[k]);
       } else if (int8 && decode) {
-        TileGroupDot<G, Q, true, true>(l, layer, scale, s, kvh, g0, w, &tiles[k]);
+        TileGroupDot<G, Q, true, true>(l, layer, scale, s, kvh, g0, w, nullptr, &tiles[k]);
       } else if (int8) {
-        TileGroupDot<G, Q, false, true>(l, layer, scale, s, kvh, g0, w, &tiles[k]);
+        TileGroupDot<G, Q, false, true>(l, layer, scale, s, kvh, g0, w, keys_t, &tiles[k]);
       } else if (dot && decode) {
-        TileGroupDot<G, Q, true, false>(l, layer, scale, s, kvh, g0, w, &tiles[k]);
+        TileGroupDot<G, Q, true, false>(l, layer, scale, s, kvh, g0, w, nullptr, &tiles[k]);
       } else if (dot) {
-        TileGroupDot<G, Q, false, false>(l, layer, scale, s, kvh, g0, w, &tiles[k]);
+        TileGroupDot<G, Q, false, false>(l, layer, scale, s, kvh, g0, w, keys_t, &tiles[k]);
       } else if (decode && g0 + w < ctx_end) {
         TileBlock<G, Q, true>(l, layer, scale, s, kvh, g0, s.blocks[g0 / w + 1], &tiles[k]);
       } else {

@@ -5,7 +5,7 @@
 // another ISA level's (kernels_isa_objects_have_no_weak_symbols).
 #pragma once
 
-#include "kernels/attention_avx512_tile.h"
+#include "kernels/attention_avx512_keys.h"
 
 namespace kvfork::avx512 {
 namespace {
@@ -97,29 +97,16 @@ void TileInitDot(const KvLayout& l, int num_heads, const AttentionSeq& s, int64_
   }
 }
 
-// Chunk c of a K or V row as 32 bf16 (kInt8: its codes converted), the
-// dims past head_dim masked to 0 (mask: the chunk's real dims).
-template <bool kInt8>
-inline __m512i DotChunk(const uint8_t* row, int c, __mmask32 mask) {
-  if constexpr (kInt8) {
-    const __m256i b = _mm256_maskz_loadu_epi8(mask, row + c * 32);
-    const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(b)));
-    const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(b, 1)));
-    return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
-  } else {
-    return _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(row) + c * 32);
-  }
-}
-
 // The keys [g0, g0 + w) over bf16 (kInt8 false) or int8 KV, w =
 // SoftmaxGroupWidth (keys past the tile's last context are not read): the S
 // products block by block, then one online-softmax step for the whole group,
 // then P·V block by block into accumulators loaded and stored once.
 // kPrefetch: each block's planes ask for the next block's while it is
-// scored (decode-like spans).
+// scored (decode-like spans). keys_t: the group's K from KeysT (at least the
+// tile's keys), or null to score K's rows as stored.
 template <int G, int Q, bool kPrefetch, bool kInt8>
 void TileGroupDot(const KvLayout& l, int layer, float scale, const AttentionSeq& s, int kvh,
-                  int64_t g0, int w, Tile<G, Q>* tile) {
+                  int64_t g0, int w, const __m512i* keys_t, Tile<G, Q>* tile) {
   constexpr int R = Q * G;  // rows
   constexpr int DU = kDotUnroll<G, Q>;
   const int hd = l.head_dim, bs = l.block_size;
@@ -152,6 +139,15 @@ void TileGroupDot(const KvLayout& l, int layer, float scale, const AttentionSeq&
       kscale = Int8ScalesOf(l, s.blocks[b0 / bs], layer, 0, kvh);
       std::memcpy(vscales + o, Int8ScalesOf(l, s.blocks[b0 / bs], layer, 1, kvh),
                   static_cast<size_t>(nb) * sizeof(float));
+    }
+    if (keys_t != nullptr) {  // blocks of whole 16-key vectors (KeysT)
+      for (int j0 = 0; j0 < nb; j0 += 16) {
+        const int kc = nb - j0 < 16 ? nb - j0 : 16;
+        LaneScores<G, Q, kInt8>(keys_t + (o + j0) / 16 * KeysTVectors(hd), q_hi, chunks, keys,
+                                o + j0, scale, KScaleLanes(kInt8 ? kscale + j0 : nullptr, kc),
+                                scores);
+      }
+      continue;
     }
     for (int j0 = 0; j0 < nb; j0 += 16) {
       const int kc = nb - j0 < 16 ? nb - j0 : 16;  // keys of this vector read

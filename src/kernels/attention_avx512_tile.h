@@ -162,27 +162,43 @@ BlockKeys<Q> KeysOfBlock(const AttentionSeq& s, int64_t t0, int64_t b0, int bs) 
   return k;
 }
 
-// Keys [j0, j0 + 16)'s scores of every row from their 16 dot vectors: reduced,
-// scaled and -inf where the row does not see the key. int8: kscale holds K's
-// row scales of these keys, kscale_keys of them real (null for the other
-// formats). j0 need not be a multiple of 16 (a softmax group of odd-sized
-// blocks): lanes past the keys read are masked or overwritten by the next
-// block's scores.
+// Keys [j0, j0 + 16)'s scores of row i from their sums (lane j: key j0 +
+// j's dot product with the row's q): scaled and -inf where the row does
+// not see the key. int8: kscale_lanes holds K's row scales of these keys
+// (KScaleLanes). j0 need not be a multiple of 16 (a softmax group of
+// odd-sized blocks): lanes past the keys read are masked or overwritten by
+// the next block's scores.
+template <int G, int Q, bool kInt8>
+inline void StoreScoreRow(int i, __m512 sums, const BlockKeys<Q>& keys, int j0, float scale,
+                          __m512 kscale_lanes, float (&scores)[Q * G][kMaxBlockSize + 16]) {
+  const int left = keys.valid[i / G] - j0, before = keys.first[i / G] - j0;
+  const __mmask16 mask =
+      static_cast<__mmask16>(Mask16(left > 0 ? left : 0) & ~Mask16(before > 0 ? before : 0));
+  __m512 sc = _mm512_mul_ps(sums, _mm512_set1_ps(scale));
+  if constexpr (kInt8) sc = _mm512_mul_ps(sc, kscale_lanes);
+  _mm512_storeu_ps(scores[i] + j0, _mm512_mask_blend_ps(mask, _mm512_set1_ps(-INFINITY), sc));
+}
+
+// int8 KV's K row scales of the kscale_keys keys from kscale (zero past them).
+inline __m512 KScaleLanes(const float* kscale, int kscale_keys) {
+  return kscale != nullptr ? _mm512_maskz_loadu_ps(Mask16(kscale_keys), kscale)
+                           : _mm512_setzero_ps();
+}
+
+// Keys [j0, j0 + 16)'s scores of every row from their 16 dot vectors
+// (StoreScoreRow of each row's Reduce16). kscale: int8's K row scales of
+// these keys, kscale_keys of them real (null for the other formats).
 template <int G, int Q>
 void StoreScores(const __m512 (&dots)[Q * G][16], const BlockKeys<Q>& keys, int j0, float scale,
                  const float* kscale, int kscale_keys,
                  float (&scores)[Q * G][kMaxBlockSize + 16]) {
-  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-  const __m512 kscale_lanes = kscale != nullptr
-                                  ? _mm512_maskz_loadu_ps(Mask16(kscale_keys), kscale)
-                                  : _mm512_setzero_ps();
+  const __m512 kscale_lanes = KScaleLanes(kscale, kscale_keys);
   for (int i = 0; i < Q * G; ++i) {
-    const int left = keys.valid[i / G] - j0, before = keys.first[i / G] - j0;
-    const __mmask16 mask =
-        static_cast<__mmask16>(Mask16(left > 0 ? left : 0) & ~Mask16(before > 0 ? before : 0));
-    __m512 sc = _mm512_mul_ps(Reduce16(dots[i]), _mm512_set1_ps(scale));
-    if (kscale != nullptr) sc = _mm512_mul_ps(sc, kscale_lanes);
-    _mm512_storeu_ps(scores[i] + j0, _mm512_mask_blend_ps(mask, neg_inf, sc));
+    if (kscale != nullptr) {
+      StoreScoreRow<G, Q, true>(i, Reduce16(dots[i]), keys, j0, scale, kscale_lanes, scores);
+    } else {
+      StoreScoreRow<G, Q, false>(i, Reduce16(dots[i]), keys, j0, scale, kscale_lanes, scores);
+    }
   }
 }
 

@@ -179,11 +179,14 @@ TEST_P(AttentionTest, ChunkingThreadsAndBatchingDoNotChangeBits) {
   // groups 2, 1 and 8, and blocks of 16 and of 32 keys. The amx level's tile
   // kernel (bf16 and int8 KV, head_dim 64 or 128 here) puts 16 / group tokens in a
   // tile and 8 tiles in a task; 150 tokens cross tiles, tasks and key groups
-  // of 32, and blocks of 48 split a key group across two blocks.
+  // of 32, and blocks of 48 split a key group across two blocks. The avx512
+  // level scores a span of several tiles with K transposed (KeysT), decode
+  // and single tiles with K's rows: groups 5 and 7 (10 and 14 heads) leave 1
+  // and 3 rows past its groups of 4 (LaneScores).
   for (auto [head_dim, num_heads, block_size, tokens] :
        {std::tuple{68, 4, 16, 50}, {68, 4, 32, 50}, {68, 2, 16, 50}, {68, 16, 16, 50},
         {64, 4, 16, 150}, {128, 4, 32, 150}, {64, 2, 48, 150}, {128, 16, 16, 70},
-        {64, 6, 16, 70}}) {
+        {64, 6, 16, 70}, {64, 10, 16, 150}, {96, 14, 32, 70}}) {
     Case c = MakeCase(GetParam(), head_dim, tokens, 40, num_heads, block_size);
     for (Isa isa : SupportedIsas()) {
       ScopedIsa scoped(isa);
