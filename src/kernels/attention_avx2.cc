@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/attention_avx2_rows.h"
 #include "kernels/attention_tiles.h"
 #include "kernels/ops_isa.h"
 #include "kernels/scratch.h"
@@ -208,11 +209,11 @@ void TileInit(const KvLayout& l, int num_heads, const AttentionSeq& s, int64_t t
   }
 }
 
-// out[r * 8 + j] for r < RU, j < KU: lane l sums q[r][d] * k[j][d] over the d
-// with d % 8 == l in increasing d, one FMA chain each (q and k zero-padded
-// to `stride`).
-template <int RU, int KU>
-inline void Dots(const float* q, const float* const* k, int stride, __m256* out) {
+// out[r * 8 + j] for r < RU, j < KU: lane l sums q[r][d] * k[kj[j]][d] over
+// the d with d % 8 == l in increasing d, one FMA chain each (q zero-padded
+// to `stride`, and k read as zeros past head_dim).
+template <int RU, int KU, typename Rows>
+inline void Dots(const float* q, const Rows& k, const int* kj, int stride, __m256* out) {
   __m256 acc[RU][KU];
   for (int r = 0; r < RU; ++r)
     for (int j = 0; j < KU; ++j) acc[r][j] = _mm256_setzero_ps();
@@ -220,7 +221,7 @@ inline void Dots(const float* q, const float* const* k, int stride, __m256* out)
     __m256 qv[RU];
     for (int r = 0; r < RU; ++r) qv[r] = _mm256_load_ps(q + r * stride + d);
     for (int j = 0; j < KU; ++j) {
-      const __m256 kv = _mm256_load_ps(k[j] + d);
+      const __m256 kv = k.Load(kj[j], d);
       for (int r = 0; r < RU; ++r) acc[r][j] = _mm256_fmadd_ps(qv[r], kv, acc[r][j]);
     }
   }
@@ -228,22 +229,23 @@ inline void Dots(const float* q, const float* const* k, int stride, __m256* out)
     for (int j = 0; j < KU; ++j) out[r * 8 + j] = acc[r][j];
 }
 
-// Dots of `rows` tile rows against the 8 keys k[0..8): out[r * 8 + j]. Rows
-// go four at a time (4 x 2 keys: 8 chains, 4 q and 2 k registers), then two
-// (2 x 4), then one (1 x 8).
-void DotRows(const float* q, int rows, const float* const* k, int stride, __m256* out) {
+// Dots of `rows` tile rows against the 8 keys kj[0..8): out[r * 8 + j].
+// Rows go four at a time (4 x 2 keys: 8 chains, 4 q and 2 k registers), then
+// two (2 x 4), then one (1 x 8).
+template <typename Rows>
+void DotRows(const float* q, int rows, const Rows& k, const int* kj, int stride, __m256* out) {
   int r = 0;
   for (; r + 4 <= rows; r += 4)
-    for (int j = 0; j < 8; j += 2) Dots<4, 2>(q + r * stride, k + j, stride, out + r * 8 + j);
+    for (int j = 0; j < 8; j += 2) Dots<4, 2>(q + r * stride, k, kj + j, stride, out + r * 8 + j);
   for (; r + 2 <= rows; r += 2)
-    for (int j = 0; j < 8; j += 4) Dots<2, 4>(q + r * stride, k + j, stride, out + r * 8 + j);
-  if (r < rows) Dots<1, 8>(q + r * stride, k, stride, out + r * 8);
+    for (int j = 0; j < 8; j += 4) Dots<2, 4>(q + r * stride, k, kj + j, stride, out + r * 8 + j);
+  if (r < rows) Dots<1, 8>(q + r * stride, k, kj, stride, out + r * 8);
 }
 
 // acc[r][d0 .. d0 + 8 VU) = acc * corr[r], then one FMA chain per lane over
-// keys j < n in order: + p[r][j] * V[j] (v: n rows of `stride` floats).
-template <int RU, int VU>
-inline void Pv(const float* const* p, const float* corr, const float* v, int stride, int n, int d0,
+// keys j < n in order: + p[r][j] * V[j].
+template <int RU, int VU, typename Rows>
+inline void Pv(const float* const* p, const float* corr, const Rows& v, int n, int d0,
                float* const* acc) {
   // p as plain float reads (set1, not _mm256_broadcast_ss): with the
   // broadcast intrinsic GCC 12 kept `a` in memory, storing all 8 accumulators
@@ -254,12 +256,11 @@ inline void Pv(const float* const* p, const float* corr, const float* v, int str
   for (int r = 0; r < RU; ++r)
     for (int u = 0; u < VU; ++u)
       a[r][u] = _mm256_mul_ps(_mm256_load_ps(acc[r] + d0 + 8 * u), _mm256_set1_ps(corr[r]));
-  const float* row = v + d0;
-  for (int j = 0; j < n; ++j, row += stride) {
+  for (int j = 0; j < n; ++j) {
     __m256 pv[RU];
     for (int r = 0; r < RU; ++r) pv[r] = _mm256_set1_ps(pr[r][j]);
     for (int u = 0; u < VU; ++u) {
-      const __m256 vv = _mm256_load_ps(row + 8 * u);
+      const __m256 vv = v.Load(j, d0 + 8 * u);
       for (int r = 0; r < RU; ++r) a[r][u] = _mm256_fmadd_ps(pv[r], vv, a[r][u]);
     }
   }
@@ -269,18 +270,37 @@ inline void Pv(const float* const* p, const float* corr, const float* v, int str
 
 // Pv over every head_dim vector for RU rows: 8 / RU vectors a pass, so each
 // pass keeps 8 accumulators.
-template <int RU>
-void PvRows(const float* const* p, const float* corr, const float* v, int stride, int n,
+template <int RU, typename Rows>
+void PvRows(const float* const* p, const float* corr, const Rows& v, int stride, int n,
             float* const* acc) {
   constexpr int VU = 8 / RU;
   const int nv = stride / 8;
   int u = 0;
-  for (; u + VU <= nv; u += VU) Pv<RU, VU>(p, corr, v, stride, n, u * 8, acc);
-  for (; u < nv; ++u) Pv<RU, 1>(p, corr, v, stride, n, u * 8, acc);
+  for (; u + VU <= nv; u += VU) Pv<RU, VU>(p, corr, v, n, u * 8, acc);
+  for (; u < nv; ++u) Pv<RU, 1>(p, corr, v, n, u * 8, acc);
 }
 
+// The next block's K and V planes (null: none), asked for into L2 a share
+// per 8 keys while a span of one tile scores this block, which it reads from
+// the plane as stored (Int8Rows): without the conversion's pass over the
+// rows, the prefetch goes with the S products.
+struct NextPlanes {
+  const uint8_t* k = nullptr;
+  const uint8_t* v = nullptr;
+  size_t bytes = 0;  // of each plane
+  void Ask(int j0, int bs) const {
+    if (k == nullptr) return;
+    const size_t from = bytes * j0 / bs / 64 * 64;
+    const size_t to = bytes * (j0 + 8) / bs < bytes ? bytes * (j0 + 8) / bs : bytes;
+    for (size_t o = from; o < to; o += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(k + o), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(v + o), _MM_HINT_T1);
+    }
+  }
+};
+
 // One key block (at position b0, before the tile's last context end) folded
-// into the tile; kf, vf: the block's K and V rows as f32 (PlaneToF32), at
+// into the tile; kr, vr: the block's K and V rows (attention_avx2_rows.h), at
 // least the tile's; kscale, vscale: int8's per-key scales, else null. Per
 // (token, head) row the order is fixed by the keys alone: score of key j =
 // Hsum(lanes of q * k accumulated over d) * scale (int8: * the key's scale);
@@ -289,8 +309,10 @@ void PvRows(const float* const* p, const float* corr, const float* v, int stride
 // remaining keys masked: its scores there are -inf, so corr is exp(0) = 1 and
 // p = 0, and acc * 1 + 0 * v, ls * 1 + 0 and max(m, -inf) leave its state bit
 // for bit as if it ran alone.
-void TileBlock(const KvLayout& l, float scale, const AttentionSeq& s, int64_t b0, const float* kf,
-               const float* vf, const float* kscale, const float* vscale, Tile* tile) {
+template <typename Rows>
+void TileBlock(const KvLayout& l, float scale, const AttentionSeq& s, int64_t b0, const Rows& kr,
+               const Rows& vr, const float* kscale, const float* vscale, const NextPlanes& next,
+               Tile* tile) {
   const int bs = l.block_size, group = tile->group;
   const int rows = tile->tokens * group;
   const int stride = (l.head_dim + 7) / 8 * 8;
@@ -310,11 +332,11 @@ void TileBlock(const KvLayout& l, float scale, const AttentionSeq& s, int64_t b0
   alignas(32) float scores[kMaxTileRows][kMaxBlockSize + 8];
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY), vscale_all = _mm256_set1_ps(scale);
   for (int j0 = 0; j0 < n; j0 += 8) {
-    const float* krows[8];  // keys past n repeat key n - 1 (masked below)
-    for (int jj = 0; jj < 8; ++jj)
-      krows[jj] = kf + static_cast<size_t>(j0 + jj < n ? j0 + jj : n - 1) * stride;
+    next.Ask(j0, bs);
+    int kj[8];  // keys past n repeat key n - 1 (masked below)
+    for (int jj = 0; jj < 8; ++jj) kj[jj] = j0 + jj < n ? j0 + jj : n - 1;
     __m256 dots[kMaxTileRows * 8];
-    DotRows(tile->q, rows, krows, stride, dots);
+    DotRows(tile->q, rows, kr, kj, stride, dots);
     const __m256 kscales =
         kscale != nullptr ? _mm256_maskload_ps(kscale + j0, TailMask(n - j0)) : _mm256_setzero_ps();
     for (int r = 0; r < rows; ++r) {
@@ -355,9 +377,9 @@ void TileBlock(const KvLayout& l, float scale, const AttentionSeq& s, int64_t b0
     acc[r] = tile->acc + r * stride;
   }
   int r = 0;
-  for (; r + 4 <= rows; r += 4) PvRows<4>(p + r, corr + r, vf, stride, n, acc + r);
-  for (; r + 2 <= rows; r += 2) PvRows<2>(p + r, corr + r, vf, stride, n, acc + r);
-  if (r < rows) PvRows<1>(p + r, corr + r, vf, stride, n, acc + r);
+  for (; r + 4 <= rows; r += 4) PvRows<4>(p + r, corr + r, vr, stride, n, acc + r);
+  for (; r + 2 <= rows; r += 2) PvRows<2>(p + r, corr + r, vr, stride, n, acc + r);
+  if (r < rows) PvRows<1>(p + r, corr + r, vr, stride, n, acc + r);
 }
 
 void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh,
@@ -376,9 +398,10 @@ void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh
 // The tiles of one task against KV head kvh, block by block: each block's K
 // and V planes, converted to f32 once, serve every tile of the span. A span
 // of one tile reads each block once, as decode does: the next block's K and
-// V rows are prefetched while this block's are converted (each 16-key bf16
-// plane of head_dim 128 is its own 4 KB page, which the hardware prefetchers
-// do not enter before a demand miss).
+// V rows are prefetched while this block's are converted, or, int8 read as
+// stored (Int8Rows, the same values), while this block's are scored (each
+// 16-key bf16 plane of head_dim 128 is its own 4 KB page, which the hardware
+// prefetchers do not enter before a demand miss).
 template <KvDType D>
 void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale,
                 const AttentionTask& task) {
@@ -404,6 +427,11 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale,
     TileInit(l, num_heads, s, task.t + int64_t{k} * tokens, task.kvh, tokens, &tiles[k]);
   }
   const bool int8 = D == KvDType::kInt8;
+  // One tile: every block it reads is in its window (the walk starts at the
+  // window's first block) and before its context's end.
+  // int8 alone: bf16 and q4 read so were no faster (q4 slower: each 8 dims
+  // converting their group's scale; docs/kernels.md).
+  const bool direct = task.ntiles == 1 && hd % 8 == 0 && int8;
   const int64_t last_ctx_end = s.start_pos + task.t + int64_t{task.ntiles} * tokens;
   // Blocks wholly before the first query's window are seen by no row.
   const int64_t first_key = AttentionWindowStart(s.start_pos + task.t, s.window);
@@ -416,6 +444,20 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale,
     const auto plane = [&](const uint8_t* b, int kv) {
       return b + l.PlaneOffset(layer, kv, task.kvh);
     };
+    const float* kscale =
+        int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, task.kvh)) : nullptr;
+    const float* vscale =
+        int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, task.kvh)) : nullptr;
+    if constexpr (D == KvDType::kInt8) {
+      if (direct) {
+        NextPlanes next_planes;
+        if (next_block != nullptr)
+          next_planes = {plane(next_block, 0), plane(next_block, 1), l.PlaneBytes()};
+        TileBlock(l, scale, s, b0, Int8Rows{plane(block, 0), hd}, Int8Rows{plane(block, 1), hd},
+                  kscale, vscale, next_planes, &tiles[0]);
+        continue;
+      }
+    }
     for (int kv = 0; kv < 2; ++kv) {
       const uint8_t* pf = next_block ? plane(next_block, kv) : nullptr;
       if constexpr (D == KvDType::kQ4)
@@ -423,14 +465,11 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale,
       else
         PlaneToF32<D>(plane(block, kv), n, hd, static_cast<int>(stride), pf, kv ? vf : kf);
     }
-    const float* kscale =
-        int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 0, task.kvh)) : nullptr;
-    const float* vscale =
-        int8 ? reinterpret_cast<const float*>(block + l.ScaleOffset(layer, 1, task.kvh)) : nullptr;
+    const F32Rows kr{kf, static_cast<int>(stride)}, vr{vf, static_cast<int>(stride)};
     for (int k = 0; k < task.ntiles; ++k)
       if (b0 < s.start_pos + tiles[k].t0 + tokens &&
           b0 + bs > AttentionWindowStart(s.start_pos + tiles[k].t0, s.window))
-        TileBlock(l, scale, s, b0, kf, vf, kscale, vscale, &tiles[k]);
+        TileBlock(l, scale, s, b0, kr, vr, kscale, vscale, NextPlanes{}, &tiles[k]);
   }
   for (int k = 0; k < task.ntiles; ++k) TileFinish(l, num_heads, s, task.kvh, tiles[k]);
 }

@@ -182,7 +182,9 @@ TEST_P(AttentionTest, ChunkingThreadsAndBatchingDoNotChangeBits) {
   // of 32, and blocks of 48 split a key group across two blocks. The avx512
   // level scores a span of several tiles with K transposed (KeysT), decode
   // and single tiles with K's rows: groups 5 and 7 (10 and 14 heads) leave 1
-  // and 3 rows past its groups of 4 (LaneScores).
+  // and 3 rows past its groups of 4 (LaneScores). The avx2 level reads int8
+  // K and V as stored in spans of one tile (decode: chunk 1) and converted
+  // to f32 rows per block otherwise (head_dim 68 always so).
   for (auto [head_dim, num_heads, block_size, tokens] :
        {std::tuple{68, 4, 16, 50}, {68, 4, 32, 50}, {68, 2, 16, 50}, {68, 16, 16, 50},
         {64, 4, 16, 150}, {128, 4, 32, 150}, {64, 2, 48, 150}, {128, 16, 16, 70},
