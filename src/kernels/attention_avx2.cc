@@ -140,8 +140,7 @@ void Q4PlaneToF32(const uint8_t* plane, int n, int hd, int bs, int stride, const
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(plane + bs * row_bytes);
   const size_t plane_bytes = static_cast<size_t>(bs) * (row_bytes + groups * 2);
   const size_t pf_bytes = (plane_bytes + bs * 64 - 1) / (bs * 64) * 64;
-  const __m128i low4 = _mm_set1_epi8(15);
-  const __m256 eight = _mm256_set1_ps(8.0f);
+  const __m256i low4 = _mm256_set1_epi32(15);
   for (int j = 0; j < n; ++j) {
     const uint8_t* row = plane + j * row_bytes;
     float* o = out + static_cast<size_t>(j) * stride;
@@ -149,13 +148,17 @@ void Q4PlaneToF32(const uint8_t* plane, int n, int hd, int bs, int stride, const
       for (size_t b = j * pf_bytes; b < (j + 1) * pf_bytes && b < plane_bytes; b += 64)
         _mm_prefetch(reinterpret_cast<const char*>(pf + b), _MM_HINT_T1);
     for (int g = 0; g < groups; ++g) {
-      const __m256 d = _mm256_set1_ps(_cvtsh_ss(scales[j * groups + g]));
-      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + g * 16));
-      const __m128i lo = _mm_and_si128(c, low4), hi = _mm_and_si128(_mm_srli_epi16(c, 4), low4);
-      const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-      for (int k = 0; k < 4; ++k) {
-        const __m256 c8 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[k]));
-        _mm256_storeu_ps(o + g * 32 + k * 8, _mm256_mul_ps(_mm256_sub_ps(c8, eight), d));
+      // (c - 8) * d as c * d - 8 d in one FMA: both products are exact (4-bit
+      // c, f16 d), so the sum is the exact (c - 8) * d, rounded to itself.
+      const float d = _cvtsh_ss(scales[j * groups + g]);
+      const __m256 vd = _mm256_set1_ps(d), m8d = _mm256_set1_ps(-8.0f * d);
+      for (int h = 0; h < 2; ++h) {  // bytes 8h .. 8h + 7: dims 8h + i and 16 + 8h + i
+        const __m256i w = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + g * 16 + h * 8)));
+        const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(w, low4));
+        const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(w, 4));
+        _mm256_storeu_ps(o + g * 32 + h * 8, _mm256_fmadd_ps(lo, vd, m8d));
+        _mm256_storeu_ps(o + g * 32 + 16 + h * 8, _mm256_fmadd_ps(hi, vd, m8d));
       }
     }
   }

@@ -436,6 +436,14 @@ TEST(AttentionQ4, MatchesF32AttentionOverTheDequantizedValues) {
           ASSERT_NEAR(got[i], want[i], tol + tol * std::fabs(want[i]))
               << IsaName(isa) << " " << KvDTypeName(dtype) << " head_dim=" << head_dim
               << " at " << i;
+        // The avx2 and scalar levels run q4 through their f32 kernel on the
+        // values converted exactly: the f32 KV's bits on the same level.
+        if (dtype == KvDType::kQ4 && (isa == Isa::kAvx2 || isa == Isa::kScalar)) {
+          const std::vector<float> f32_kv = RunChunked(f, 7, pool);
+          size_t at = 0;
+          ASSERT_TRUE(SameBits(f32_kv.data(), got.data(), got.size(), &at))
+              << IsaName(isa) << " head_dim=" << head_dim << " at " << at;
+        }
       }
     }
   }
