@@ -430,11 +430,12 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale,
     TileInit(l, num_heads, s, task.t + int64_t{k} * tokens, task.kvh, tokens, &tiles[k]);
   }
   const bool int8 = D == KvDType::kInt8;
-  // One tile: every block it reads is in its window (the walk starts at the
-  // window's first block) and before its context's end.
-  // int8 alone: bf16 and q4 read so were no faster (q4 slower: each 8 dims
-  // converting their group's scale; docs/kernels.md).
-  const bool direct = task.ntiles == 1 && hd % 8 == 0 && int8;
+  // A span of one tile reads int8 K and V as stored (below, int8 alone: bf16
+  // and q4 read so were no faster, q4 slower, each 8 dims converting their
+  // group's scale; docs/kernels.md). Every block it walks is in its window
+  // (the walk starts at the window's first block) and before its context's
+  // end, so it skips the per-tile test the spans of several tiles make.
+  const bool direct = task.ntiles == 1 && hd % 8 == 0;
   const int64_t last_ctx_end = s.start_pos + task.t + int64_t{task.ntiles} * tokens;
   // Blocks wholly before the first query's window are seen by no row.
   const int64_t first_key = AttentionWindowStart(s.start_pos + task.t, s.window);
