@@ -60,6 +60,13 @@ struct EngineOptions {
   // it on unless --no-warmup. Changes no answer and no counter.
   bool warmup = false;
 
+  // Called on the engine thread once, when the engine has run a step and
+  // then had no work for idle_after_ms; again only after another step.
+  // `kvfork serve` hands the allocator's free pages back to the system
+  // there (docs/reliability.md). Empty: nothing (the library default).
+  std::function<void()> on_idle;
+  double idle_after_ms = 500;
+
   // Where the prefix index announces its blocks (vLLM KV events,
   // kv/kv_event_publisher.h); nullptr = nowhere. Must outlive the engine.
   // The engine flushes one batch per step. Needs the paged backend.

@@ -3,6 +3,7 @@
 // calls, and sleeps when there is nothing to do.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <functional>
@@ -251,10 +252,21 @@ class EngineImpl final : public Engine {
       bool reset = false;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] {
+        const auto ready = [&] {
           return stopping_ || !submitted_.empty() || !cancels_.empty() || reset_cache_ ||
                  !calls_.empty() || disk_events_ || background_ || scheduler_->HasWork();
-        });
+        };
+        if (idle_pending_ && options_.on_idle) {
+          const std::chrono::duration<double, std::milli> idle_after(options_.idle_after_ms);
+          if (!cv_.wait_for(lock, idle_after, ready)) {
+            idle_pending_ = false;
+            lock.unlock();
+            options_.on_idle();
+            continue;
+          }
+        } else {
+          cv_.wait(lock, ready);
+        }
         disk_events_ = false;
         background_ = false;
         submitted.swap(submitted_);
@@ -284,6 +296,7 @@ class EngineImpl final : public Engine {
       }
       if (scheduler_->HasWork()) {
         scheduler_->Step();
+        idle_pending_ = true;
         if (options_.on_step_for_testing) options_.on_step_for_testing(kv_->Check());
       }
       ForgetFinished();
@@ -378,6 +391,8 @@ class EngineImpl final : public Engine {
   // The cache has background work (StepBackground); true at first, so the
   // loop looks once whatever was ready before the wake was set.
   bool background_ = true;
+  // Engine thread only: a step ran since on_idle was last called.
+  bool idle_pending_ = false;
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;

@@ -1050,6 +1050,48 @@ TEST_F(EngineTest, SubmittedRequestIsNeverMissingFromStats) {
   EXPECT_EQ(s.requests_running + s.requests_waiting, 0);
 }
 
+// on_idle (`kvfork serve` trims malloc's arenas there): once the engine has
+// had no work for idle_after_ms after a step, never while a request is
+// running or waiting, and not again until another step has run.
+TEST_F(EngineTest, OnIdleRunsOnceAfterWorkWhenNothingIsLeft) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int calls = 0;
+  int64_t busy_at_call = 0;
+  Engine* engine = nullptr;
+  EngineOptions o = SmallOptions();
+  o.idle_after_ms = 20;
+  o.on_idle = [&] {
+    const EngineStats s = engine->Stats();
+    std::lock_guard<std::mutex> lock(mu);
+    busy_at_call += s.requests_running + s.requests_waiting;
+    ++calls;
+    cv.notify_all();
+  };
+  auto e = Make(o);
+  engine = e.get();
+  const auto wait_calls = [&](int n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(60), [&] { return calls >= n; });
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(calls, 0) << "idle before any step";
+  }
+  std::mt19937 rng(3);
+  for (int round = 1; round <= 2; ++round) {
+    auto a = e->Submit(GreedyRequest("a" + std::to_string(round), RandomPrompt(rng, 30), 6, true));
+    ASSERT_TRUE(a.ok());
+    EXPECT_TRUE(Drain(**a).done);
+    ASSERT_TRUE(wait_calls(round)) << "round " << round;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // ten idle periods, no step
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(calls, round) << "round " << round;
+    EXPECT_EQ(busy_at_call, 0);
+  }
+}
+
 TEST_F(EngineTest, CancellationAtEveryStageFreesEverything) {
   std::mt19937 rng(11);
   EngineOptions o = SmallOptions();

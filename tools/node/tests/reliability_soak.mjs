@@ -15,7 +15,9 @@
 // quarter of a shorter run, until the server is idle; at most 8% above), a
 // thread that served a long prompt keeps at most 256 KiB, and under load the
 // median of the last quarter at most 10% above that of the first quarter
-// after the baseline; /health still 200, exit 0 after SIGTERM.
+// after the baseline (checked where each quarter holds at least a minute of
+// samples: a 60 s run's quarters cannot tell a trend from load); /health
+// still 200, exit 0 after SIGTERM.
 // Prints a table and writes the figures as JSON (default
 // $KVFORK_BUILD_DIR/soak/soak-<seconds>s.json). Exit status 0 = pass.
 import fs from 'node:fs';
@@ -36,6 +38,9 @@ const seed = Number(arg('seed', 1));
 // keeps the server's default (one per connection that may be open).
 const poolBlocks = Number(arg('pool-blocks', 96));
 const httpThreads = Number(arg('http-threads', 128));
+// The loaded-rise check needs this many 1 s samples in each quarter after
+// the baseline (see where it is computed).
+const LOADED_QUARTER_MIN_SAMPLES = 60;
 const out = arg('out', path.join(process.env.KVFORK_BUILD_DIR || '.', 'soak', `soak-${seconds}s.json`));
 
 // Deterministic choices (mulberry32), so a failing run can be repeated.
@@ -395,7 +400,14 @@ async function main() {
   const kindsEnd = rssByKind(pid, kvRange);
   // Under load: the median of the first and of the last quarter of the
   // samples after the baseline; a ratchet shows as a rise between them.
+  // RSS under load swings with what is live that second (each sampled
+  // choice holds vocabulary-sized buffers): 1 s samples spread over +-12%
+  // around their mean, and in 60 s runs with no leak the quarters' medians
+  // (10 samples each) differed by -8% to +11%. So the rise is checked only
+  // where a quarter holds a minute of samples (`make soak`); a shorter run
+  // reports it, and its leak check is the idle one.
   const q = Math.floor(loaded.length / 4);
+  const loadedChecked = q >= LOADED_QUARTER_MIN_SAMPLES;
   const loadedFirst = median(loaded.slice(0, q).map((s) => s[1]));
   const loadedLast = median(loaded.slice(loaded.length - q).map((s) => s[1]));
   const loadedRise = q > 0 ? (loadedLast - loadedFirst) / loadedFirst : 0;
@@ -413,8 +425,8 @@ async function main() {
     rss_baseline_idle_kib: baseline.rss, rss_end_idle_kib: rssEnd, rss_peak_kib: rssPeak, kv_resident_end_kib: kvEnd,
     heap_baseline_idle_kib: baseline.heap, heap_end_idle_kib: heapEnd, baseline_at_s: baseline.at,
     rss_growth: Number(growth.toFixed(4)), loaded_first_quarter_kib: loadedFirst, loaded_last_quarter_kib: loadedLast,
-    loaded_rise: Number(loadedRise.toFixed(4)), kept_per_http_thread_kib: Math.round(perThreadKiB), http_threads_warmed: threads, rss_by_kind_baseline_kib: baseline.kinds, rss_by_kind_end_kib: kindsEnd,
-    health_at_end: health, exit_code: exitCode, problems, rss_samples_kib: rssSamples,
+    loaded_rise: Number(loadedRise.toFixed(4)), loaded_rise_checked: loadedChecked, kept_per_http_thread_kib: Math.round(perThreadKiB), http_threads_warmed: threads, rss_by_kind_baseline_kib: baseline.kinds, rss_by_kind_end_kib: kindsEnd,
+    health_at_end: health, exit_code: exitCode, problems, rss_samples_kib: rssSamples, loaded_samples_kib: loaded,
   };
   const checks = [
     ['no 5xx', counts.server_errors === 0],
@@ -425,8 +437,9 @@ async function main() {
     ...(smallPool ? [['pool forced preemption and eviction', idle.preemptions > 0 && idle.evictions > 0]] : []),
     // Idle against idle, less the KV pool's pages: what a leak or a
     // fragmenting allocator shows. A run that ends lower is fine. Measured
-    // +1.3% to +5.0% over a 60 s run (malloc's per-thread caches filling on
-    // 128 threads); the reported growth was +45% within minutes.
+    // +3.8% to +5.6% over 60 to 240 s runs with the server's idle
+    // malloc_trim (+4.9% to +8.9% before it, docs/reliability.md); the
+    // reported growth was +45% within minutes.
     ['idle RSS (less KV) at end at most 8% above the idle baseline', growth <= 0.08],
     // A thread that served a long prompt keeps its stack pages, a share of
     // malloc's arenas and at most 20 KiB of tokenizer scratch: 88-164 KiB
@@ -434,7 +447,9 @@ async function main() {
     // scratch was bounded: 437 KiB, docs/reliability.md).
     ['memory an HTTP thread keeps after a long prompt at most 256 KiB', perThreadKiB <= 256],
     // Under load, a ratchet (memory each burst keeps) shows before the end.
-    ['loaded RSS (less KV) rose at most 10% from the first to the last quarter', loadedRise <= 0.10],
+    ...(loadedChecked
+      ? [['loaded RSS (less KV) rose at most 10% from the first to the last quarter', loadedRise <= 0.10]]
+      : []),
     ['/health 200 at end', health === 200],
     ['exit 0 after SIGTERM', exitCode === 0],
   ];
@@ -454,7 +469,8 @@ async function main() {
     ['idle RSS baseline / end (MiB)', `${(baseline.rss / 1024).toFixed(1)} (at ${baseline.at} s) / ${(rssEnd / 1024).toFixed(1)}`],
     ['  less KV: baseline / end (MiB)', `${(baseline.heap / 1024).toFixed(1)} / ${(heapEnd / 1024).toFixed(1)} (KV resident ${(kvEnd / 1024).toFixed(1)})`],
     ['idle growth (less KV)', (growth * 100).toFixed(2) + '%'],
-    ['loaded, less KV: 1st / last quarter', `${(loadedFirst / 1024).toFixed(1)} / ${(loadedLast / 1024).toFixed(1)} MiB (${(loadedRise * 100).toFixed(1)}%)`],
+    ['loaded, less KV: 1st / last quarter', `${(loadedFirst / 1024).toFixed(1)} / ${(loadedLast / 1024).toFixed(1)} MiB (${(loadedRise * 100).toFixed(1)}%)` +
+      (loadedChecked ? '' : `, not checked: quarters of ${q} samples, under ${LOADED_QUARTER_MIN_SAMPLES}`)],
     ['RSS peak (MiB)', (rssPeak / 1024).toFixed(1)],
     ['kept per HTTP thread after warm-up', `${perThreadKiB.toFixed(1)} KiB (${threads} threads)`],
     ['idle RSS by kind, baseline -> end', Object.keys(kindsEnd).map((k) =>
