@@ -84,13 +84,26 @@ void StoreRow(const KvLayout& l, uint8_t* block, int layer, int kv, int head, in
   }
 }
 
+// The next block's plane asked for into L2 a slice at a time while this
+// block is worked on: rows [from, to), `share` being the plane's bytes per
+// row (a q4 plane's codes and scales alike), from the line holding the
+// first byte. No division: one per row took decode at 512 bf16 keys from
+// 6.3-7.6 to 9.9-19 ms (Zen 3 VM, 1 thread). Each 16-key bf16 plane of
+// head_dim 128 is its own 4 KB page, which the hardware prefetchers do not
+// enter before a demand miss. T1, not T0: on a Zen 4 VM with
+// KVFORK_CPU_ISA=avx2, 28 layers of decode attention at 512 keys took
+// 2.9-3.5 ms against 4.1-4.4 with T0.
+inline void AskShare(const uint8_t* plane, size_t share, int from, int to) {
+  const size_t end = static_cast<size_t>(to) * share;
+  for (size_t o = static_cast<size_t>(from) * share / 64 * 64; o < end; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(plane + o), _MM_HINT_T1);
+}
+
 // One K or V plane's rows [0, n) as f32 rows of `stride` (head_dim rounded up
 // to 8) floats, zeros past head_dim; int8 unscaled (its scales are applied to
 // the scores and to p). Converted once per block for every tile of a span, so
-// the register tiles below only load. pf (not null): the same rows of the
-// next block's plane, prefetched into L2 as these are converted (T1: on a
-// Zen 4 VM with KVFORK_CPU_ISA=avx2, 28 layers of decode attention at 512
-// keys 2.9-3.5 ms against 4.1-4.4 with T0).
+// the register tiles below only load. pf (not null): the next block's plane,
+// asked for a row at a time as these are converted.
 template <KvDType D>
 void PlaneToF32(const uint8_t* plane, int n, int hd, int stride, const uint8_t* pf, float* out) {
   constexpr size_t kBytes = D == KvDType::kF32 ? 4 : D == KvDType::kBf16 ? 2 : 1;
@@ -99,9 +112,7 @@ void PlaneToF32(const uint8_t* plane, int n, int hd, int stride, const uint8_t* 
   for (int j = 0; j < n; ++j) {
     const uint8_t* row = plane + j * row_bytes;
     float* o = out + static_cast<size_t>(j) * stride;
-    if (pf != nullptr)
-      for (size_t b = 0; b < row_bytes; b += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(pf + j * row_bytes + b), _MM_HINT_T1);
+    if (pf != nullptr) AskShare(pf, row_bytes, j, j + 1);
     for (int d = 0; d < full; d += 8) {
       if constexpr (D == KvDType::kF32) {
         _mm256_store_ps(o + d, _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d));
@@ -132,21 +143,18 @@ void PlaneToF32(const uint8_t* plane, int n, int hd, int stride, const uint8_t* 
 // rows of `stride` floats: each value (c - 8) * d, exact, so unlike int8 no
 // scale is left for the tile. Per 32-dim group, 16 code bytes give the low
 // nibbles (dims 0-15) and the high ones (16-31). pf (not null): the next
-// block's plane, its lines (codes and scales) prefetched a few per row.
+// block's plane (codes and scales), asked for a row's share at a time.
 void Q4PlaneToF32(const uint8_t* plane, int n, int hd, int bs, int stride, const uint8_t* pf,
                   float* out) {
   const size_t row_bytes = static_cast<size_t>(hd) / 2;
   const int groups = hd / kQ4Group;
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(plane + bs * row_bytes);
-  const size_t plane_bytes = static_cast<size_t>(bs) * (row_bytes + groups * 2);
-  const size_t pf_bytes = (plane_bytes + bs * 64 - 1) / (bs * 64) * 64;
+  const size_t share = row_bytes + groups * 2;  // of the plane, per row
   const __m256i low4 = _mm256_set1_epi32(15);
   for (int j = 0; j < n; ++j) {
     const uint8_t* row = plane + j * row_bytes;
     float* o = out + static_cast<size_t>(j) * stride;
-    if (pf != nullptr)
-      for (size_t b = j * pf_bytes; b < (j + 1) * pf_bytes && b < plane_bytes; b += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(pf + b), _MM_HINT_T1);
+    if (pf != nullptr) AskShare(pf, share, j, j + 1);
     for (int g = 0; g < groups; ++g) {
       // (c - 8) * d as c * d - 8 d in one FMA: both products are exact (4-bit
       // c, f16 d), so the sum is the exact (c - 8) * d, rounded to itself.
@@ -283,19 +291,20 @@ void PvRows(const float* const* p, const float* corr, const Rows& v, int stride,
   for (; u < nv; ++u) Pv<RU, 1>(p, corr, v, n, u * 8, acc);
 }
 
-// The next block's K and V planes (null: none), asked for into L2 a share
-// per 8 keys while a span of one tile scores this block, which it reads from
-// the plane as stored (Int8Rows): without the conversion's pass over the
-// rows, the prefetch goes with the S products.
+// The next block's K and V planes (null: none), asked for 8 rows at a time
+// while a span of one tile scores this block, which it reads from the plane
+// as stored (Int8Rows): without the conversion's pass over the rows, the
+// prefetch goes with the S products. K's and V's lines alternate: asked for
+// as two AskShare runs, K's then V's, decode at 2,048 int8 keys took
+// 29.0-30.1 ms against 18.2-25.1 (Zen 3 VM, 1 thread, three rounds).
 struct NextPlanes {
   const uint8_t* k = nullptr;
   const uint8_t* v = nullptr;
-  size_t bytes = 0;  // of each plane
+  size_t share = 0;  // bytes of each plane per row
   void Ask(int j0, int bs) const {
     if (k == nullptr) return;
-    const size_t from = bytes * j0 / bs / 64 * 64;
-    const size_t to = bytes * (j0 + 8) / bs < bytes ? bytes * (j0 + 8) / bs : bytes;
-    for (size_t o = from; o < to; o += 64) {
+    const int to = j0 + 8 < bs ? j0 + 8 : bs;
+    for (size_t o = static_cast<size_t>(j0) * share / 64 * 64; o < to * share; o += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(k + o), _MM_HINT_T1);
       _mm_prefetch(reinterpret_cast<const char*>(v + o), _MM_HINT_T1);
     }
@@ -401,23 +410,29 @@ void TileFinish(const KvLayout& l, int num_heads, const AttentionSeq& s, int kvh
 // The tiles of one task against KV head kvh, block by block: each block's K
 // and V planes, converted to f32 once, serve every tile of the span. A span
 // of one tile reads each block once, as decode does: the next block's K and
-// V rows are prefetched while this block's are converted, or, int8 read as
-// stored (Int8Rows, the same values), while this block's are scored (each
-// 16-key bf16 plane of head_dim 128 is its own 4 KB page, which the hardware
-// prefetchers do not enter before a demand miss).
+// V planes are asked for (AskShare) while this block's are converted, or,
+// int8 read as stored (Int8Rows, the same values), while this block's are
+// scored.
 template <KvDType D>
 void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale,
                 const AttentionTask& task) {
   const AttentionSeq& s = *task.seq;
   const int tokens = 1 << task.tile;
   const int bs = l.block_size, hd = l.head_dim;
+  const bool int8 = D == KvDType::kInt8;
+  // A span of one tile reads int8 K and V as stored (below, int8 alone: bf16
+  // and q4 read so were no faster, q4 slower, each 8 dims converting their
+  // group's scale; docs/kernels.md). Every block it walks is in its window
+  // (the walk starts at the window's first block) and before its context's
+  // end, so it skips the per-tile test the spans of several tiles make.
+  const bool direct = int8 && task.ntiles == 1 && hd % 8 == 0;
   // Scratch: the tile states, then each tile's q and acc rows, then the
-  // block's K and V as f32.
+  // block's K and V as f32 (none where read as stored).
   const size_t rows = static_cast<size_t>(tokens) * (num_heads / l.num_kv_heads);
   const size_t stride = static_cast<size_t>(hd + 7) / 8 * 8;
   const size_t states = (static_cast<size_t>(task.ntiles) * sizeof(Tile) + 31) / 32 * 32;
   const size_t tile_floats = static_cast<size_t>(task.ntiles) * 2 * rows * stride;
-  const size_t plane_floats = static_cast<size_t>(bs) * stride;
+  const size_t plane_floats = direct ? 0 : static_cast<size_t>(bs) * stride;
   auto* mem = static_cast<uint8_t*>(
       ThreadScratch(kScratchTask, states + (tile_floats + 2 * plane_floats) * sizeof(float)));
   Tile* tiles = reinterpret_cast<Tile*>(mem);
@@ -429,13 +444,6 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale,
     tiles[k].acc = tile_mem + (2 * k + 1) * rows * stride;
     TileInit(l, num_heads, s, task.t + int64_t{k} * tokens, task.kvh, tokens, &tiles[k]);
   }
-  const bool int8 = D == KvDType::kInt8;
-  // A span of one tile reads int8 K and V as stored (below, int8 alone: bf16
-  // and q4 read so were no faster, q4 slower, each 8 dims converting their
-  // group's scale; docs/kernels.md). Every block it walks is in its window
-  // (the walk starts at the window's first block) and before its context's
-  // end, so it skips the per-tile test the spans of several tiles make.
-  const bool direct = task.ntiles == 1 && hd % 8 == 0;
   const int64_t last_ctx_end = s.start_pos + task.t + int64_t{task.ntiles} * tokens;
   // Blocks wholly before the first query's window are seen by no row.
   const int64_t first_key = AttentionWindowStart(s.start_pos + task.t, s.window);
@@ -456,7 +464,7 @@ void AttendSpan(const KvLayout& l, int layer, int num_heads, float scale,
       if (direct) {
         NextPlanes next_planes;
         if (next_block != nullptr)
-          next_planes = {plane(next_block, 0), plane(next_block, 1), l.PlaneBytes()};
+          next_planes = {plane(next_block, 0), plane(next_block, 1), l.PlaneBytes() / bs};
         TileBlock(l, scale, s, b0, Int8Rows{plane(block, 0), hd}, Int8Rows{plane(block, 1), hd},
                   kscale, vscale, next_planes, &tiles[0]);
         continue;
