@@ -228,14 +228,19 @@ inline void Dots(const float* q, const Rows& k, const int* kj, int stride, __m25
   __m256 acc[RU][KU];
   for (int r = 0; r < RU; ++r)
     for (int j = 0; j < KU; ++j) acc[r][j] = _mm256_setzero_ps();
-  for (int d = 0; d < stride; d += 8) {
+  int d = 0;
+  do {  // stride >= 8: with a test before the first step, GCC kept acc on the stack
     __m256 qv[RU];
-    for (int r = 0; r < RU; ++r) qv[r] = _mm256_load_ps(q + r * stride + d);
+    for (int r = 0; r < RU; ++r) {
+      qv[r] = _mm256_load_ps(q + r * stride + d);
+      InRegister(qv[r]);
+    }
     for (int j = 0; j < KU; ++j) {
       const __m256 kv = k.Load(kj[j], d);
       for (int r = 0; r < RU; ++r) acc[r][j] = _mm256_fmadd_ps(qv[r], kv, acc[r][j]);
     }
-  }
+    d += 8;
+  } while (d < stride);
   for (int r = 0; r < RU; ++r)
     for (int j = 0; j < KU; ++j) out[r * 8 + j] = acc[r][j];
 }
