@@ -236,7 +236,8 @@ inline void Dots(const float* q, const Rows& k, const int* kj, int stride, __m25
       InRegister(qv[r]);
     }
     for (int j = 0; j < KU; ++j) {
-      const __m256 kv = k.Load(kj[j], d);
+      __m256 kv = k.Load(kj[j], d);
+      InRegister(kv);  // Dots<2, 4> read each key's vector once per row
       for (int r = 0; r < RU; ++r) acc[r][j] = _mm256_fmadd_ps(qv[r], kv, acc[r][j]);
     }
     d += 8;
@@ -276,7 +277,8 @@ inline void Pv(const float* const* p, const float* corr, const Rows& v, int n, i
     __m256 pv[RU];
     for (int r = 0; r < RU; ++r) pv[r] = _mm256_set1_ps(pr[r][j]);
     for (int u = 0; u < VU; ++u) {
-      const __m256 vv = v.Load(j, d0 + 8 * u);
+      __m256 vv = v.Load(j, d0 + 8 * u);
+      InRegister(vv);  // as in Dots: Pv<2, 4> read each V vector once per row
       for (int r = 0; r < RU; ++r) a[r][u] = _mm256_fmadd_ps(pv[r], vv, a[r][u]);
     }
   }
