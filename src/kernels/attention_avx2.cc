@@ -16,6 +16,7 @@
 // rows x 2 head_dim vectors (p * V) give 8 independent FMA chains, where one
 // row alone was one latency-bound chain (decode on the Zen 3 VM: 5.5 GB/s of
 // KV; prefill 8.6% of the FMA peak).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -343,11 +344,14 @@ void TileBlock(const KvLayout& l, float scale, const AttentionSeq& s, int64_t b0
   const int n8 = (n + 7) & ~7;
   int valid[kMaxTileRows];  // keys of this block row r may see: [first[r], valid[r])
   int first[kMaxTileRows];
+  int seen_by_all_from = 0, seen_by_all_to = n;  // keys every row sees
   for (int r = 0; r < rows; ++r) {
     const int64_t v = ctx0 + r / group - b0;
     valid[r] = static_cast<int>(v < 0 ? 0 : v > n ? n : v);
     const int64_t f = AttentionWindowStart(ctx0 + r / group - 1, s.window) - b0;
     first[r] = static_cast<int>(f < 0 ? 0 : f > n ? n : f);
+    seen_by_all_from = std::max(seen_by_all_from, first[r]);
+    seen_by_all_to = std::min(seen_by_all_to, valid[r]);
   }
 
   alignas(32) float scores[kMaxTileRows][kMaxBlockSize + 8];
@@ -360,16 +364,26 @@ void TileBlock(const KvLayout& l, float scale, const AttentionSeq& s, int64_t b0
     DotRows(tile->q, rows, kr, kj, stride, dots);
     const __m256 kscales =
         kscale != nullptr ? _mm256_maskload_ps(kscale + j0, TailMask(n - j0)) : _mm256_setzero_ps();
+    // Most groups of 8 keys are in every row's context (all but the
+    // diagonal block's in a prefill): no mask to build and blend.
+    const bool all_see = j0 >= seen_by_all_from && j0 + 8 <= seen_by_all_to;
     for (int r = 0; r < rows; ++r) {
       __m256 sc = _mm256_mul_ps(Reduce8(dots + r * 8), vscale_all);
       if (kscale != nullptr) sc = _mm256_mul_ps(sc, kscales);
-      const __m256 in_ctx = _mm256_castsi256_ps(
-          _mm256_andnot_si256(TailMask(first[r] - j0), TailMask(valid[r] - j0)));
-      _mm256_store_ps(scores[r] + j0, _mm256_blendv_ps(neg_inf, sc, in_ctx));
+      if (!all_see) {
+        const __m256 in_ctx = _mm256_castsi256_ps(
+            _mm256_andnot_si256(TailMask(first[r] - j0), TailMask(valid[r] - j0)));
+        sc = _mm256_blendv_ps(neg_inf, sc, in_ctx);
+      }
+      _mm256_store_ps(scores[r] + j0, sc);
     }
   }
-  // Online softmax per row; -inf scores give p = 0.
-  float corr[kMaxTileRows];
+  // Online softmax per row; -inf scores give p = 0. The rows' corrections
+  // and block sums go 8 rows to a vector: Exp is lane-wise, so lane r is
+  // ExpScalar(ms - m_sub) bit for bit, and Reduce8 adds as Hsum does.
+  alignas(32) float corr[kMaxTileRows];
+  alignas(32) float shift[kMaxTileRows];  // ms before this block - m_sub
+  __m256 psum[kMaxTileRows];
   for (int r = 0; r < rows; ++r) {
     float* sr = scores[r];
     __m256 bmax = neg_inf;
@@ -378,17 +392,26 @@ void TileBlock(const KvLayout& l, float scale, const AttentionSeq& s, int64_t b0
     // A row that has seen no key yet and sees none here (before its window)
     // subtracts 0: corr = exp(-inf) = 0 and p = 0 keep its state (-inf, 0, 0).
     const float m_sub = m_new == -INFINITY ? 0.0f : m_new;
-    corr[r] = ExpScalar(tile->ms[r] - m_sub);
+    shift[r] = tile->ms[r] - m_sub;
     const __m256 vm = _mm256_set1_ps(m_sub);
-    __m256 psum = _mm256_setzero_ps();
+    __m256 sum = _mm256_setzero_ps();
     for (int j = 0; j < n8; j += 8) {
       __m256 p = Exp(_mm256_sub_ps(_mm256_load_ps(sr + j), vm));
-      psum = _mm256_add_ps(psum, p);
+      sum = _mm256_add_ps(sum, p);
       if (vscale != nullptr) p = _mm256_mul_ps(p, _mm256_maskload_ps(vscale + j, TailMask(n - j)));
       _mm256_store_ps(sr + j, p);
     }
-    tile->ls[r] = tile->ls[r] * corr[r] + Hsum(psum);
+    psum[r] = sum;
     tile->ms[r] = m_new;
+  }
+  for (int r0 = 0; r0 < rows; r0 += 8) {
+    const __m256i live = TailMask(rows - r0);
+    for (int r = rows; r < r0 + 8; ++r) psum[r] = _mm256_setzero_ps();  // Reduce8 reads 8
+    const __m256 c = Exp(_mm256_maskload_ps(shift + r0, live));
+    _mm256_store_ps(corr + r0, c);
+    const __m256 ls = _mm256_add_ps(_mm256_mul_ps(_mm256_maskload_ps(tile->ls + r0, live), c),
+                                    Reduce8(psum + r0));
+    _mm256_maskstore_ps(tile->ls + r0, live, ls);
   }
   // acc = acc * corr + the block's p * V, rows four, then two, then one at a time.
   const float* p[kMaxTileRows];

@@ -33,13 +33,13 @@ inline float Hmax(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// 8 bf16 -> 8 f32 (exact: bf16 is the top half of an f32).
 // Pins v to a register where it stands: GCC 12 otherwise re-reads a value
 // used by several FMAs from memory as each one's operand (Dots' q rows: 10
 // loads per 8 FMAs where 6 suffice, and Zen 3 retires two 256-bit loads a
 // cycle). Emits nothing.
 inline void InRegister(__m256& v) { __asm__("" : "+x"(v)); }
 
+// 8 bf16 -> 8 f32 (exact: bf16 is the top half of an f32).
 inline __m256 LoadBf16(const uint16_t* p) {
   __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
