@@ -6,8 +6,10 @@
 // to --output (default stdout): {"id", "text", "token_ids", "finish_reason",
 // "usage": {"prompt_tokens", "completion_tokens", "cached_tokens"}}.
 // Batch input lines: {"prompt": "..."} or {"prompt_ids": [...]}, optional
-// "id", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop".
+// "id", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop"; any
+// other field is an error that names it.
 // Speeds go to stderr.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -51,6 +53,19 @@ StatusOr<Request> ParseBatchLine(const std::string& line, int64_t line_no, const
   try {
     const nlohmann::json j = nlohmann::json::parse(line);
     if (!j.is_object()) return InvalidArgumentError(where + "not a JSON object");
+    // A field this command does not read is an error, not a silent default.
+    static constexpr const char* kFields[] = {"id",    "prompt", "prompt_ids", "max_tokens",
+                                              "temperature", "top_p", "top_k", "seed", "stop"};
+    for (const auto& item : j.items()) {
+      if (std::find_if(std::begin(kFields), std::end(kFields), [&](const char* f) {
+            return item.key() == f;
+          }) == std::end(kFields))
+        return InvalidArgumentError(where + "unknown field \"" + item.key() +
+                                    "\" (a line takes id, prompt or prompt_ids, max_tokens, "
+                                    "temperature, top_p, top_k, seed, stop)");
+    }
+    if (j.contains("prompt") && j.contains("prompt_ids"))
+      return InvalidArgumentError(where + "has both \"prompt\" and \"prompt_ids\"");
     if (j.contains("id")) r.id = j.at("id").get<std::string>();
     if (j.contains("prompt")) {
       r.prompt_tokens = tokenizer.Encode(j.at("prompt").get<std::string>(), true);

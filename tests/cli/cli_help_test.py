@@ -11,6 +11,7 @@
   with a newline; with stderr a pipe they print no progress at all.
 """
 
+import json
 import os
 import pty
 import re
@@ -224,11 +225,38 @@ def check_progress(tmp):
         print(f"{name} on a terminal: {final.strip()!r}")
 
 
+def check_batch_fields(tmp):
+    """A --batch line with a field generate does not read (logprobs, say) is
+    an error naming it, as is one with both prompt and prompt_ids; the same
+    line without it runs."""
+    model = os.path.join(tmp, "tiny")
+    if not os.path.isdir(model):
+        return
+    good = {"id": "a", "prompt_ids": [1, 2, 3], "max_tokens": 2}
+    cases = [(dict(good, logprobs=5), 'unknown field "logprobs"'),
+             (dict(good, prompt="hi"), 'both "prompt" and "prompt_ids"'),
+             (good, None)]
+    for line, want in cases:
+        batch = os.path.join(tmp, "batch.jsonl")
+        with open(batch, "w", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+        r = run(["generate", "--model", model, "--batch", batch, "--output",
+                 os.path.join(tmp, "out.jsonl"), "--threads", "1"], timeout=300)
+        if want is None:
+            if r.returncode != 0:
+                fail(f"generate --batch {line} exited {r.returncode}: {r.stderr[-400:]}")
+        elif r.returncode == 0 or want not in r.stderr:
+            fail(f"generate --batch {line}: want a failure naming {want!r}, got "
+                 f"{r.returncode}: {r.stderr[-400:]}")
+    print("generate --batch: unknown and conflicting fields refused")
+
+
 def main():
     check_help_everywhere()
     check_errors()
     with tempfile.TemporaryDirectory() as tmp:
         check_progress(tmp)
+        check_batch_fields(tmp)
     if failures:
         print(f"{len(failures)} failure(s)")
         sys.exit(1)
