@@ -274,7 +274,8 @@ inline void Pv(const float* const* p, const float* corr, const Rows& v, int n, i
   for (int r = 0; r < RU; ++r)
     for (int u = 0; u < VU; ++u)
       a[r][u] = _mm256_mul_ps(_mm256_load_ps(acc[r] + d0 + 8 * u), _mm256_set1_ps(corr[r]));
-  for (int j = 0; j < n; ++j) {
+  int j = 0;
+  do {  // n >= 1 (a block is read only for keys before the tile's last context end)
     __m256 pv[RU];
     for (int r = 0; r < RU; ++r) pv[r] = _mm256_set1_ps(pr[r][j]);
     for (int u = 0; u < VU; ++u) {
@@ -282,7 +283,7 @@ inline void Pv(const float* const* p, const float* corr, const Rows& v, int n, i
       InRegister(vv);  // as in Dots: Pv<2, 4> read each V vector once per row
       for (int r = 0; r < RU; ++r) a[r][u] = _mm256_fmadd_ps(pv[r], vv, a[r][u]);
     }
-  }
+  } while (++j < n);
   for (int r = 0; r < RU; ++r)
     for (int u = 0; u < VU; ++u) _mm256_store_ps(acc[r] + d0 + 8 * u, a[r][u]);
 }
