@@ -15,3 +15,16 @@ if(NOT KVFORK_SANITIZE)
     COMMAND sh -c "nm -C -A $<TARGET_FILE:kvfork_kernels> | grep -E '_(avx2|avx512|avx512vnni|amx)\\.cc\\.o:.* [WV] ' && exit 1 || exit 0"
     LABELS unit)
 endif()
+
+# The avx2 attention's register tiles load each q row, K and V vector once per
+# step: GCC 12 re-read values that several FMAs share as each one's memory
+# operand (10 loads per 8 FMAs in Dots<4, 2>, ~15% of prefill attention on a
+# Zen 3 VM; docs/kernels.md), which InRegister prevents. Optimized builds only.
+find_program(KVFORK_SYSTEM_PYTHON python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(NOT KVFORK_SANITIZE AND KVFORK_SYSTEM_PYTHON)
+  kvfork_script_test(kernels_avx2_attention_reads_operands_once
+    COMMAND ${KVFORK_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tools/asm/reread_operands.py
+      $<TARGET_FILE:kvfork_kernels> --expect-none
+      --match "kvfork::avx2::\\(anonymous namespace\\)::(Dots|Pv|PvRows|TileBlock)<"
+    LABELS unit)
+endif()
