@@ -1,5 +1,16 @@
-// Throwaway: hashes PagedAttention outputs over random KV for several shapes,
-// KV dtypes, windows and chunkings, to compare two builds bit for bit.
+// PagedAttention's outputs hashed, to prove an attention kernel change keeps
+// every bit (issue 26, session 27's avx2 register and softmax changes): FNV-1a
+// of the output over random KV for 5 shapes (GQA groups 1, 2, 7, 8, 16;
+// head_dim 64, 96, 128; blocks of 16, 32, 48 keys), f32 / bf16 / int8 / q4
+// KV, no window and a window of 37, each sequence run whole and in chunks of
+// 22 and 1 tokens: 120 lines and a total, on the best ISA level the CPU has
+// (KVFORK_CPU_ISA picks another). The lines of two builds must be equal.
+// Built by hand against a release build:
+//
+//   g++ -O2 -std=c++20 -Isrc bench/kernels/attention_hash_probe.cc \
+//     build/release/src/kernels/libkvfork_kernels.a build/release/src/core/libkvfork_core.a \
+//     -lpthread -o /tmp/attention_hash_probe
+//   /tmp/attention_hash_probe > /tmp/hash_new.txt
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
