@@ -15,6 +15,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "cli/command.h"
@@ -54,15 +55,16 @@ StatusOr<Request> ParseBatchLine(const std::string& line, int64_t line_no, const
     const nlohmann::json j = nlohmann::json::parse(line);
     if (!j.is_object()) return InvalidArgumentError(where + "not a JSON object");
     // A field this command does not read is an error, not a silent default.
-    static constexpr const char* kFields[] = {"id",    "prompt", "prompt_ids", "max_tokens",
-                                              "temperature", "top_p", "top_k", "seed", "stop"};
+    static constexpr std::string_view kFields[] = {"id",         "prompt",      "prompt_ids",
+                                                   "max_tokens", "temperature", "top_p",
+                                                   "top_k",      "seed",        "stop"};
     for (const auto& item : j.items()) {
-      if (std::find_if(std::begin(kFields), std::end(kFields), [&](const char* f) {
-            return item.key() == f;
-          }) == std::end(kFields))
-        return InvalidArgumentError(where + "unknown field \"" + item.key() +
-                                    "\" (a line takes id, prompt or prompt_ids, max_tokens, "
-                                    "temperature, top_p, top_k, seed, stop)");
+      if (std::find(std::begin(kFields), std::end(kFields), item.key()) != std::end(kFields))
+        continue;
+      std::string known;
+      for (std::string_view f : kFields) known += (known.empty() ? "" : ", ") + std::string(f);
+      return InvalidArgumentError(where + "unknown field \"" + item.key() + "\" (a line takes " +
+                                  known + ")");
     }
     if (j.contains("prompt") && j.contains("prompt_ids"))
       return InvalidArgumentError(where + "has both \"prompt\" and \"prompt_ids\"");
